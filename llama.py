@@ -1,0 +1,176 @@
+"""A LLaMA / Mistral decoder with two views of the same weights.
+
+RNN view (`step`): one token at a time, every layer is
+    x_t, (K, V)_t = f(x_t, (K, V)_{t-1})                       (Oren et al. 2024, eq. 4)
+where (K, V) is the layer's multi-state, one key/value row per kept token.
+
+Transformer view (`forward`): all positions at once under an attention mask.
+
+With no compression policy the two compute the same function; test_equivalence.py proves it.
+Weights are plain tensors in dataclasses; the multi-state lives outside (msrnn.py) and is
+passed in and returned.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Config:
+    vocab_size: int
+    dim: int                    # hidden_size
+    n_layers: int
+    n_heads: int                # query heads
+    n_kv_heads: int             # key/value heads; fewer than n_heads is grouped-query attention
+    head_dim: int
+    ffn_dim: int                # intermediate_size of the SwiGLU MLP
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None   # {"rope_type": "linear" | "llama3", ...} or None
+    sliding_window: int | None = None  # Mistral: a query sees itself and the W-1 tokens before it
+    tie_embeddings: bool = False
+
+
+@dataclass
+class Layer:
+    attn_norm: torch.Tensor  # (dim,)
+    wq: torch.Tensor         # (n_heads * head_dim, dim)
+    wk: torch.Tensor         # (n_kv_heads * head_dim, dim)
+    wv: torch.Tensor         # (n_kv_heads * head_dim, dim)
+    wo: torch.Tensor         # (dim, n_heads * head_dim)
+    mlp_norm: torch.Tensor   # (dim,)
+    w_gate: torch.Tensor     # (ffn_dim, dim)
+    w_up: torch.Tensor       # (ffn_dim, dim)
+    w_down: torch.Tensor     # (dim, ffn_dim)
+
+
+@dataclass
+class Model:
+    config: Config
+    embed: torch.Tensor      # (vocab, dim)
+    layers: list[Layer]
+    norm: torch.Tensor       # (dim,)
+    lm_head: torch.Tensor    # (vocab, dim); the same tensor as `embed` when tied
+    inv_freq: torch.Tensor   # (head_dim/2,) float64 RoPE frequencies, scaling applied
+
+    @property
+    def dtype(self):
+        return self.embed.dtype
+
+
+def rope_frequencies(cfg: Config) -> torch.Tensor:
+    """RoPE inverse frequencies (Su et al. 2021), with Llama 3's or linear scaling."""
+    inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim)
+    s = cfg.rope_scaling
+    if s is None:
+        return inv_freq
+    if s["rope_type"] == "linear":  # positions divided by the factor
+        return inv_freq / s["factor"]
+    # llama3: long wavelengths slowed by `factor`, short ones kept, a smooth ramp between
+    # (the rule of Meta's Llama 3.1 reference code and transformers' _compute_llama3_parameters)
+    factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old_len = s["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    smooth = ((old_len / wavelen - lo) / (hi - lo)).clamp(0, 1)
+    return (1 - smooth) * inv_freq / factor + smooth * inv_freq
+
+
+def rope_angles(model: Model, positions: torch.Tensor):
+    """cos and sin of position * frequency, (..., head_dim/2), in the model's dtype."""
+    angles = positions.to(torch.float64)[..., None] * model.inv_freq  # float64 so large t stays exact
+    return angles.cos().to(model.dtype), angles.sin().to(model.dtype)
+
+
+def rope(x, cos, sin):
+    """Rotate pairs (x_i, x_{i+d/2}) by their angle: the rotate-half layout of HF checkpoints."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def rms_norm(x, weight, eps):
+    # RMSNorm (Zhang & Sennrich 2019); the model runs in float32 or float64, never lower
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def mlp(L: Layer, h):
+    # SwiGLU (Shazeer 2020, arXiv 2002.05202 eq. 5)
+    return F.linear(F.silu(F.linear(h, L.w_gate)) * F.linear(h, L.w_up), L.w_down)
+
+
+# ---------------------------------------------------------------- RNN view
+
+def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
+    """One token per sequence through every layer: (logits (B, vocab), state).
+
+    tokens: (B,) the tokens at absolute position t. state: one multi-state per layer (msrnn.py),
+    written in place and returned. policy: which row to drop when a layer holds more rows than
+    its size (None for the unbounded multi-state, i.e. the transformer itself).
+    """
+    c = model.config
+    B, G = tokens.shape[0], c.n_heads // c.n_kv_heads
+    cos, sin = rope_angles(model, torch.tensor(t))                   # (head_dim/2,)
+    x = model.embed[tokens]                                          # (B, dim)
+    for L, ms in zip(model.layers, state):
+        # queries, keys and values of the current token
+        h = rms_norm(x, L.attn_norm, c.norm_eps)
+        q = F.linear(h, L.wq).view(B, c.n_kv_heads, G, c.head_dim)  # (B, Hkv, G, hd): G query heads share a KV head
+        k = F.linear(h, L.wk).view(B, c.n_kv_heads, c.head_dim)     # (B, Hkv, hd)
+        v = F.linear(h, L.wv).view(B, c.n_kv_heads, c.head_dim)     # (B, Hkv, hd)
+        # RoPE at the token's absolute position; keys keep that rotation for as long as they are kept
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        # append (k, v) to the multi-state: the state grows by one row
+        K, V, pos = ms.append(k, v, t)                               # (B, Hkv, n, hd), (B, Hkv, n, hd), (B, Hkv, n)
+        # softmax attention of the current query over every row of the state
+        scores = q @ K.transpose(-1, -2) / math.sqrt(c.head_dim)     # (B, Hkv, G, n)
+        if c.sliding_window is not None:  # Mistral's own window: rows older than W-1 steps are invisible
+            scores = scores.masked_fill((pos <= t - c.sliding_window)[:, :, None], float("-inf"))
+        attn = scores.softmax(-1)
+        o = (attn @ V).reshape(B, c.n_heads * c.head_dim)           # (B, Hkv, G, hd) -> (B, H*hd)
+        # the policy bounds the state: if it holds more than `size` rows, one is dropped
+        ms.compress(attn, t, policy)
+        x = x + F.linear(o, L.wo)
+        x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
+    return F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head), state
+
+
+# ---------------------------------------------------------------- transformer view
+
+def causal_mask(cfg: Config, T: int) -> torch.Tensor:
+    """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < W with a sliding window."""
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    mask = j <= i
+    if cfg.sliding_window is not None:
+        mask &= i - j < cfg.sliding_window
+    return mask
+
+
+def forward(model: Model, tokens: torch.Tensor, mask_fn=None) -> torch.Tensor:
+    """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
+
+    mask_fn(layer_index, scores) -> bool mask broadcastable to scores (B, Hkv, G, T, T) replaces the
+    causal mask; msrnn.masked_forward uses it to run a compression policy as an attention mask.
+    """
+    c = model.config
+    single = tokens.dim() == 1
+    tokens = tokens.view(1, -1) if single else tokens
+    B, T = tokens.shape
+    G = c.n_heads // c.n_kv_heads
+    cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
+    causal = causal_mask(c, T)
+    x = model.embed[tokens]                                          # (B, T, dim)
+    for i, L in enumerate(model.layers):
+        h = rms_norm(x, L.attn_norm, c.norm_eps)
+        q = F.linear(h, L.wq).view(B, T, c.n_kv_heads, G, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, G, T, hd)
+        k = F.linear(h, L.wk).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
+        v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(c.head_dim)   # (B, Hkv, G, T, T)
+        mask = causal if mask_fn is None else mask_fn(i, scores)
+        attn = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        o = (attn @ v).permute(0, 3, 1, 2, 4).reshape(B, T, c.n_heads * c.head_dim)  # (B, T, H*hd)
+        x = x + F.linear(o, L.wo)
+        x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
+    logits = F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head)
+    return logits[0] if single else logits

@@ -1,0 +1,171 @@
+"""Read a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json) into llama.Model.
+
+No `transformers` at run time, and never a pickle: only safetensors files are opened.
+"""
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+import llama
+
+# Checkpoint name -> our field, per layer. Every entry must be present and have the expected shape.
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm",
+    "self_attn.q_proj.weight": "wq",
+    "self_attn.k_proj.weight": "wk",
+    "self_attn.v_proj.weight": "wv",
+    "self_attn.o_proj.weight": "wo",
+    "post_attention_layernorm.weight": "mlp_norm",
+    "mlp.gate_proj.weight": "w_gate",
+    "mlp.up_proj.weight": "w_up",
+    "mlp.down_proj.weight": "w_down",
+}
+DISK_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def _shapes(c: llama.Config) -> dict:
+    """Expected shape of every tensor, by checkpoint name."""
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    layer = {"attn_norm": (c.dim,), "wq": (q, c.dim), "wk": (kv, c.dim), "wv": (kv, c.dim), "wo": (c.dim, q),
+             "mlp_norm": (c.dim,), "w_gate": (c.ffn_dim, c.dim), "w_up": (c.ffn_dim, c.dim),
+             "w_down": (c.dim, c.ffn_dim)}
+    shapes = {"model.embed_tokens.weight": (c.vocab_size, c.dim), "model.norm.weight": (c.dim,)}
+    if not c.tie_embeddings:
+        shapes["lm_head.weight"] = (c.vocab_size, c.dim)
+    for i in range(c.n_layers):
+        for name, field in LAYER_NAMES.items():
+            shapes[f"model.layers.{i}.{name}"] = layer[field]
+    return shapes
+
+
+def read_config(path) -> llama.Config:
+    """config.json -> llama.Config, refusing any field that would change the math we do not implement."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        raise CheckpointError(f"{file}: not found (is {path} a Hugging Face checkpoint folder?)")
+    d = json.loads(file.read_text())
+
+    def need(key):
+        if d.get(key) is None:
+            raise CheckpointError(f"{file}: required field '{key}' is missing")
+        return d[key]
+
+    if d.get("model_type") not in ("llama", "mistral"):
+        raise CheckpointError(f"{file}: model_type {d.get('model_type')!r} is not supported (llama or mistral)")
+    for key in ("attention_bias", "mlp_bias"):
+        if d.get(key):
+            raise CheckpointError(f"{file}: {key}={d[key]} is not supported (biases in the projections)")
+    if d.get("hidden_act", "silu") != "silu":
+        raise CheckpointError(f"{file}: hidden_act {d['hidden_act']!r} is not supported (silu)")
+
+    # RoPE: Hub checkpoints have rope_theta + rope_scaling ({"type"|"rope_type": ...});
+    # transformers 5 writes rope_parameters = {"rope_theta": ..., "rope_type": ..., scaling fields}.
+    rope = dict(d.get("rope_parameters") or d.get("rope_scaling") or {})
+    theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind == "default":
+        scaling = None
+    elif kind == "linear":
+        scaling = {"rope_type": "linear", "factor": float(rope["factor"])}
+    elif kind == "llama3":
+        scaling = {"rope_type": "llama3", **{k: float(rope[k]) for k in
+                   ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}}
+    else:
+        raise CheckpointError(f"{file}: rope scaling type {kind!r} is not supported (default, linear, llama3)")
+
+    heads = need("num_attention_heads")
+    window = d.get("sliding_window") if d["model_type"] == "mistral" else None
+    return llama.Config(
+        vocab_size=need("vocab_size"), dim=need("hidden_size"), n_layers=need("num_hidden_layers"),
+        n_heads=heads, n_kv_heads=d.get("num_key_value_heads") or heads,
+        head_dim=d.get("head_dim") or need("hidden_size") // heads, ffn_dim=need("intermediate_size"),
+        norm_eps=d.get("rms_norm_eps", 1e-6), rope_theta=float(theta), rope_scaling=scaling,
+        sliding_window=window, tie_embeddings=d.get("tie_word_embeddings", False))
+
+
+def _safetensors_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        return sorted({path / f for f in json.loads(index.read_text())["weight_map"].values()})
+    files = sorted(path.glob("*.safetensors"))
+    if files:
+        return files
+    pickles = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt*")]
+    hint = f" (found {', '.join(pickles)}: pickle files are never opened; convert them to safetensors)" if pickles else ""
+    raise CheckpointError(f"{path}: no *.safetensors weights{hint}")
+
+
+def _read_tensors(path: Path, wanted: dict) -> dict:
+    tensors, seen = {}, {}
+    for file in _safetensors_files(path):
+        if not file.is_file():
+            raise CheckpointError(f"{file}: listed in model.safetensors.index.json but missing")
+        try:
+            with safe_open(file, framework="pt") as f:
+                for name in f.keys():
+                    if name in seen:
+                        raise CheckpointError(f"{file}: tensor {name} also in {seen[name]}")
+                    seen[name] = file.name
+                    if name in wanted:
+                        tensors[name] = f.get_tensor(name)
+        except CheckpointError:
+            raise
+        except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
+            raise CheckpointError(f"{file}: cannot read safetensors file ({e})") from None
+    # a tied checkpoint may still store lm_head.weight; old LLaMA ones store RoPE tables: both unused
+    unknown = sorted(n for n in set(seen) - set(wanted)
+                     if n != "lm_head.weight" and not n.endswith("rotary_emb.inv_freq"))
+    missing = sorted(set(wanted) - set(seen))
+    if missing:
+        raise CheckpointError(f"{path}: missing tensors: {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else ""))
+    if unknown:
+        raise CheckpointError(f"{path}: unexpected tensors: {', '.join(unknown[:5])}" + (" ..." if len(unknown) > 5 else ""))
+    for name, t in tensors.items():
+        if tuple(t.shape) != wanted[name]:
+            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has shape {tuple(t.shape)}, expected {wanted[name]}")
+        if t.dtype not in DISK_DTYPES:
+            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has dtype {t.dtype}, expected float32/16 or bfloat16")
+    return tensors
+
+
+def load_model(path=None, dtype=torch.float32) -> llama.Model:
+    """A checkpoint folder as llama.Model, computed in `dtype` (float32, or float64 for exact tests).
+
+    path=None is the default model, SmolLM2-135M-Instruct, prepared on first use (default_model.py).
+    """
+    path = _folder(path)
+    c = read_config(path)
+    t = _read_tensors(path, _shapes(c))
+    w = {name: x.to(dtype) for name, x in t.items()}
+    layers = [llama.Layer(**{field: w[f"model.layers.{i}.{name}"] for name, field in LAYER_NAMES.items()})
+              for i in range(c.n_layers)]
+    embed = w["model.embed_tokens.weight"]
+    # Tied: the output projection is the embedding (a stored lm_head.weight is ignored, as transformers does)
+    return llama.Model(config=c, embed=embed, layers=layers, norm=w["model.norm.weight"],
+                       lm_head=embed if c.tie_embeddings else w["lm_head.weight"],
+                       inv_freq=llama.rope_frequencies(c))
+
+
+def load_tokenizer(path=None):
+    """tokenizer.json of a checkpoint folder as a `tokenizers.Tokenizer`."""
+    from tokenizers import Tokenizer
+    file = _folder(path) / "tokenizer.json"
+    if not file.is_file():
+        raise CheckpointError(f"{file}: not found")
+    return Tokenizer.from_file(str(file))
+
+
+def _folder(path) -> Path:
+    if path is None:
+        import default_model
+        return default_model.default_model_dir()
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint folder")
+    return path

@@ -1,0 +1,170 @@
+"""The multi-state RNN around llama.step (Oren et al. 2024, "Transformers are Multi-State RNNs").
+
+A layer's multi-state is a set of rows (key, value, original position). Unbounded, it gains one
+row per token and the MSRNN is the transformer. Bounded to `size` rows, it is a fixed number of
+slots, like any RNN's state: each step writes the new token into the slot the policy freed the
+step before, attends over at most size+1 rows, then the policy frees one slot again.
+A step therefore costs O(size) and never copies the state.
+"""
+from dataclasses import dataclass
+
+import torch
+
+import llama
+
+
+@dataclass
+class Rows:
+    """What a policy sees of one layer when it must drop a row. n = size + 1 rows, in slot order."""
+    attn: torch.Tensor   # (B, Hkv, G, n) the current query's attention over the rows, G query heads per KV head
+    pos: torch.Tensor    # (B, Hkv, n) each row's original position; the current token's is t
+    score: torch.Tensor  # (B, Hkv, n) attention each row has received, summed over steps and its G heads
+    keys: torch.Tensor   # (B, Hkv, n, head_dim) keys, RoPE applied
+    t: int               # current position
+    size: int            # rows to keep
+
+
+@dataclass
+class MultiState:
+    """One layer's multi-state; rows live in slots [0, n) of fixed buffers."""
+    k: torch.Tensor      # (B, Hkv, capacity, head_dim)
+    v: torch.Tensor      # (B, Hkv, capacity, head_dim)
+    pos: torch.Tensor    # (B, Hkv, capacity) long; -1 marks a freed slot
+    score: torch.Tensor  # (B, Hkv, capacity) accumulated attention (read by H2O)
+    free: torch.Tensor   # (B, Hkv) long: the slot the next token is written to
+    n: int = 0           # slots in use
+    size: int | None = None  # rows kept after each step; None = unbounded
+
+    def append(self, k, v, t):
+        """Write the current token's row; return the rows to attend over (keys, values, positions)."""
+        capacity = self.k.shape[2]
+        if self.n == capacity:
+            if self.size is None:  # only the unbounded state grows: double it, amortised O(1) per step
+                self._grow()
+        if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
+            self.free.fill_(self.n)
+            self.n += 1
+        slot = self.free[..., None]                                  # (B, Hkv, 1)
+        idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])         # (B, Hkv, 1, hd)
+        self.k.scatter_(2, idx, k[:, :, None])
+        self.v.scatter_(2, idx, v[:, :, None])
+        self.pos.scatter_(2, slot, t)
+        self.score.scatter_(2, slot, 0.0)
+        n = self.n
+        return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
+
+    def compress(self, attn, t, policy):
+        """After attention: accumulate it, and if more than `size` rows are held, drop one."""
+        n = self.n
+        self.score[:, :, :n] += attn.sum(2)
+        if self.size is None or n <= self.size:
+            return
+        rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size)
+        drop = policy(rows)
+        B, H = self.free.shape
+        if not (isinstance(drop, torch.Tensor) and drop.dtype == torch.long and drop.dim() == 2
+                and drop.shape[0] == B and drop.shape[1] in (1, H)):
+            raise ValueError(f"policy {getattr(policy, '__name__', policy)} must return a long tensor of shape "
+                             f"({B}, 1) or ({B}, {H}) (one row per sequence and layer or KV head), got "
+                             f"{drop.dtype if isinstance(drop, torch.Tensor) else type(drop).__name__} "
+                             f"{tuple(drop.shape) if isinstance(drop, torch.Tensor) else ''}")
+        if drop.min() < 0 or drop.max() >= n:
+            raise ValueError(f"policy {getattr(policy, '__name__', policy)} chose row "
+                             f"{drop.min().item() if drop.min() < 0 else drop.max().item()}, outside 0..{n - 1}")
+        self.free.copy_(drop.expand(B, H))
+        self.pos.scatter_(2, self.free[..., None], -1)
+
+    def _grow(self):
+        cap = max(2 * self.k.shape[2], 16)
+        pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
+        self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
+        self.pos, self.score = pad(self.pos, -1), pad(self.score, 0.0)
+
+
+@dataclass
+class State:
+    layers: list[MultiState]  # one multi-state per layer
+    t: int = 0                # position of the next token
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    @property
+    def rows(self) -> int:
+        """Rows held per layer and head (the same in every layer)."""
+        return min(self.layers[0].n, self.layers[0].size or self.layers[0].n)
+
+
+def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> State:
+    """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None."""
+    if size is not None and (not isinstance(size, int) or size < 1):
+        raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
+    c = model.config
+    cap = 16 if size is None else size + 1  # a bounded state holds size + 1 rows while it attends
+    def empty():
+        z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype)
+        return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
+                          score=torch.zeros(batch, c.n_kv_heads, cap, dtype=model.dtype),
+                          free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size)
+    return State([empty() for _ in range(c.n_layers)])
+
+
+def _check(policy, size):
+    if (policy is None) != (size is None):
+        raise ValueError("give both a policy and a size (a bounded MSRNN) or neither (the unbounded one); "
+                         f"got policy={getattr(policy, '__name__', policy)}, size={size}")
+
+
+@torch.no_grad()
+def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
+    """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
+    _check(policy, state.layers[0].size)
+    if tokens.shape[0] != state.layers[0].free.shape[0]:
+        raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
+    out = []
+    for i in range(tokens.shape[1]):
+        logits, _ = llama.step(model, tokens[:, i], state.t, state.layers, policy)
+        state.t += 1
+        out.append(logits)
+    return torch.stack(out, 1)
+
+
+def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None) -> torch.Tensor:
+    """The MSRNN on tokens (T,) or (B, T): logits (T, vocab) or (B, T, vocab).
+
+    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself.
+    """
+    _check(policy, size)
+    single = tokens.dim() == 1
+    tokens = tokens.view(1, -1) if single else tokens
+    logits = feed(model, tokens, init_state(model, tokens.shape[0], size), policy)
+    return logits[0] if single else logits
+
+
+@torch.no_grad()
+def generate(model, prompt, max_new: int, policy=None, size=None, state=None, temperature: float = 0.0,
+             top_k: int | None = None, seed: int = 0):
+    """Yield (B,) new tokens one at a time: greedy when temperature is 0, sampled otherwise.
+
+    prompt: (T,) or (B, T), at least one token, fed first. Pass `state` to continue from it: its
+    size and position carry on, and it is updated in place, so a caller can watch it grow.
+    """
+    prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
+    if state is None:
+        _check(policy, size)
+        state = init_state(model, prompt.shape[0], size)
+    if prompt.shape[1] == 0:
+        raise ValueError("generate needs at least one prompt token to condition on")
+    gen = torch.Generator().manual_seed(seed)
+    logits = feed(model, prompt, state, policy)[:, -1]
+    for _ in range(max_new):
+        if temperature == 0:
+            tok = logits.argmax(-1)
+        else:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = logits.topk(top_k, -1).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            tok = torch.multinomial(logits.softmax(-1).float(), 1, generator=gen)[:, 0]
+        yield tok
+        logits = feed(model, tok[:, None], state, policy)[:, -1]
