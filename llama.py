@@ -149,8 +149,8 @@ def causal_mask(cfg: Config, T: int) -> torch.Tensor:
 def forward(model: Model, tokens: torch.Tensor, mask_fn=None) -> torch.Tensor:
     """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
 
-    mask_fn(layer_index, scores) -> bool mask broadcastable to scores (B, Hkv, G, T, T) replaces the
-    causal mask; msrnn.masked_forward uses it to run a compression policy as an attention mask.
+    mask_fn(layer_index, scores, k, v) -> bool mask broadcastable to scores (B, Hkv, G, T, T) replaces
+    the causal mask; msrnn.masked_forward uses it to run a compression policy as an attention mask.
     """
     c = model.config
     single = tokens.dim() == 1
@@ -167,7 +167,7 @@ def forward(model: Model, tokens: torch.Tensor, mask_fn=None) -> torch.Tensor:
         v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         scores = q @ k.transpose(-1, -2) / math.sqrt(c.head_dim)   # (B, Hkv, G, T, T)
-        mask = causal if mask_fn is None else mask_fn(i, scores)
+        mask = causal if mask_fn is None else mask_fn(i, scores, k, v)
         attn = scores.masked_fill(~mask, float("-inf")).softmax(-1)
         o = (attn @ v).permute(0, 3, 1, 2, 4).reshape(B, T, c.n_heads * c.head_dim)  # (B, T, H*hd)
         x = x + F.linear(o, L.wo)

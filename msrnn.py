@@ -168,3 +168,39 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1).float(), 1, generator=gen)[:, 0]
         yield tok
         logits = feed(model, tok[:, None], state, policy)[:, -1]
+
+
+@torch.no_grad()
+def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
+    """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T).
+
+    Each layer computes all queries and keys at once, then derives row by row which keys every
+    query may see under the policy (static for window/sink, from that layer's attention for H2O
+    and TOVA: Oren et al. 2024, app. E), and attends under that mask in parallel. The returned
+    state is the one the token-by-token run reaches, so generation can continue from it.
+    """
+    _check(policy, size)
+    B, T = tokens.shape
+    state = init_state(model, B, size)
+    causal = llama.causal_mask(model.config, T)                      # (T, T)
+
+    def mask_fn(layer, scores, k, v):                                # scores (B, Hkv, G, T, T); k, v (B, Hkv, 1, T, hd)
+        ms, G = state.layers[layer], scores.shape[2]
+        if policy is None:  # unbounded: every row kept, the state is all of k and v
+            ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
+            ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
+            ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
+            ms.n = T
+            return causal
+        mask = torch.zeros(B, scores.shape[1], 1, T, T, dtype=torch.bool)
+        for i in range(T):
+            _, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n) positions of the held rows
+            visible = causal[i][pos]                                  # (B, Hkv, n) the model's own window
+            s = scores[:, :, :, i].gather(-1, pos[:, :, None].expand(-1, -1, G, -1))  # (B, Hkv, G, n)
+            mask[:, :, 0, i].scatter_(-1, pos, visible)
+            ms.compress(s.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1), i, policy)
+        return mask
+
+    logits = llama.forward(model, tokens, mask_fn)
+    state.t = T
+    return logits, state
