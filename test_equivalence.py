@@ -1,0 +1,88 @@
+"""The unbounded MSRNN (token by token) is the transformer (all positions at once), exactly."""
+import pytest
+import torch
+
+import llama
+import msrnn
+from conftest import random_model, tiny_config
+
+EXACT = 1e-10  # float64: the two views differ only by summation order
+
+CONFIGS = {
+    "llama-gqa": tiny_config(),
+    "llama-gqa-tied": tiny_config(tie_embeddings=True),
+    "llama-mha": tiny_config(n_kv_heads=4),
+    "mistral-window5": tiny_config(sliding_window=5),
+    "llama3-rope": tiny_config(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                             "high_freq_factor": 4.0, "original_max_position_embeddings": 16.0}),
+    "linear-rope": tiny_config(rope_scaling={"rope_type": "linear", "factor": 4.0}),
+    "head-dim-16": tiny_config(head_dim=16),  # head_dim * heads != dim, as some checkpoints have
+}
+
+
+def tokens(B, T, seed=1, vocab=61):
+    return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_unbounded_msrnn_equals_transformer(name):
+    model = random_model(CONFIGS[name])
+    x = tokens(3, 40)
+    parallel = llama.forward(model, x)                    # (B, T, vocab)
+    recurrent = msrnn.run(model, x)
+    assert (parallel - recurrent).abs().max() <= EXACT
+    assert (llama.forward(model, x[1]) - parallel[1]).abs().max() <= EXACT  # a batch is independent sequences
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "mistral-window5"])
+def test_identical_greedy_tokens(name):
+    model = random_model(CONFIGS[name])
+    prompt = tokens(1, 6)[0]
+    new = torch.stack(list(msrnn.generate(model, prompt, 20)))[:, 0]
+    seq = prompt.tolist()
+    for _ in range(20):  # the reference: re-run the whole transformer for every new token
+        seq.append(llama.forward(model, torch.tensor(seq))[-1].argmax().item())
+    assert new.tolist() == seq[6:]
+
+
+def test_masked_forward_unbounded_hands_over_the_state():
+    model = random_model(CONFIGS["llama-gqa"])
+    x = tokens(2, 30)
+    logits, state = msrnn.masked_forward(model, x[:, :20])
+    rest = msrnn.feed(model, x[:, 20:], state)            # continue token by token
+    assert (torch.cat([logits, rest], 1) - llama.forward(model, x)).abs().max() <= EXACT
+
+
+def test_sampling_is_seeded_and_continues_a_state():
+    model = random_model(CONFIGS["llama-gqa"])
+    prompt = tokens(2, 5)
+    a = torch.stack(list(msrnn.generate(model, prompt, 10, temperature=0.8, top_k=20, seed=3)))
+    b = torch.stack(list(msrnn.generate(model, prompt, 10, temperature=0.8, top_k=20, seed=3)))
+    assert torch.equal(a, b) and a.shape == (10, 2)
+    state = msrnn.init_state(model, 2)
+    list(msrnn.generate(model, prompt, 3, state=state))
+    assert state.t == 5 + 2 and state.rows == 7  # the last generated token is not fed yet
+
+
+# ---------------------------------------------------------------- the real default model (float32)
+
+def test_default_model_views_agree(real_model, tokenizer, gpl3):
+    ids = torch.tensor(tokenizer.encode(gpl3[:1500]).ids[:300])
+    diff = (llama.forward(real_model, ids) - msrnn.run(real_model, ids)).abs().max().item()
+    print(f"default model, {len(ids)} tokens, float32: max |dlogit| = {diff:.2e}")
+    assert diff <= 1e-4
+
+
+def test_default_model_knows_paris(real_model, tokenizer):
+    prompt = torch.tensor(tokenizer.encode("The capital of France is").ids)
+    new = [t.item() for t in msrnn.generate(real_model, prompt, 3)]
+    assert tokenizer.decode(new).startswith(" Paris")
+
+
+def test_default_model_perplexity_on_gpl3(real_model, tokenizer, gpl3):
+    ids = torch.tensor(tokenizer.encode(gpl3[:8000]).ids)
+    assert len(ids) == 1744
+    logits = llama.forward(real_model, ids)
+    ppl = torch.nn.functional.cross_entropy(logits[:-1], ids[1:]).exp().item()
+    print(f"default model perplexity on GPL-3[:8000] = {ppl:.3f}")
+    assert abs(ppl - 19.1) <= 0.3

@@ -1,0 +1,146 @@
+"""A finite MSRNN (token by token, `size` slots) is the transformer under the mask its policy induces."""
+import functools
+
+import pytest
+import torch
+
+import llama
+import msrnn
+import policies
+from conftest import random_model, tiny_config
+from test_equivalence import EXACT, tokens
+
+ALL = dict(policies.POLICIES, sink1=functools.partial(policies.sink, sinks=1))
+SIZES = [1, 2, 3, 7, 16]
+
+
+def valid(name, size):
+    return not (name == "sink" and size <= 4) and not (name == "sink1" and size <= 1)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_recurrent_equals_masked_view(name):
+    model = random_model(tiny_config(n_layers=3))
+    x = tokens(2, 36)
+    for size in filter(lambda s: valid(name, s), SIZES):
+        recurrent = msrnn.run(model, x, ALL[name], size)
+        masked, _ = msrnn.masked_forward(model, x, ALL[name], size)
+        assert (recurrent - masked).abs().max() <= EXACT, (name, size)
+        assert (recurrent - llama.forward(model, x)).abs().max() > 1e-3  # the policy did drop rows
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_large_size_is_the_transformer(name):
+    model = random_model(tiny_config())
+    x = tokens(2, 20)
+    full = llama.forward(model, x)
+    assert (msrnn.run(model, x, ALL[name], 20) - full).abs().max() <= EXACT
+    assert (msrnn.masked_forward(model, x, ALL[name], 25)[0] - full).abs().max() <= EXACT
+
+
+@pytest.mark.parametrize("name", ["tova", "h2o_head", "sink"])
+def test_identical_greedy_tokens(name):
+    model = random_model(tiny_config())
+    prompt = tokens(1, 8)[0]
+    new = torch.stack(list(msrnn.generate(model, prompt, 24, ALL[name], 6)))[:, 0]
+    seq = torch.cat([prompt, new])
+    masked, _ = msrnn.masked_forward(model, seq[None], ALL[name], 6)
+    assert masked[0, 7:-1].argmax(-1).tolist() == new.tolist()
+
+
+def test_window_is_mistral_sliding_window_plus_one():
+    """window with size k keeps k rows after each step, so the query sees k + 1: sliding_window = k + 1."""
+    cfg = tiny_config()
+    model = random_model(cfg)
+    x = tokens(2, 30)
+    for k in (1, 4, 9):
+        mistral = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=k + 1)})
+        assert (msrnn.run(model, x, policies.window, k) - llama.forward(mistral, x)).abs().max() <= EXACT
+        off_by_one = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=k)})
+        assert (msrnn.run(model, x, policies.window, k) - llama.forward(off_by_one, x)).abs().max() > 1e-3
+
+
+def test_sink_is_a_static_mask():
+    model = random_model(tiny_config())
+    x = tokens(2, 30)
+    size, sinks = 7, 3
+    i, j = torch.arange(30)[:, None], torch.arange(30)[None, :]
+    mask = (j <= i) & ((j < sinks) | (i - j <= size - sinks))  # sinks + the size - sinks latest + itself
+    static = llama.forward(model, x, lambda layer, s, k, v: mask)
+    sink = functools.partial(policies.sink, sinks=sinks)
+    assert (msrnn.run(model, x, sink, size) - static).abs().max() <= EXACT
+
+
+def naive_masks(model, x, size, score):
+    """An independent reference for one sequence: kept rows as a Python list in position order;
+    score(attn over kept rows (H, G, n), accumulated (H, n) dict, kept, t) -> index to drop."""
+    def mask_fn(layer, scores, k, v):
+        T, kept, acc = scores.shape[-1], [], {}
+        mask = torch.zeros(T, T, dtype=torch.bool)
+        for t in range(T):
+            kept.append(t)
+            mask[t, kept] = True
+            attn = scores[0, :, :, t, kept].softmax(-1)             # (Hkv, G, n)
+            for r, p in enumerate(kept):
+                acc[p] = acc.get(p, 0.0) + attn[..., r].sum().item()
+            if len(kept) > size:
+                kept.pop(score(attn, acc, kept, t))
+        return mask
+    return llama.forward(model, x, mask_fn)
+
+
+def test_tova_and_h2o_match_a_naive_reference():
+    model = random_model(tiny_config())
+    x = tokens(1, 30)[0]
+    tova = lambda attn, acc, kept, t: attn.mean((0, 1)).argmin().item()
+    def h2o(attn, acc, kept, t):  # protect the size//2 latest, drop the least accumulated of the rest
+        old = [p for p in kept if p <= t - size // 2]
+        return kept.index(min(old, key=acc.get))
+    for size in (2, 5, 9):
+        assert (msrnn.run(model, x, policies.tova, size) - naive_masks(model, x, size, tova)).abs().max() <= EXACT
+        assert (msrnn.run(model, x, policies.h2o, size) - naive_masks(model, x, size, h2o)).abs().max() <= EXACT
+
+
+def test_batch_sequences_drop_their_own_rows():
+    model = random_model(tiny_config())
+    x = tokens(3, 25)
+    batched = msrnn.run(model, x, policies.tova_head, 5)
+    for b in range(3):
+        assert (batched[b] - msrnn.run(model, x[b], policies.tova_head, 5)).abs().max() <= EXACT
+
+
+def test_bounded_state_is_fixed_slots_never_copied():
+    model = random_model(tiny_config())
+    state = msrnn.init_state(model, 2, 6)
+    msrnn.feed(model, tokens(2, 8), state, policies.tova)
+    ptrs = [(ms.k.data_ptr(), ms.v.data_ptr(), ms.pos.data_ptr()) for ms in state]
+    msrnn.feed(model, tokens(2, 40, seed=2), state, policies.tova)
+    assert [(ms.k.data_ptr(), ms.v.data_ptr(), ms.pos.data_ptr()) for ms in state] == ptrs
+    assert all(ms.k.shape[2] == 7 for ms in state) and state.rows == 6 and state.t == 48
+    held = state.layers[0].pos[0, 0]
+    assert (held >= 0).sum() == 6 and held.max() <= 47  # 6 rows after the drop, one slot free
+
+
+def test_user_policy_needs_no_change_to_the_core():
+    def smallest_key_norm(rows):
+        """Drop the row whose key has the smallest norm, averaged over KV heads (cf. kvpress' Knorm)."""
+        return rows.keys.norm(dim=-1).mean(1).argmin(-1, keepdim=True)
+    model = random_model(tiny_config())
+    x = tokens(1, 20)
+    out = msrnn.run(model, x, smallest_key_norm, 4)
+    assert (out - msrnn.masked_forward(model, x, smallest_key_norm, 4)[0]).abs().max() <= EXACT
+
+
+def test_bad_arguments():
+    model = random_model(tiny_config())
+    x = tokens(1, 10)
+    with pytest.raises(ValueError, match="size"):
+        msrnn.run(model, x, policies.tova, 0)
+    with pytest.raises(ValueError, match="sinks=4 must be smaller"):
+        msrnn.run(model, x, policies.sink, 4)
+    with pytest.raises(ValueError, match="both a policy and a size"):
+        msrnn.run(model, x, policies.tova)
+    with pytest.raises(ValueError, match="outside 0..3"):
+        msrnn.run(model, x, lambda rows: torch.full((1, 1), 3 + 1), 3)
+    with pytest.raises(ValueError, match="must return a long tensor"):
+        msrnn.run(model, x, lambda rows: 0, 3)

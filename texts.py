@@ -1,0 +1,71 @@
+"""Long real texts for the experiments: the Canterbury-corpus books inside PyPI's brotli 1.2.1 sdist.
+
+Fetched once with pip, checked against pinned hashes and cached beside the default model
+(MSRNN_CACHE, default ~/.cache/msrnn). Any text file of your own works as well (`read`).
+"""
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import default_model
+
+SDIST, SDIST_SHA256 = "brotli==1.2.1", "02b2f7b5a83485efe448a44ddf7983def05c3bb1dcf917d4f7154070260e13de"
+BOOKS = {  # name -> sha256 of tests/testdata/<name>.txt
+    "alice29": "7467306ee0feed4971260f3c87421154a05be571d944e9cb021a5713700c38f0",   # Alice in Wonderland
+    "asyoulik": "eaa3526fe53859f34ecdf255712f9ecf0b2c903451d4755b2edaa2e2599cb0fc",  # As You Like It
+    "lcet10": "5314ba1dbb03f471df88bec6cd120a938ef60d0fd3511c5c1dce61bf7463245f",    # a lecture (Project Gutenberg)
+    "plrabn12": "07e2e0b461af78c7c647cb53dab39de560198e16f799b4516eccf0fbd69f764c",  # Paradise Lost
+}
+
+
+def book(name: str) -> str:
+    """The text of one Canterbury book (see BOOKS), downloaded and verified on first use."""
+    if name not in BOOKS:
+        raise ValueError(f"unknown book {name!r}; choose from {', '.join(BOOKS)}")
+    folder = default_model.cache_root() / "texts"
+    if not all((folder / f"{b}.txt").is_file() for b in BOOKS):
+        _fetch(folder)
+    return read(folder / f"{name}.txt")
+
+
+def read(path) -> str:
+    """A user's text file, with Windows line ends made Unix ones (the books have CRLF)."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"text file {path} not found")
+    return path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+
+
+def chunks(ids, length: int = 4096):
+    """Consecutive, non-overlapping token chunks of `length`; a shorter tail is left out."""
+    return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
+
+
+def _fetch(folder: pathlib.Path):
+    print(f"[msrnn] downloading the {SDIST} source package (7 MB) for its test texts ...", file=sys.stderr)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:  # same file system: the rename is atomic
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                        "--disable-pip-version-check", "-q", SDIST, "-d", tmp], check=True)
+        sdist = next(pathlib.Path(tmp).glob("brotli-*.tar.gz"))
+        _verify(sdist, sdist.read_bytes(), SDIST_SHA256)
+        out = pathlib.Path(tmp) / "texts"
+        out.mkdir()
+        with tarfile.open(sdist) as tar:
+            for name, sha in BOOKS.items():
+                data = tar.extractfile(f"brotli-1.2.1/tests/testdata/{name}.txt").read()
+                _verify(name, data, sha)
+                (out / f"{name}.txt").write_bytes(data)
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete folder someone edited by hand
+        os.replace(out, folder)  # all four books appear at once or not at all
+
+
+def _verify(what, data: bytes, sha: str):
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha:
+        raise RuntimeError(f"{what}: sha256 {got} does not match the pinned {sha}")
