@@ -33,8 +33,12 @@ LAYER_NAMES = {
 }
 
 
+def cache_root():
+    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn")
+
+
 def default_model_dir(progress=True):
-    root = pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn")
+    root = cache_root()
     final = root / NAME
     if _complete(final):
         return final

@@ -22,7 +22,7 @@ LAYER_NAMES = {
     "mlp.up_proj.weight": "w_up",
     "mlp.down_proj.weight": "w_down",
 }
-DISK_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DISK_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
 class CheckpointError(ValueError):
@@ -67,7 +67,7 @@ def read_config(path) -> llama.Config:
     # RoPE: Hub checkpoints have rope_theta + rope_scaling ({"type"|"rope_type": ...});
     # transformers 5 writes rope_parameters = {"rope_theta": ..., "rope_type": ..., scaling fields}.
     rope = dict(d.get("rope_parameters") or d.get("rope_scaling") or {})
-    theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
+    theta = rope.get("rope_theta") or d.get("rope_theta") or 10000.0
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind == "default":
         scaling = None
@@ -130,7 +130,7 @@ def _read_tensors(path: Path, wanted: dict) -> dict:
         if tuple(t.shape) != wanted[name]:
             raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has shape {tuple(t.shape)}, expected {wanted[name]}")
         if t.dtype not in DISK_DTYPES:
-            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has dtype {t.dtype}, expected float32/16 or bfloat16")
+            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has dtype {t.dtype}, expected a float type")
     return tensors
 
 
