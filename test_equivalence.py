@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import llama
+import load_weights
 import msrnn
 from conftest import random_model, tiny_config
 
@@ -67,10 +68,16 @@ def test_sampling_is_seeded_and_continues_a_state():
 # ---------------------------------------------------------------- the real default model (float32)
 
 def test_default_model_views_agree(real_model, tokenizer, gpl3):
+    """float32: the views differ by rounding only. Measured on these 300 tokens (logits up to 38):
+    parallel 1.9e-4 and recurrent 7.6e-5 from float64, 1.9e-4 from each other; the parallel view's
+    larger error is float32 matrix-matrix products (row by row products give 6.7e-5)."""
     ids = torch.tensor(tokenizer.encode(gpl3[:1500]).ids[:300])
-    diff = (llama.forward(real_model, ids) - msrnn.run(real_model, ids)).abs().max().item()
+    parallel, recurrent = llama.forward(real_model, ids), msrnn.run(real_model, ids)
+    exact = llama.forward(load_weights.load_model(dtype=torch.float64), ids)
+    diff = (parallel - recurrent).abs().max().item()
     print(f"default model, {len(ids)} tokens, float32: max |dlogit| = {diff:.2e}")
-    assert diff <= 1e-4
+    assert (parallel - exact).abs().max() <= 3e-4 and (recurrent - exact).abs().max() <= 3e-4
+    assert diff <= 3e-4
 
 
 def test_default_model_knows_paris(real_model, tokenizer):
