@@ -120,16 +120,9 @@ def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
         v = F.linear(h, L.wv).view(B, c.n_kv_heads, c.head_dim)     # (B, Hkv, hd)
         # RoPE at the token's absolute position; keys keep that rotation for as long as they are kept
         q, k = rope(q, cos, sin), rope(k, cos, sin)
-        # append (k, v) to the multi-state: the state grows by one row
-        K, V, pos = ms.append(k, v, t)                               # (B, Hkv, n, hd), (B, Hkv, n, hd), (B, Hkv, n)
-        # softmax attention of the current query over every row of the state
-        scores = q @ K.transpose(-1, -2) / math.sqrt(c.head_dim)     # (B, Hkv, G, n)
-        if c.sliding_window is not None:  # Mistral's own window: rows older than W-1 steps are invisible
-            scores = scores.masked_fill((pos <= t - c.sliding_window)[:, :, None], float("-inf"))
-        attn = scores.softmax(-1)
-        o = (attn @ V).reshape(B, c.n_heads * c.head_dim)           # (B, Hkv, G, hd) -> (B, H*hd)
-        # the policy bounds the state: if it holds more than `size` rows, one is dropped
-        ms.compress(attn, t, policy)
+        # append (k, v) to the multi-state, attend over all its rows, and let the policy drop one
+        # if more than `size` remain (msrnn.MultiState.attend; t2r.py's linear state has its own)
+        o = ms.attend(q, k, v, t, policy).reshape(B, c.n_heads * c.head_dim)  # (B, Hkv, G, hd) -> (B, H*hd)
         x = x + F.linear(o, L.wo)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
     return F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head), state
@@ -146,11 +139,17 @@ def causal_mask(cfg: Config, T: int) -> torch.Tensor:
     return mask
 
 
-def forward(model: Model, tokens: torch.Tensor, mask_fn=None) -> torch.Tensor:
+def softmax_attention(q, k, v, mask):
+    """q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd), bool mask (..., T, T) -> (B, Hkv, G, T, hd)."""
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])       # (B, Hkv, G, T, T)
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+
+def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
 
-    mask_fn(layer_index, scores, k, v) -> bool mask broadcastable to scores (B, Hkv, G, T, T) replaces
-    the causal mask; msrnn.masked_forward uses it to run a compression policy as an attention mask.
+    attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention:
+    msrnn.masked_forward runs a compression policy as an attention mask with it, t2r.py linear attention.
     """
     c = model.config
     single = tokens.dim() == 1
@@ -166,10 +165,8 @@ def forward(model: Model, tokens: torch.Tensor, mask_fn=None) -> torch.Tensor:
         k = F.linear(h, L.wk).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
         v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
         q, k = rope(q, cos, sin), rope(k, cos, sin)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(c.head_dim)   # (B, Hkv, G, T, T)
-        mask = causal if mask_fn is None else mask_fn(i, scores, k, v)
-        attn = scores.masked_fill(~mask, float("-inf")).softmax(-1)
-        o = (attn @ v).permute(0, 3, 1, 2, 4).reshape(B, T, c.n_heads * c.head_dim)  # (B, T, H*hd)
+        o = softmax_attention(q, k, v, causal) if attention is None else attention(i, q, k, v)
+        o = o.permute(0, 3, 1, 2, 4).reshape(B, T, c.n_heads * c.head_dim)  # (B, Hkv, G, T, hd) -> (B, T, H*hd)
         x = x + F.linear(o, L.wo)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
     logits = F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head)

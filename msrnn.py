@@ -6,6 +6,7 @@ slots, like any RNN's state: each step writes the new token into the slot the po
 step before, attends over at most size+1 rows, then the policy frees one slot again.
 A step therefore costs O(size) and never copies the state.
 """
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,19 @@ class MultiState:
     free: torch.Tensor   # (B, Hkv) long: the slot the next token is written to
     n: int = 0           # slots in use
     size: int | None = None  # rows kept after each step; None = unbounded
+    window: int | None = None  # the model's own sliding window (Mistral), if any
+
+    def attend(self, q, k, v, t, policy):
+        """One step of a layer's multi-state: append the current token's row, attend, drop a row.
+        q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> attention output (B, Hkv, G, hd)."""
+        K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
+        scores = q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1])    # (B, Hkv, G, n)
+        if self.window is not None:  # rows W or more steps old are invisible to the model itself
+            scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
+        attn = scores.softmax(-1)
+        out = attn @ V                                               # (B, Hkv, G, hd)
+        self.compress(attn, t, policy)  # after attending: the current token may be the one dropped
+        return out
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
@@ -105,7 +119,8 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> S
         z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype)
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
                           score=torch.zeros(batch, c.n_kv_heads, cap, dtype=model.dtype),
-                          free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size)
+                          free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size,
+                          window=c.sliding_window)
     return State([empty() for _ in range(c.n_layers)])
 
 
@@ -185,23 +200,24 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     state = init_state(model, B, size)
     causal = llama.causal_mask(model.config, T)                      # (T, T)
 
-    def mask_fn(layer, scores, k, v):                                # scores (B, Hkv, G, T, T); k, v (B, Hkv, 1, T, hd)
-        ms, G = state.layers[layer], scores.shape[2]
+    def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+        ms, G = state.layers[layer], q.shape[2]
         if policy is None:  # unbounded: every row kept, the state is all of k and v
             ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
             ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
             ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
             ms.n = T
-            return causal
-        mask = torch.zeros(B, scores.shape[1], 1, T, T, dtype=torch.bool)
+            return llama.softmax_attention(q, k, v, causal)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])   # (B, Hkv, G, T, T)
+        mask = torch.zeros(B, q.shape[1], 1, T, T, dtype=torch.bool)
         for i in range(T):
             _, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n) positions of the held rows
             visible = causal[i][pos]                                  # (B, Hkv, n) the model's own window
             s = scores[:, :, :, i].gather(-1, pos[:, :, None].expand(-1, -1, G, -1))  # (B, Hkv, G, n)
             mask[:, :, 0, i].scatter_(-1, pos, visible)
             ms.compress(s.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1), i, policy)
-        return mask
+        return llama.softmax_attention(q, k, v, mask)
 
-    logits = llama.forward(model, tokens, mask_fn)
+    logits = llama.forward(model, tokens, attention)
     state.t = T
     return logits, state
