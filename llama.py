@@ -140,9 +140,15 @@ def causal_mask(cfg: Config, T: int) -> torch.Tensor:
 
 
 def softmax_attention(q, k, v, mask):
-    """q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd), bool mask (..., T, T) -> (B, Hkv, G, T, hd)."""
-    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])       # (B, Hkv, G, T, T)
-    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+    """softmax(q kᵀ / √hd, -inf where mask is False) v, for every query at once.
+    q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd), bool mask (T, T) or (B, Hkv, 1, T, T) -> (B, Hkv, G, T, hd).
+    PyTorch's fused kernel computes exactly this formula, in tiles, never holding the (T, T) scores."""
+    B, H, G, T, hd = q.shape
+    if mask.dim() == 5:  # one mask per KV head, shared by its G query heads
+        mask = mask.expand(B, H, G, T, T).reshape(B, H * G, T, T)
+    o = F.scaled_dot_product_attention(q.reshape(B, H * G, T, hd), k[:, :, 0], v[:, :, 0],
+                                       attn_mask=mask, enable_gqa=True)  # query head h reads KV head h // G
+    return o.view(B, H, G, T, hd)
 
 
 def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
