@@ -23,6 +23,7 @@ class Rows:
     keys: torch.Tensor   # (B, Hkv, n, head_dim) keys, RoPE applied
     t: int               # current position
     size: int            # rows to keep
+    layer: int           # which layer (policies may treat layers differently)
 
 
 @dataclass
@@ -36,18 +37,23 @@ class MultiState:
     n: int = 0           # slots in use
     size: int | None = None  # rows kept after each step; None = unbounded
     window: int | None = None  # the model's own sliding window (Mistral), if any
+    layer: int = 0
 
     def attend(self, q, k, v, t, policy):
         """One step of a layer's multi-state: append the current token's row, attend, drop a row.
         q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> attention output (B, Hkv, G, hd)."""
         K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
-        scores = q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1])    # (B, Hkv, G, n)
-        if self.window is not None:  # rows W or more steps old are invisible to the model itself
-            scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
-        attn = scores.softmax(-1)
+        attn = self.attention(q, K, pos, t)                          # (B, Hkv, G, n)
         out = attn @ V                                               # (B, Hkv, G, hd)
         self.compress(attn, t, policy)  # after attending: the current token may be the one dropped
         return out
+
+    def attention(self, q, K, pos, t):
+        """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n)."""
+        scores = q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1])    # (B, Hkv, G, n)
+        if self.window is not None:  # rows W or more steps old are invisible to the model itself
+            scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
+        return scores.softmax(-1)
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
@@ -73,7 +79,7 @@ class MultiState:
         self.score[:, :, :n] += attn.sum(2)
         if self.size is None or n <= self.size:
             return
-        rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size)
+        rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
         drop = policy(rows)
         B, H = self.free.shape
         if not (isinstance(drop, torch.Tensor) and drop.dtype == torch.long and drop.dim() == 2
@@ -115,13 +121,13 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> S
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
     c = model.config
     cap = 16 if size is None else size + 1  # a bounded state holds size + 1 rows while it attends
-    def empty():
+    def empty(layer):
         z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype)
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
                           score=torch.zeros(batch, c.n_kv_heads, cap, dtype=model.dtype),
                           free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size,
-                          window=c.sliding_window)
-    return State([empty() for _ in range(c.n_layers)])
+                          window=c.sliding_window, layer=layer)
+    return State([empty(i) for i in range(c.n_layers)])
 
 
 def _check(policy, size):
@@ -201,22 +207,19 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     causal = llama.causal_mask(model.config, T)                      # (T, T)
 
     def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
-        ms, G = state.layers[layer], q.shape[2]
+        ms = state.layers[layer]
         if policy is None:  # unbounded: every row kept, the state is all of k and v
             ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
             ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
             ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
             ms.n = T
             return llama.softmax_attention(q, k, v, causal)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])   # (B, Hkv, G, T, T)
-        mask = torch.zeros(B, q.shape[1], 1, T, T, dtype=torch.bool)
-        for i in range(T):
-            _, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n) positions of the held rows
-            visible = causal[i][pos]                                  # (B, Hkv, n) the model's own window
-            s = scores[:, :, :, i].gather(-1, pos[:, :, None].expand(-1, -1, G, -1))  # (B, Hkv, G, n)
-            mask[:, :, 0, i].scatter_(-1, pos, visible)
-            ms.compress(s.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1), i, policy)
-        return llama.softmax_attention(q, k, v, mask)
+        held = torch.zeros(B, q.shape[1], 1, T, T, dtype=torch.bool)  # held[..., i, j]: row j in the state at step i
+        for i in range(T):  # the policy's decisions, step by step, from this layer's own attention weights
+            K, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n, hd), (B, Hkv, n)
+            held[:, :, 0, i].scatter_(-1, pos, True)
+            ms.compress(ms.attention(q[:, :, :, i], K, pos, i), i, policy)
+        return llama.softmax_attention(q, k, v, held & causal)  # the model's own window still applies
 
     logits = llama.forward(model, tokens, attention)
     state.t = T
