@@ -1,8 +1,8 @@
-"""msrnn demo: a transformer is a multi-state RNN; bound its state and a policy decides what to forget.
+"""msrnn: a transformer is a multi-state RNN; bound its state and a policy decides what to forget.
 
-python demo.py                    the tour (the two views agree; generation with a growing state)
-python demo.py ppl --policy tova --size 256 --text FILE     perplexity under a policy
-python demo.py --help             every subcommand
+  python demo.py                  the guided tour (about 5 minutes on 2 CPU cores)
+  python demo.py ppl --policy tova --size 256 --text FILE     perplexity under a policy
+  python demo.py sweep | retention | passkey | memory         the paper's experiments
 """
 import argparse
 import functools
@@ -29,43 +29,106 @@ def policy_by_name(name: str, sinks: int = 4):
 
 def load(args):
     t0 = time.time()
-    model = load_weights.load_model(args.model, torch.float64 if getattr(args, "float64", False) else torch.float32)
+    model = load_weights.load_model(args.model)
     tok = load_weights.load_tokenizer(args.model)
     c = model.config
     print(f"model: {args.model or 'SmolLM2-135M-Instruct (default)'} - {c.n_layers} layers, {c.n_heads} query / "
-          f"{c.n_kv_heads} KV heads of {c.head_dim}, loaded in {time.time() - t0:.1f} s")
+          f"{c.n_kv_heads} KV heads of {c.head_dim}; loaded in {time.time() - t0:.1f} s", flush=True)
     return model, tok
 
 
-def intro(model, tok):
-    text = ("The quick brown fox jumps over the lazy dog. A multi-state RNN keeps one key and one value "
-            "for every token it has read, and attends over all of them at each step.")
-    ids = torch.tensor(tok.encode(text).ids)
+def say(title, text=""):
+    print(f"\n== {title}\n" + "\n".join("   " + line for line in text.strip().splitlines()), flush=True)
+
+
+# ---------------------------------------------------------------- the tour
+
+def tour_views(model, tok):
+    say("1. Two views, one function",
+        "The transformer view reads all tokens at once under a causal mask. The RNN view reads one\n"
+        "token at a time: every layer is x, (K, V) = f(x, (K, V)), and the multi-state (K, V) gains a row.")
+    ids = torch.tensor(tok.encode("The quick brown fox jumps over the lazy dog. A multi-state RNN keeps one key "
+                                  "and one value for every token it has read, and attends over all of them.").ids)
     t0 = time.time()
     parallel = llama.forward(model, ids)
     t1 = time.time()
     recurrent = msrnn.run(model, ids)
     t2 = time.time()
-    print(f"\n1. Two views, one function. A paragraph of {len(ids)} tokens:")
-    print(f"   transformer view (all positions at once): {t1 - t0:.2f} s")
-    print(f"   RNN view (one token at a time, x, (K, V) = f(x, (K, V))): {t2 - t1:.2f} s")
-    print(f"   max |logit difference| = {(parallel - recurrent).abs().max().item():.1e}  (float32 rounding)")
+    print(f"   {len(ids)} tokens: transformer view {t1 - t0:.2f} s, RNN view {t2 - t1:.2f} s; "
+          f"max |logit difference| {(parallel - recurrent).abs().max().item():.1e} (float32 rounding; "
+          f"the tests show 1e-10 in float64)")
 
-    prompt = "The capital of France is"
-    print(f"\n2. Greedy generation token by token; the multi-state gains one row per token in each of "
-          f"{model.config.n_layers} layers:\n   {prompt!r}")
+
+def tour_generate(model, tok):
+    say("2. Generation is the RNN running on", "Greedy decoding, token by token. Unbounded, the state grows forever:")
     state = msrnn.init_state(model)
-    ids = torch.tensor(tok.encode(prompt).ids)
-    for tok_id in msrnn.generate(model, ids, 12, state=state):
-        k_bytes = 2 * sum(ms.n for ms in state) * model.config.n_kv_heads * model.config.head_dim * 4
-        print(f"   + {tok.decode([tok_id.item()])!r:12}  rows per layer: {state.rows:3d}   "
-              f"K,V bytes: {k_bytes / 1024:.0f} KiB")
+    prompt = "The capital of France is"
+    print(f"   {prompt!r}")
+    for t in msrnn.generate(model, torch.tensor(tok.encode(prompt).ids), 8, state=state):
+        kv = 2 * state.rows * model.config.n_layers * model.config.n_kv_heads * model.config.head_dim * 4
+        print(f"   + {tok.decode([t.item()])!r:10} rows per layer {state.rows:3d}, keys and values {kv / 1024:4.0f} KiB")
+
+
+def tour_perplexity(model, tok, length=1024, size=64):
+    import experiments
+    say("3. Bound the state: which rows to keep?",
+        f"Perplexity on the first {length} tokens of Alice in Wonderland, every layer holding at most {size}\n"
+        "rows. Window keeps the latest; Window+4 also the first 4 (attention sinks); H2O the most\n"
+        "attended so far plus the latest; TOVA drops whichever row the current query attends to least.")
+    ids = experiments.book_chunks(tok, 1, length, books=("alice29",))
+    for name in ("full", "window", "sink", "h2o", "tova"):
+        t0 = time.time()
+        loss = experiments.nll(model, ids, experiments.policy_fn(name), None if name == "full" else size)
+        label = "full cache" if name == "full" else f"{experiments.POLICY_NAMES[name]} {size}"
+        print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
+
+
+def tour_passkey(model, tok, length=1500, size=256):
+    import experiments
+    say("4. Remember a number",
+        f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
+        f"Who still holds it with {size} rows per layer?")
+    x = experiments.passkey_prompts(tok, length, depths=(0.2,), keys=(71432,))
+    for name in ("full", "window", "sink", "tova"):
+        t0 = time.time()
+        size_ = None if name == "full" else size
+        logits, state = msrnn.masked_forward(model, x, experiments.policy_fn(name), size_)
+        first = logits[:, -1].argmax(-1)
+        rest = list(msrnn.generate(model, first[:, None], 5, experiments.policy_fn(name), state=state))
+        answer = tok.decode(torch.stack([first] + rest, 1)[0].tolist())
+        label = "full cache" if name == "full" else f"{experiments.POLICY_NAMES[name]} {size}"
+        print(f"   {label:<14} -> {answer!r:24} {'found' if '71432' in answer else 'lost'}  ({time.time() - t0:.0f} s)",
+              flush=True)
+
+
+def tour_retention(model, tok, length=512, size=64, layer=15):
+    import experiments
+    say("5. What TOVA keeps",
+        f"Layer {layer}, {size} rows, {length} tokens: each line is a step t, each column a block of\n"
+        f"positions; '#' = most of the block is held, '.' = some, ' ' = none. TOVA is not a window:")
+    data = experiments.retention(model, tok, size=size, length=length, layer=layer, picture=True)
+    held = data.pop("_held")
+    cols = 64
+    for t in range(size, length, length // 16):
+        row = held[t].reshape(cols, -1).float().mean(1)
+        print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in row.tolist()) + f" t={t}")
+    print(f"   {data['recent_share']:.0%} of the held rows are among the latest {size}; the first token is still "
+          f"held at the end in {data['first_token_kept_to_end_layers']}/{model.config.n_layers} layers")
 
 
 def cmd_tour(args):
+    t0 = time.time()
     model, tok = load(args)
-    intro(model, tok)
+    tour_views(model, tok)
+    tour_generate(model, tok)
+    tour_perplexity(model, tok)
+    tour_passkey(model, tok)
+    tour_retention(model, tok)
+    say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
+        "tables and figures.")
 
+
+# ---------------------------------------------------------------- subcommands
 
 def cmd_ppl(args):
     import experiments
@@ -87,14 +150,30 @@ def cmd_ppl(args):
           f"policy {args.policy}, size {args.size or 'unbounded'}; {time.time() - t0:.1f} s")
 
 
+def cmd_experiment(args):
+    import experiments
+    model, tok = load(args)
+    t0 = time.time()
+    if args.cmd == "sweep":
+        experiments.sweep(model, tok, sizes=args.sizes, n_chunks=args.chunks, chunk=args.chunk)
+    elif args.cmd == "retention":
+        experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer)
+    elif args.cmd == "passkey":
+        experiments.passkey(model, tok, sizes=args.sizes, length=args.length)
+    elif args.cmd == "memory":
+        experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget)
+    print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/{args.cmd}.json (and .png with matplotlib)")
+
+
 def main(argv=None):
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help=model_help)
     common = argparse.ArgumentParser(add_help=False)  # --model after the subcommand works too
     common.add_argument("--model", default=argparse.SUPPRESS, help=model_help)
-    sub = ap.add_subparsers(dest="cmd")
+    sub = ap.add_subparsers(dest="cmd", metavar="command")
     sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
+
     p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"full, {', '.join(policies.POLICIES)} (default tova)")
     p.add_argument("--size", type=int, help="multi-state size: rows kept per layer (omit for --policy full)")
@@ -103,10 +182,29 @@ def main(argv=None):
     p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
     p.add_argument("--tokens", type=int, default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk, each read from scratch (default 4096)")
+
+    p = sub.add_parser("sweep", parents=[common], help="perplexity vs multi-state size, every policy (Table 3)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
+    p.add_argument("--chunks", type=int, default=4, help="4,096-token chunks of the books (default 4)")
+    p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk (default 4096)")
+    p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
+    p.add_argument("--size", type=int, default=256)
+    p.add_argument("--length", type=int, default=2048)
+    p.add_argument("--layer", type=int, default=15, help="the layer drawn in the heatmap")
+    p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
+    p.add_argument("--sizes", type=int, nargs="+", default=[128, 512])
+    p.add_argument("--length", type=int, default=3000, help="prompt tokens (default 3000)")
+    p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    p.add_argument("--context", type=int, default=4096)
+    p.add_argument("--budget", type=float, default=1.0, help="cache memory budget in GiB (default 1)")
+
     args = ap.parse_args(argv)
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights._folder(args.model)
-    {"ppl": cmd_ppl}.get(args.cmd, cmd_tour)(args)
+    handlers = {"ppl": cmd_ppl, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
+                "memory": cmd_experiment}
+    handlers.get(args.cmd, cmd_tour)(args)
 
 
 if __name__ == "__main__":

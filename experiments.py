@@ -1,8 +1,9 @@
-"""The paper's experiments on the default model; each writes JSON (and a PNG when matplotlib is installed).
-
-Run them through demo.py (python demo.py --help); the functions here are also the library for them.
+"""The paper's experiments on the default model. Each returns a dict, saves it as results/<name>.json,
+draws results/<name>.png when matplotlib is installed, and prints a table. Run them with demo.py.
 """
+import json
 import math
+import pathlib
 import time
 
 import torch
@@ -10,29 +11,301 @@ import torch.nn.functional as F
 
 import llama
 import msrnn
+import policies
+import texts
+
+RESULTS = pathlib.Path("results")
+POLICY_NAMES = {"window": "Window", "sink": "Window+4", "h2o": "H2O", "tova": "TOVA"}
+# Oren et al. 2024, Table 3: LLaMA-2-7B on PG-19, 4,096-token chunks; 4096 is the full cache
+PAPER_TABLE3 = {
+    "sizes": [64, 128, 256, 512, 1024, 2048, 4096],
+    "shorter": [17.65, 12.97, 10.39, 8.92, 8.04, 7.50, 7.16],
+    "window": [4812, 4025, 3276, 2185, 1001, 240.2, 7.16],
+    "sink": [10.28, 8.98, 8.19, 7.73, 7.46, 7.30, 7.16],
+    "h2o": [10.20, 8.97, 8.22, 7.76, 7.50, 7.33, 7.16],
+    "tova": [9.53, 8.32, 7.71, 7.41, 7.25, 7.17, 7.16],
+}
+
+
+def log(msg, end="\n"):
+    print(msg, end=end, flush=True)
+
+
+def save(name: str, data: dict, draw=None) -> dict:
+    """results/<name>.json, and results/<name>.png via draw(plt) if matplotlib is installed."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return data
+    if draw is not None:
+        plt.figure(figsize=(6.4, 4.2))
+        draw(plt)
+        plt.tight_layout()
+        plt.savefig(RESULTS / f"{name}.png", dpi=120)
+        plt.close()
+    return data
+
+
+def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:
+    """n chunks (n, length) of real text: the first chunk of each book, then the second of each, ..."""
+    per_book = [texts.chunks(tok.encode(texts.book(b)).ids, length) for b in books]
+    out = [c[i] for i in range(max(map(len, per_book))) for c in per_book if i < len(c)][:n]
+    if len(out) < n:
+        raise ValueError(f"the books hold only {len(out)} chunks of {length} tokens")
+    return torch.tensor(out)
+
+
+def policy_fn(name: str):
+    return None if name == "full" else policies.POLICIES[name]
 
 
 @torch.no_grad()
 def nll(model, ids: torch.Tensor, policy=None, size=None) -> torch.Tensor:
-    """Negative log-likelihood of every next token, (T - 1,), for one chunk ids (T,).
+    """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
     Runs the masked transformer view, which gives the token-by-token MSRNN's logits
-    (test_policies.py) several times faster: the projections and MLPs see all tokens at once.
+    (test_policies.py), several times faster: projections and MLPs see all tokens at once.
     """
-    logits, _ = msrnn.masked_forward(model, ids[None], policy, size)
-    return F.cross_entropy(logits[0, :-1].float(), ids[1:], reduction="none")
+    logits, _ = msrnn.masked_forward(model, ids, policy, size)
+    return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+
+
+def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
+    """The paper's 'shorter context, no compression' baseline: every chunk cut into independent
+    pieces of `size` tokens, so no token sees more than `size` - 1 before it. (B, T - 1)."""
+    B, T = ids.shape
+    out = torch.full((B, T - 1), float("nan"))
+    for start in range(0, T, size):
+        piece = ids[:, start:start + size]
+        if piece.shape[1] > 1:
+            logits = llama.forward(model, piece)
+            out[:, start:start + piece.shape[1] - 1] = F.cross_entropy(
+                logits[:, :-1].transpose(1, 2), piece[:, 1:], reduction="none")
+    return out  # the first token of each piece has no prediction: NaN, left out of the mean
 
 
 def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, progress=None) -> dict:
-    """Perplexity of a token sequence cut into chunks of `chunk` tokens (each chunk starts afresh)."""
+    """Perplexity of a token sequence (T,) cut into chunks of `chunk` tokens (each read from scratch)."""
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
-    pieces = [p for p in pieces if len(p) > 1]
-    losses, per_chunk = [], []
-    for i, p in enumerate(pieces):
-        loss = nll(model, p, policy, size)
-        losses.append(loss)
-        per_chunk.append(math.exp(loss.mean().item()))
+    losses = []
+    for i, p in enumerate(x for x in pieces if len(x) > 1):
+        losses.append(nll(model, p[None], policy, size)[0])
         if progress:
             progress(i + 1, len(pieces))
-    return {"ppl": math.exp(torch.cat(losses).mean().item()), "tokens": sum(len(l) for l in losses),
-            "chunks": len(pieces), "ppl_per_chunk": per_chunk}
+    loss = torch.cat(losses)
+    return {"ppl": math.exp(loss.mean().item()), "tokens": len(loss), "chunks": len(losses),
+            "ppl_per_chunk": [math.exp(x.mean().item()) for x in losses]}
+
+
+# ---------------------------------------------------------------- perplexity vs multi-state size (Fig. 3, Table 3)
+
+def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova"),
+          n_chunks=4, chunk=4096, batch=4) -> dict:
+    """Perplexity of every policy at every size on the same n_chunks chunks of real books."""
+    ids = book_chunks(tok, n_chunks, chunk)
+    t0, rows = time.time(), {}
+
+    def measure(key, fn):
+        losses = torch.cat([fn(ids[i:i + batch]) for i in range(0, n_chunks, batch)])  # (n_chunks, T - 1)
+        per = losses.nanmean(1).exp().tolist()
+        rows.setdefault(key[0], {})[key[1]] = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": per}
+        log(f"  {key[0]:>8} {key[1]:>5}: ppl {rows[key[0]][key[1]]['ppl']:9.2f}  (chunks {min(per):.2f}-{max(per):.2f})"
+            f"  [{time.time() - t0:.0f} s]")
+
+    log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}")
+    measure(("full", chunk), lambda x: nll(model, x))
+    for s in sizes:
+        measure(("shorter", s), lambda x: shorter_context_nll(model, x, s))
+    for name in names:
+        for s in sizes:
+            measure((name, s), lambda x: nll(model, x, policy_fn(name), s))
+    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows, "seconds": time.time() - t0}
+
+    def draw(plt):
+        for name in ("shorter",) + tuple(names):
+            plt.plot(sizes, [rows[name][s]["ppl"] for s in sizes], "o-", label=POLICY_NAMES.get(name, "shorter context"))
+        plt.axhline(rows["full"][chunk]["ppl"], color="k", ls="--", label=f"full cache ({chunk})")
+        plt.xscale("log", base=2)
+        plt.yscale("log")
+        plt.xlabel("multi-state size")
+        plt.ylabel("perplexity")
+        plt.title(f"SmolLM2-135M, {n_chunks} chunks of {chunk} tokens")
+        plt.legend()
+    save("sweep", data, draw)
+    print_sweep(data)
+    return data
+
+
+def print_sweep(data):
+    sizes, rows = data["sizes"], data["ppl"]
+    log(f"\n{'policy':<10}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}")
+    full = rows["full"][str(data["chunk"])] if str(data["chunk"]) in rows["full"] else rows["full"][data["chunk"]]
+    for name in ["shorter", *[n for n in POLICY_NAMES if n in rows]]:
+        r = rows[name]
+        log(f"{POLICY_NAMES.get(name, 'shorter'):<10}" + "".join(f"{(r.get(s) or r.get(str(s)))['ppl']:>9.2f}" for s in sizes)
+            + f"{full['ppl']:>9.2f}")
+
+
+# ---------------------------------------------------------------- what TOVA keeps (Fig. 7-9, Table 2)
+
+@torch.no_grad()
+def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False) -> dict:
+    """Run TOVA on one chunk and record which positions each layer's state holds at every step.
+    picture=True adds the chosen layer's (T, T) held-rows matrix under "_held"."""
+    ids = book_chunks(tok, 1, length, books=(book,))
+    T, L = ids.shape[1], model.config.n_layers
+    held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t (layer-wise TOVA)
+
+    def recording_tova(rows):
+        drop = policies.tova(rows)
+        keep = torch.ones(rows.pos.shape[-1], dtype=torch.bool)
+        keep[drop[0, 0]] = False
+        held[rows.layer, rows.t, rows.pos[0, 0][keep]] = True
+        return drop
+
+    msrnn.masked_forward(model, ids, recording_tova, size)
+    for t in range(min(size, T)):  # before the state is full nothing is dropped
+        held[:, t, : t + 1] = True
+    lifetime = held.sum(1).float()                                   # (L, T) steps each token stayed
+    steps_left = (T - torch.arange(T)).float()                       # steps it could have stayed
+    recent = torch.tensor([held[:, t, max(0, t - size + 1): t + 1].sum().item() for t in range(size, T)]).sum()
+    recent_share = (recent / held[:, size:].sum()).item()
+    # tokens kept longest, on average over their occurrences (all layers; seen at least 5 times, early enough)
+    stay = (lifetime / steps_left).mean(0)                           # (T,) share of its remaining steps
+    eligible = torch.arange(T) < T - size
+    by_token = {}
+    for j in torch.nonzero(eligible).flatten().tolist():
+        by_token.setdefault(ids[0, j].item(), []).append(stay[j].item())
+    ranked = sorted(((sum(v) / len(v), k, len(v)) for k, v in by_token.items() if len(v) >= 5), reverse=True)
+    data = {
+        "size": size, "length": T, "layer": layer, "book": book,
+        "recent_share": recent_share,
+        "first_tokens_kept_to_end_per_layer": [int(held[l, -1, :4].sum()) for l in range(L)],
+        "first_token_kept_to_end_layers": int(held[:, -1, 0].sum()),
+        "longest_kept_tokens": [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c}
+                                for s, k, c in ranked[:15]],
+        "shortest_kept_tokens": [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c}
+                                 for s, k, c in ranked[-5:]],
+    }
+    log(f"TOVA, size {size}, {T} tokens of {book}: {recent_share:.0%} of kept rows are among the {size} most recent")
+    log(f"  the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{L} layers")
+    log("  kept longest: " + ", ".join(repr(x["token"]) for x in data["longest_kept_tokens"]))
+
+    def draw(plt):
+        plt.imshow(held[layer].float().numpy(), aspect="auto", cmap="Greys", interpolation="nearest")
+        plt.xlabel("token position")
+        plt.ylabel("step t")
+        plt.title(f"TOVA size {size}: rows held by layer {layer}")
+    save("retention", data, draw)
+    return {**data, "_held": held[layer]} if picture else data
+
+
+# ---------------------------------------------------------------- passkey retrieval (a stand-in for the paper's long QA)
+
+FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. ")
+
+
+def passkey_prompts(tok, length, depths, keys):
+    """One prompt per (depth, key), all exactly `length` tokens: filler with the key sentence at `depth`."""
+    head = tok.encode("There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n").ids
+    tail = tok.encode("\nWhat is the pass key? The pass key is").ids
+    filler = tok.encode(FILLER * (length // 10)).ids
+    prompts = []
+    for key in keys:
+        needle = tok.encode(f" The pass key is {key}. Remember it. {key} is the pass key. ").ids
+        room = length - len(head) - len(tail) - len(needle)
+        for d in depths:
+            cut = int(room * d)
+            prompts.append(head + filler[:cut] + needle + filler[cut:room] + tail)
+    return torch.tensor(prompts)
+
+
+@torch.no_grad()
+def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=3000,
+            depths=(0.1, 0.3, 0.5, 0.7, 0.9, 0.95), keys=(71432, 50918), batch=6) -> dict:
+    """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy and size.
+    The prompt goes through the masked view, which hands over its state; 6 tokens are then generated."""
+    prompts = passkey_prompts(tok, length, depths, keys)
+    answers = [str(k) for k in keys for _ in depths]
+    t0, acc = time.time(), {}
+    settings = [("full", None)] + [(n, s) for n in names for s in sizes]
+    log(f"passkey: {len(prompts)} prompts of {length} tokens, key at depths {list(depths)}")
+    for name, size in settings:
+        right = 0
+        for i in range(0, len(prompts), batch):
+            x = prompts[i:i + batch]
+            logits, state = msrnn.masked_forward(model, x, policy_fn(name), size)
+            out = [logits[:, -1].argmax(-1)]
+            out += list(msrnn.generate(model, out[0][:, None], 5, policy_fn(name), state=state))
+            got = [tok.decode(seq) for seq in torch.stack(out, 1).tolist()]
+            right += sum(a in g for a, g in zip(answers[i:i + batch], got))
+        acc[f"{name}/{size or 'full'}"] = {"policy": name, "size": size, "correct": right, "total": len(prompts)}
+        log(f"  {POLICY_NAMES.get(name, 'full cache'):>10} {size or '':>5}: {right}/{len(prompts)}  [{time.time() - t0:.0f} s]")
+    data = {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
+    save("passkey", data)
+    return data
+
+
+# ---------------------------------------------------------------- memory and throughput (Table 1)
+
+def state_bytes(model, rows: int) -> int:
+    """Bytes of keys and values one sequence holds with `rows` rows per layer (model dtype)."""
+    c = model.config
+    return 2 * c.n_layers * c.n_kv_heads * c.head_dim * rows * model.embed.element_size()
+
+
+def synthetic_state(model, batch: int, rows: int, size=None) -> msrnn.State:
+    """A state that already holds `rows` rows (random keys and values), as if `rows` tokens were read:
+    a decode step's cost depends on how many rows there are, not on their content."""
+    state = msrnn.init_state(model, batch, size)
+    g = torch.Generator().manual_seed(0)
+    for ms in state:
+        cap = rows + 64 if size is None else size + 1  # room to decode without growing
+        shape = (batch, ms.k.shape[1], cap, ms.k.shape[3])
+        ms.k, ms.v = (torch.randn(shape, generator=g, dtype=model.dtype) * 0.1 for _ in range(2))
+        ms.pos = torch.arange(cap).expand(shape[:3]).contiguous()
+        ms.score = torch.zeros(shape[:3], dtype=model.dtype)
+        ms.n = rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
+        ms.free.zero_()
+    state.t = rows
+    return state
+
+
+@torch.no_grad()
+def decode_speed(model, batch: int, rows: int, size=None, policy=None, steps=8) -> float:
+    """Tokens per second of batched greedy decoding from a state holding `rows` rows."""
+    state = synthetic_state(model, batch, rows, size)
+    tok = torch.zeros(batch, dtype=torch.long)
+    llama.step(model, tok, state.t, state.layers, policy)  # warm-up
+    t0 = time.perf_counter()
+    for i in range(steps):
+        logits, _ = llama.step(model, tok, state.t + 1 + i, state.layers, policy)
+        tok = logits.argmax(-1)
+    return batch * steps / (time.perf_counter() - t0)
+
+
+def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8) -> dict:
+    """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
+    tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
+    budget = budget_gib * 2 ** 30
+    rows_out = []
+    log(f"memory and throughput: decoding after {context} tokens, cache budget {budget_gib} GiB")
+    for size in list(sizes) + [None]:
+        rows = context if size is None else size
+        per_seq = state_bytes(model, rows if size is None else size + 1)  # a bounded state has size + 1 slots
+        batch = int(budget // per_seq)
+        tps = decode_speed(model, batch, rows, size, None if size is None else policies.tova, steps)
+        rows_out.append({"size": size or context, "policy": "full" if size is None else "tova",
+                         "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
+        log(f"  {('TOVA ' + str(size)) if size else 'full ' + str(context):>10}: {per_seq / 2**20:7.1f} MiB/seq, "
+            f"batch {batch:4d}, {tps:7.1f} tokens/s")
+    full = rows_out[-1]["tokens_per_s"]
+    for r in rows_out:
+        r["relative_throughput"] = r["tokens_per_s"] / full
+    data = {"context": context, "budget_GiB": budget_gib, "rows": rows_out}
+    save("memory", data)
+    return data

@@ -1,0 +1,249 @@
+"""T2R: the pretrained transformer turned into an RNN with a constant-size state.
+
+Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
+(Katharopoulos et al. 2020, "Transformers are RNNs"), so the sums over the past collapse into a state
+that never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
+φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021), or the untrained ELU(x)+1 baseline.
+The hybrid keeps the `window` newest rows exact (softmax) and folds each older row into S, z: a finite
+MSRNN of w rows plus one linear state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024).
+
+The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
+for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
+Training is attention transfer (Hedgehog, Zhang et al. 2024; LoLCATs): only φ learns, so that each
+layer's linear attention reproduces its softmax output on the frozen model's own q, k, v.
+"""
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import llama
+import msrnn
+
+EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off (the hybrid's is >= 1)
+
+
+class FeatureMaps(nn.Module):
+    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
+
+    Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
+    maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
+    grouped-query attention G query heads read one S. `layers` are the layers swapped out.
+    """
+    def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
+                 layers=None, seed: int = 0, dtype=torch.float32):
+        super().__init__()
+        if kind not in ("relu", "elu"):
+            raise ValueError(f"feature map kind must be 'relu' (T2R) or 'elu' (ELU+1), got {kind!r}")
+        L, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        self.kind, self.window, self.r = kind, window, r if kind == "relu" else d  # ELU+1 keeps d features
+        self.layers = list(range(L)) if layers is None else sorted(layers)
+        if kind == "relu":
+            g = torch.Generator().manual_seed(seed)
+            w = lambda *s: nn.Parameter(torch.randn(*s, generator=g, dtype=torch.float64).to(dtype) / math.sqrt(d))
+            self.wq, self.bq = w(L, H, G, r, d), nn.Parameter(torch.zeros(L, H, G, r, dtype=dtype))
+            self.wk, self.bk = w(L, H, 1, r, d), nn.Parameter(torch.zeros(L, H, 1, r, dtype=dtype))
+
+    def phi(self, layer: int, x, which: str):
+        """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
+        if self.kind == "elu":
+            return F.elu(x) + 1
+        w, b = (self.wq, self.bq) if which == "q" else (self.wk, self.bk)
+        return F.relu(torch.einsum("bhgtd,hgrd->bhgtr", x, w[layer]) + b[layer][:, :, None])
+
+
+# ---------------------------------------------------------------- transformer view
+
+def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
+    """Causal linear attention (window 0) or the hybrid, for all positions at once.
+
+    q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
+    Query i weighs key j by φ(q_i)·φ(k_j) if i - j >= window, by exp(q_i·k_j/√d - m_i) if it is one of
+    the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
+    weights: one normalisation for both parts. Queries go in blocks of c >= window: a block sees its own
+    and the previous block's keys one by one, older blocks through their running sums (S, z), so time
+    and memory are O(T c) rather than O(T²).
+    """
+    T, c = q.shape[3], max(block, window)
+    n = -(-T // c)                                                   # blocks
+    blocks = lambda x, front: F.pad(x, (0, 0, front * c, n * c - T)).unflatten(3, (front + n, c))
+    qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, c, hd or r)
+    kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, c, ..): a zero block first
+    two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2c, ..): previous + own block
+    dist = torch.arange(c)[:, None] + c - torch.arange(2 * c)        # (c, 2c) query position - key position
+    A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, c, 2c) linear weights
+    if window:
+        key_pos = (torch.arange(n)[:, None] - 1) * c + torch.arange(2 * c)  # (n, 2c); < 0 in the zero block
+        seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, c, 2c) the window
+        s = (qb @ two(kb).transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~seen, float("-inf"))
+        A = A + (s - s.amax(-1, keepdim=True)).exp()                 # the query's own key is always seen
+    # blocks up to b-2 enter through the state the RNN would hold: S = Σ φ(k) vᵀ, z = Σ φ(k)
+    P = fkb[:, :, :, 1:].transpose(-1, -2) @ vb[:, :, :, 1:]         # (B, Hkv, 1, n, r, hd) each block's sum
+    S = F.pad(P.cumsum(3), (0, 0, 0, 0, 2, 0))[:, :, :, :n]          # shifted by two blocks
+    z = F.pad(fkb[:, :, :, 1:].sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
+    num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, c, hd)
+    den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, c, 1)
+    return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]            # (B, Hkv, G, T, hd)
+
+
+def forward(model: llama.Model, maps: FeatureMaps, tokens):
+    """llama.forward with linear attention in the swapped layers, softmax in the others."""
+    def attend(i, q, k, v):
+        if i not in maps.layers:
+            return llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+        return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+    return llama.forward(model, tokens, attend)
+
+
+# ---------------------------------------------------------------- RNN view
+
+@dataclass
+class LinearState:
+    """One swapped layer's state: S, z over the folded rows, and the `window` newest rows kept exact
+    in a ring of slots (row t in slot t % window). Its size never changes with t."""
+    maps: FeatureMaps
+    layer: int
+    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ
+    z: torch.Tensor  # (B, Hkv, r)     Σ φ(k)
+    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact rows; window 0 for plain T2R
+    V: torch.Tensor  # (B, Hkv, window, hd)
+
+    def attend(self, q, k, v, t, policy=None):
+        """The hook llama.step calls: q (B, Hkv, G, hd), k, v (B, Hkv, hd) -> (B, Hkv, G, hd)."""
+        w = self.K.shape[2]
+        if w == 0:  # plain linear attention: the token joins the sums before its query reads them
+            self.fold(k, v)
+        else:  # row t - w leaves the window: fold it into S, z; row t takes its slot
+            if t >= w:
+                self.fold(self.K[:, :, t % w], self.V[:, :, t % w])
+            self.K[:, :, t % w], self.V[:, :, t % w] = k, v
+        fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
+        num, den = fq @ self.S, fq @ self.z[..., None]               # (B, Hkv, G, hd), (B, Hkv, G, 1)
+        if w:
+            n = min(t + 1, w)
+            s = q @ self.K[:, :, :n].transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, Hkv, G, n)
+            e = (s - s.amax(-1, keepdim=True)).exp()
+            num, den = num + e @ self.V[:, :, :n], den + e.sum(-1, keepdim=True)
+        return num / den.clamp_min(EPS)
+
+    def fold(self, k, v):
+        fk = self.maps.phi(self.layer, k[:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
+        self.S += fk[..., None] * v[..., None, :]                    # outer product φ(k) vᵀ
+        self.z += fk
+
+
+def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> list:
+    """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
+    c, w = model.config, maps.window
+    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype)
+    multi = msrnn.init_state(model, batch).layers
+    return [LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim), zeros(w, c.head_dim))
+            if i in maps.layers else multi[i] for i in range(c.n_layers)]
+
+
+@torch.no_grad()
+def run(model: llama.Model, maps: FeatureMaps, tokens):
+    """The RNN view on tokens (B, T), one step at a time: logits (B, T, vocab)."""
+    state = init_state(model, maps, tokens.shape[0])
+    return torch.stack([llama.step(model, tokens[:, t], t, state)[0] for t in range(tokens.shape[1])], 1)
+
+
+def state_bytes(cfg: llama.Config, rows: int = 0, r: int = 0, itemsize: int = 4) -> int:
+    """Bytes one sequence's state holds, all layers: `rows` key and value rows, plus S and z of r features."""
+    return cfg.n_layers * cfg.n_kv_heads * (2 * rows * cfg.head_dim + r * (cfg.head_dim + 1)) * itemsize
+
+
+# ---------------------------------------------------------------- saving
+
+def save(maps: FeatureMaps, path):
+    from safetensors.torch import save_file
+    meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers))}
+    save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(path), metadata=meta)
+
+
+def load(path, model: llama.Model) -> FeatureMaps:
+    """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right."""
+    from safetensors import safe_open
+    with safe_open(str(path), "pt") as f:
+        meta, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
+    if not {"kind", "r", "window", "layers"} <= meta.keys():
+        raise ValueError(f"{path}: not a T2R maps file (its metadata lacks kind, r, window, layers)")
+    layers = [int(i) for i in meta["layers"].split(",") if i]
+    if any(not 0 <= i < model.config.n_layers for i in layers):
+        raise ValueError(f"{path}: swaps layers {layers}, the model has {model.config.n_layers}")
+    maps = FeatureMaps(model.config, int(meta["r"]), meta["kind"], int(meta["window"]), layers, dtype=model.dtype)
+    want = dict(maps.named_parameters())
+    for name in sorted(want.keys() | tensors.keys()):
+        if name not in tensors or name not in want:
+            raise ValueError(f"{path}: tensor {name!r} is " + ("missing" if name in want else "not a T2R map"))
+        if tensors[name].shape != want[name].shape:
+            raise ValueError(f"{path}: tensor {name!r} has shape {tuple(tensors[name].shape)}, this model needs "
+                             f"{tuple(want[name].shape)} (maps made for another model?)")
+        with torch.no_grad():
+            want[name].copy_(tensors[name])
+    return maps
+
+
+# ---------------------------------------------------------------- training
+
+@torch.no_grad()
+def collect(model: llama.Model, chunks, layers) -> dict:
+    """Layer -> [q, k, v, softmax output] of the frozen model on token chunks (N, T), in float16:
+    half the memory, and precise enough for regression targets (the arithmetic stays in model.dtype)."""
+    data = {i: [] for i in layers}
+    def attend(i, q, k, v):
+        o = llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+        if i in data:
+            data[i].append([x.half() for x in (q, k, v, o)])
+        return o
+    for x in chunks.split(1):
+        llama.forward(model, x, attend)
+    return {i: [torch.cat(x) for x in zip(*d)] for i, d in data.items()}
+
+
+def transfer_loss(model, maps: FeatureMaps, data: dict, idx=None, backward=False) -> float:
+    """Attention-transfer loss: MSE between each layer's linear and softmax outputs, averaged over layers."""
+    total = 0.0
+    for i, tensors in data.items():
+        q, k, v, o = (x if idx is None else x[idx] for x in tensors)
+        q, k, v, o = (x.to(model.dtype) for x in (q, k, v, o))
+        loss = F.mse_loss(attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window), o)
+        if backward:  # layers are independent: one layer's graph in memory at a time
+            loss.backward()
+        total += loss.item() / len(data)
+    return total
+
+
+def transfer(model, maps: FeatureMaps, data: dict, steps: int, lr: float = 1e-2, batch: int = 2,
+             seed: int = 0, log=print) -> list:
+    """Attention transfer (Hedgehog, LoLCATs): Adam on the feature maps only. Returns the loss per step."""
+    opt = torch.optim.Adam(maps.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    n, losses, t0 = len(next(iter(data.values()))[0]), [], time.time()
+    for step in range(steps):
+        opt.zero_grad()
+        losses.append(transfer_loss(model, maps, data, torch.randint(n, (batch,), generator=g), backward=True))
+        opt.step()
+        if log and (step % 10 == 0 or step == steps - 1):
+            log(f"   transfer step {step + 1}/{steps}: MSE {losses[-1]:.4g}  ({time.time() - t0:.0f} s)")
+    return losses
+
+
+def finetune(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, seed: int = 0, log=print) -> list:
+    """T2R's second stage, here for the maps only: next-token loss through the whole frozen model."""
+    opt = torch.optim.Adam(maps.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    losses, t0 = [], time.time()
+    for step in range(steps):
+        x = chunks[torch.randint(len(chunks), (1,), generator=g)][0]
+        opt.zero_grad()
+        loss = F.cross_entropy(forward(model, maps, x[None])[0, :-1], x[1:])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if log:
+            log(f"   finetune step {step + 1}/{steps}: next-token loss {losses[-1]:.3f}  ({time.time() - t0:.0f} s)")
+    return losses
