@@ -298,14 +298,14 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
         rows = context if size is None else size
         per_seq = state_bytes(model, rows if size is None else size + 1)  # a bounded state has size + 1 slots
         batch = int(budget // per_seq)
-        tps = decode_speed(model, batch, rows, size, None if size is None else policies.tova, steps)
+        tps = decode_speed(model, batch, rows, size, None if size is None else policies.tova, steps) if batch else 0.0
         rows_out.append({"size": size or context, "policy": "full" if size is None else "tova",
                          "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
         log(f"  {('TOVA ' + str(size)) if size else 'full ' + str(context):>10}: {per_seq / 2**20:7.1f} MiB/seq, "
             f"batch {batch:4d}, {tps:7.1f} tokens/s")
     full = rows_out[-1]["tokens_per_s"]
     for r in rows_out:
-        r["relative_throughput"] = r["tokens_per_s"] / full
+        r["relative_throughput"] = r["tokens_per_s"] / full if full else None
     data = {"context": context, "budget_GiB": budget_gib, "rows": rows_out}
     save("memory", data)
     return data
