@@ -45,6 +45,14 @@ class Layer:
     w_up: torch.Tensor       # (ffn_dim, dim)
     w_down: torch.Tensor     # (dim, ffn_dim)
 
+    def __post_init__(self):
+        # Speed only: q, k, v (and gate, up) read the same input, so one matrix each lets a decode
+        # step stream every weight once in 4 products instead of 7. The named ones become views.
+        self.w_qkv = torch.cat([self.wq, self.wk, self.wv])          # (q + 2 kv, dim)
+        self.wq, self.wk, self.wv = self.w_qkv.split([len(self.wq), len(self.wk), len(self.wv)])
+        self.w_gate_up = torch.cat([self.w_gate, self.w_up])         # (2 ffn_dim, dim)
+        self.w_gate, self.w_up = self.w_gate_up.split([len(self.w_gate), len(self.w_up)])
+
 
 @dataclass
 class Model:
@@ -95,8 +103,9 @@ def rms_norm(x, weight, eps):
 
 
 def mlp(L: Layer, h):
-    # SwiGLU (Shazeer 2020, arXiv 2002.05202 eq. 5)
-    return F.linear(F.silu(F.linear(h, L.w_gate)) * F.linear(h, L.w_up), L.w_down)
+    # SwiGLU (Shazeer 2020, arXiv 2002.05202 eq. 5): down(silu(gate h) * up h)
+    gate, up = F.linear(h, L.w_gate_up).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, L.w_down)
 
 
 # ---------------------------------------------------------------- RNN view
@@ -115,9 +124,10 @@ def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
     for L, ms in zip(model.layers, state):
         # queries, keys and values of the current token
         h = rms_norm(x, L.attn_norm, c.norm_eps)
-        q = F.linear(h, L.wq).view(B, c.n_kv_heads, G, c.head_dim)  # (B, Hkv, G, hd): G query heads share a KV head
-        k = F.linear(h, L.wk).view(B, c.n_kv_heads, c.head_dim)     # (B, Hkv, hd)
-        v = F.linear(h, L.wv).view(B, c.n_kv_heads, c.head_dim)     # (B, Hkv, hd)
+        q, k, v = F.linear(h, L.w_qkv).split([len(L.wq), len(L.wk), len(L.wv)], dim=-1)
+        q = q.view(B, c.n_kv_heads, G, c.head_dim)                  # (B, Hkv, G, hd): G query heads share a KV head
+        k = k.view(B, c.n_kv_heads, c.head_dim)                     # (B, Hkv, hd)
+        v = v.view(B, c.n_kv_heads, c.head_dim)                     # (B, Hkv, hd)
         # RoPE at the token's absolute position; keys keep that rotation for as long as they are kept
         q, k = rope(q, cos, sin), rope(k, cos, sin)
         # append (k, v) to the multi-state, attend over all its rows, and let the policy drop one

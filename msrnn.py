@@ -76,8 +76,10 @@ class MultiState:
     def compress(self, attn, t, policy):
         """After attention: accumulate it, and if more than `size` rows are held, drop one."""
         n = self.n
+        if self.size is None:  # unbounded: nothing to drop, nothing to score
+            return
         self.score[:, :, :n] += attn.sum(2)
-        if self.size is None or n <= self.size:
+        if n <= self.size:
             return
         rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
         drop = policy(rows)

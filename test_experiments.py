@@ -54,3 +54,9 @@ def test_cli_ppl(tmp_path, capsys):
     text.write_text("It was a bright cold day in April, and the clocks were striking thirteen. " * 8)
     demo.main(["ppl", "--policy", "tova", "--size", "16", "--text", str(text), "--chunk", "64"])
     assert "perplexity" in capsys.readouterr().out
+
+
+def test_bench_quick(real_model):
+    import bench
+    out = bench.main(["--quick", "--threads", "1"])
+    assert out["decode"]["ours_tokens_per_s"] > 0 and set(out["prefill"]) >= {"full", "tova", "token_by_token"}

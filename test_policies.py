@@ -155,3 +155,14 @@ def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer):
     ppl = {name: experiments.perplexity(real_model, ids, ALL[name], 64)["ppl"] for name in ("tova", "sink", "window")}
     print("size 64, 1,024 tokens of alice29:", {k: round(v, 2) for k, v in ppl.items()})
     assert ppl["tova"] < ppl["sink"] < ppl["window"]
+
+
+@pytest.mark.parametrize("name", ["tova", "h2o_head", "sink"])
+def test_masked_prefill_hands_over_the_recurrent_state(name):
+    """Prefill a prompt with the masked view, then continue token by token: the same logits as a
+    token-by-token run from the start, so the handed-over state is the one the recurrence reaches."""
+    model = random_model(tiny_config())
+    x = tokens(2, 30)
+    prefix, state = msrnn.masked_forward(model, x[:, :18], ALL[name], 6)
+    rest = msrnn.feed(model, x[:, 18:], state, ALL[name])
+    assert (torch.cat([prefix, rest], 1) - msrnn.run(model, x, ALL[name], 6)).abs().max() <= EXACT

@@ -1,0 +1,160 @@
+"""Speed on a CPU: python bench.py [--quick] [--threads 2]  ->  results/bench.json (+ bench.png), a table.
+
+1. decode speed, batch 1, unbounded: ours vs transformers' generate (if installed) vs the weight-streaming
+   limit (one token's matrix-vector products alone);
+2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
+3. batched decoding with a bounded state, and the Table-1 analogue at a fixed cache budget;
+4. prefill of a long prompt by the masked transformer view vs token by token;
+5. the perplexity sweep's cost per setting: masked view vs batched recurrent steps.
+"""
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+import experiments
+import llama
+import load_weights
+import msrnn
+import policies
+
+
+def best_of(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def weight_limit(model, repeat=20) -> float:
+    """Seconds for one token's matrix-vector products alone: every weight read once, nothing else."""
+    ws = [w for L in model.layers for w in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)] + [model.lm_head]
+    xs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=model.dtype) for w in ws}
+    return best_of(lambda: [F.linear(xs[w.shape[1]], w) for w in ws], repeat)
+
+
+@torch.no_grad()
+def ours_decode(model, prompt, n) -> float:
+    """Tokens/s of greedy generation after `prompt`, batch 1, unbounded state (prompt fed first, not timed)."""
+    state = msrnn.init_state(model)
+    logits = msrnn.feed(model, prompt[None], state)[:, -1]
+    tok = logits.argmax(-1)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        logits, _ = llama.step(model, tok, state.t, state.layers)
+        state.t += 1
+        tok = logits.argmax(-1)
+    return n / (time.perf_counter() - t0)
+
+
+def transformers_decode(folder, prompt, n):
+    """Tokens/s of transformers' greedy generate on the same folder, or None if it is not installed."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    x = prompt[None]
+    kw = dict(do_sample=False, min_new_tokens=n, max_new_tokens=n, pad_token_id=0)
+    with torch.no_grad():
+        hf.generate(x, **{**kw, "min_new_tokens": 4, "max_new_tokens": 4})  # warm-up
+        t_prompt = best_of(lambda: hf.generate(x, **{**kw, "min_new_tokens": 1, "max_new_tokens": 1}), 2)
+        t_all = best_of(lambda: hf.generate(x, **kw), 2)
+    return (n - 1) / (t_all - t_prompt)  # the prompt's cost taken out, as for ours
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="checkpoint folder (default SmolLM2-135M-Instruct)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    q = args.quick
+    model = load_weights.load_model(args.model)
+    folder = load_weights._folder(args.model)
+    out = {"threads": args.threads}
+
+    # 1. decode speed, batch 1, unbounded
+    n = 8 if q else 64
+    prompt = torch.arange(100, 116)
+    limit = weight_limit(model, 3 if q else 20)
+    ours = ours_decode(model, prompt, n)
+    hf = None if q else transformers_decode(folder, prompt, n)
+    out["decode"] = {"ours_tokens_per_s": ours, "transformers_tokens_per_s": hf, "limit_tokens_per_s": 1 / limit,
+                     "vs_transformers": ours / hf if hf else None, "share_of_limit": ours * limit}
+    print(f"1. decode, batch 1, unbounded, {n} tokens after {len(prompt)}: ours {ours:.1f} tokens/s, "
+          f"transformers {f'{hf:.1f}' if hf else 'not installed'}, weight-streaming limit {1 / limit:.1f} "
+          f"-> {ours * limit:.0%} of the limit" + (f", {ours / hf:.2f}x transformers" if hf else ""), flush=True)
+
+    # 2. time per token vs position
+    positions = [128, 512] if q else [128, 512, 1024, 2048, 4096, 8192]
+    curves = {"full": []} | {f"{p} {s}": [] for p in ("tova", "window") for s in ((32,) if q else (256, 1024))}
+    for t in positions:
+        for key in curves:
+            name, size = (key.split() + [None])[:2]
+            size = None if size is None else int(size)
+            tps = experiments.decode_speed(model, 1, t, size, experiments.policy_fn(name), steps=2 if q else 6)
+            curves[key].append(1e3 / tps)
+        print(f"2. t={t:5d}: " + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in curves.items()), flush=True)
+    flat = {k: v[-1] / v[positions.index(512)] - 1 for k, v in curves.items() if k != "full"}
+    out["per_position"] = {"positions": positions, "ms_per_token": curves, "change_512_to_last": flat}
+
+    # 3. batched decoding with a bounded state; the Table-1 analogue
+    size = 32 if q else 256
+    out["batched"] = {}
+    for b in ((1, 2) if q else (1, 4, 16)):
+        tps = experiments.decode_speed(model, b, 4096, size, policies.tova, steps=2 if q else 6)
+        out["batched"][b] = tps
+        print(f"3. batch {b:2d}, TOVA {size}: {tps:.1f} tokens/s", flush=True)
+    ctx = 128 if q else 4096
+    out["table1"] = experiments.memory(model, context=ctx, sizes=(16,) if q else (ctx // 8,),
+                                       budget_gib=0.05 if q else 1.0, steps=1 if q else 4)
+
+    # 4. prefill: masked transformer view vs token by token
+    T = 128 if q else 4096
+    ids = experiments.book_chunks(load_weights.load_tokenizer(args.model), 1, T, books=("alice29",))
+    out["prefill"] = {"tokens": T}
+    for name, size in (("full", None), ("tova", T // 8)):
+        t0 = time.perf_counter()
+        msrnn.masked_forward(model, ids, experiments.policy_fn(name), size)
+        out["prefill"][name] = T / (time.perf_counter() - t0)
+    k = 32 if q else 256  # token by token: measured on a prefix (it does not get faster with length)
+    t0 = time.perf_counter()
+    msrnn.run(model, ids[:, :k], policies.tova, k // 2)
+    out["prefill"]["token_by_token"] = k / (time.perf_counter() - t0)
+    print(f"4. prefill {T} tokens: masked view full {out['prefill']['full']:.0f} tokens/s, TOVA {T // 8} "
+          f"{out['prefill']['tova']:.0f} tokens/s; token by token {out['prefill']['token_by_token']:.1f} tokens/s",
+          flush=True)
+
+    # 5. one setting of the perplexity sweep on 4 chunks: masked view (batch 4) vs batched recurrent steps
+    T, B, size = (64, 2, 16) if q else (4096, 4, 256)
+    ids = torch.randint(0, model.config.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
+    t0 = time.perf_counter()
+    experiments.nll(model, ids, policies.tova, size)
+    masked = time.perf_counter() - t0
+    steps = 16 if q else 128
+    t0 = time.perf_counter()
+    msrnn.run(model, ids[:, :steps], policies.tova, size)
+    recurrent = (time.perf_counter() - t0) * T / steps  # extrapolated: a bounded step's cost is flat
+    out["sweep_setting_s"] = {"masked_view": masked, "recurrent_batched_estimate": recurrent, "chunks": B, "tokens": T}
+    print(f"5. one sweep setting ({B} chunks x {T} tokens, TOVA {size}): masked view {masked:.0f} s, "
+          f"batched recurrent ~{recurrent:.0f} s", flush=True)
+
+    def draw(plt):
+        for key, ms in curves.items():
+            plt.plot(positions, ms, "o-", label=key)
+        plt.xscale("log", base=2)
+        plt.xlabel("position t (rows held by the unbounded state)")
+        plt.ylabel("ms per token (batch 1)")
+        plt.title("decode step time vs position")
+        plt.legend()
+    experiments.save("bench_quick" if q else "bench", out, draw)
+    return out
+
+
+if __name__ == "__main__":
+    main()
