@@ -75,7 +75,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     q = args.quick
     model = load_weights.load_model(args.model)
-    folder = load_weights._folder(args.model)
+    folder = load_weights.checkpoint_folder(args.model)
     out = {"threads": args.threads}
 
     # 1. decode speed, batch 1, unbounded

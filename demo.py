@@ -201,7 +201,7 @@ def main(argv=None):
 
     args = ap.parse_args(argv)
     if args.model is not None:  # check the folder before any work, with the loader's own message
-        load_weights._folder(args.model)
+        load_weights.checkpoint_folder(args.model)
     handlers = {"ppl": cmd_ppl, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
                 "memory": cmd_experiment}
     handlers.get(args.cmd, cmd_tour)(args)

@@ -71,19 +71,24 @@ def read_config(path) -> llama.Config:
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind == "default":
         scaling = None
-    elif kind == "linear":
-        scaling = {"rope_type": "linear", "factor": float(rope["factor"])}
-    elif kind == "llama3":
-        scaling = {"rope_type": "llama3", **{k: float(rope[k]) for k in
-                   ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}}
+    elif kind in ("linear", "llama3"):
+        fields = ("factor",) if kind == "linear" else \
+            ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+        missing = [f for f in fields if rope.get(f) is None]
+        if missing:
+            raise CheckpointError(f"{file}: rope scaling {kind!r} needs {', '.join(missing)}")
+        scaling = {"rope_type": kind, **{f: float(rope[f]) for f in fields}}
     else:
         raise CheckpointError(f"{file}: rope scaling type {kind!r} is not supported (default, linear, llama3)")
 
     heads = need("num_attention_heads")
+    kv_heads = d.get("num_key_value_heads") or heads
+    if heads % kv_heads:
+        raise CheckpointError(f"{file}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
     window = d.get("sliding_window") if d["model_type"] == "mistral" else None
     return llama.Config(
         vocab_size=need("vocab_size"), dim=need("hidden_size"), n_layers=need("num_hidden_layers"),
-        n_heads=heads, n_kv_heads=d.get("num_key_value_heads") or heads,
+        n_heads=heads, n_kv_heads=kv_heads,
         head_dim=d.get("head_dim") or need("hidden_size") // heads, ffn_dim=need("intermediate_size"),
         norm_eps=d.get("rms_norm_eps", 1e-6), rope_theta=float(theta), rope_scaling=scaling,
         sliding_window=window, tie_embeddings=d.get("tie_word_embeddings", False))
@@ -139,7 +144,7 @@ def load_model(path=None, dtype=torch.float32) -> llama.Model:
 
     path=None is the default model, SmolLM2-135M-Instruct, prepared on first use (default_model.py).
     """
-    path = _folder(path)
+    path = checkpoint_folder(path)
     c = read_config(path)
     t = _read_tensors(path, _shapes(c))
     w = {name: x.to(dtype) for name, x in t.items()}
@@ -155,13 +160,13 @@ def load_model(path=None, dtype=torch.float32) -> llama.Model:
 def load_tokenizer(path=None):
     """tokenizer.json of a checkpoint folder as a `tokenizers.Tokenizer`."""
     from tokenizers import Tokenizer
-    file = _folder(path) / "tokenizer.json"
+    file = checkpoint_folder(path) / "tokenizer.json"
     if not file.is_file():
         raise CheckpointError(f"{file}: not found")
     return Tokenizer.from_file(str(file))
 
 
-def _folder(path) -> Path:
+def checkpointcheckpoint_folder(path) -> Path:
     if path is None:
         import default_model
         return default_model.default_model_dir()

@@ -149,6 +149,8 @@ def test_bad_tensors_are_named(tmp_path, edit, message):
     ({"attention_bias": True}, "attention_bias=True is not supported"),
     ({"hidden_act": "gelu"}, "hidden_act 'gelu' is not supported"),
     ({"hidden_size": None}, "'hidden_size' is missing"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "'llama3' needs low_freq_factor"),
+    ({"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
 ])
 def test_unsupported_config_is_named(tmp_path, over, message):
     model = random_model(tiny_config())
