@@ -166,7 +166,7 @@ def load_tokenizer(path=None):
     return Tokenizer.from_file(str(file))
 
 
-def checkpointcheckpoint_folder(path) -> Path:
+def checkpoint_folder(path) -> Path:
     if path is None:
         import default_model
         return default_model.default_model_dir()
