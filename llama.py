@@ -149,15 +149,16 @@ def causal_mask(cfg: Config, T: int) -> torch.Tensor:
     return mask
 
 
-def softmax_attention(q, k, v, mask):
+def softmax_attention(q, k, v, mask=None):
     """softmax(q kᵀ / √hd, -inf where mask is False) v, for every query at once.
-    q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd), bool mask (T, T) or (B, Hkv, 1, T, T) -> (B, Hkv, G, T, hd).
+    q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd) -> (B, Hkv, G, T, hd). mask: bool (T, T),
+    (B, Hkv, 1, T, T) one per KV head, or (B, 1, 1, T, T) one per layer; None is the causal mask.
     PyTorch's fused kernel computes exactly this formula, in tiles, never holding the (T, T) scores."""
     B, H, G, T, hd = q.shape
-    if mask.dim() == 5:  # one mask per KV head, shared by its G query heads
-        mask = mask.expand(B, H, G, T, T).reshape(B, H * G, T, T)
-    o = F.scaled_dot_product_attention(q.reshape(B, H * G, T, hd), k[:, :, 0], v[:, :, 0],
-                                       attn_mask=mask, enable_gqa=True)  # query head h reads KV head h // G
+    if mask is not None and mask.dim() == 5:  # one per layer, or one shared by the G query heads of a KV head
+        mask = mask[:, 0] if mask.shape[1] == 1 else mask.expand(B, H, G, T, T).reshape(B, H * G, T, T)
+    o = F.scaled_dot_product_attention(q.reshape(B, H * G, T, hd), k[:, :, 0], v[:, :, 0], attn_mask=mask,
+                                       is_causal=mask is None, enable_gqa=True)  # query head h reads KV head h // G
     return o.view(B, H, G, T, hd)
 
 
@@ -173,7 +174,7 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     B, T = tokens.shape
     G = c.n_heads // c.n_kv_heads
     cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
-    causal = causal_mask(c, T)
+    causal = None if c.sliding_window is None else causal_mask(c, T)  # None: the kernel's own causal mask
     x = model.embed[tokens]                                          # (B, T, dim)
     for i, L in enumerate(model.layers):
         h = rms_norm(x, L.attn_norm, c.norm_eps)

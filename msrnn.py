@@ -50,7 +50,9 @@ class MultiState:
 
     def attention(self, q, K, pos, t):
         """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n)."""
-        scores = q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1])    # (B, Hkv, G, n)
+        return self.weights(q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1]), pos, t)  # (B, Hkv, G, n)
+
+    def weights(self, scores, pos, t):
         if self.window is not None:  # rows W or more steps old are invisible to the model itself
             scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
         return scores.softmax(-1)
@@ -194,6 +196,9 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             logits = feed(model, tok[:, None], state, policy)[:, -1]
 
 
+BLOCK = 256  # queries whose scores masked_forward computes at once: memory O(BLOCK * T), not O(T²)
+
+
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
     """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T).
@@ -206,7 +211,7 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     _check(policy, size)
     B, T = tokens.shape
     state = init_state(model, B, size)
-    causal = llama.causal_mask(model.config, T)                      # (T, T)
+    causal = None if model.config.sliding_window is None else llama.causal_mask(model.config, T)  # (T, T)
 
     def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         ms = state.layers[layer]
@@ -217,11 +222,16 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
             ms.n = T
             return llama.softmax_attention(q, k, v, causal)
         held = torch.zeros(B, q.shape[1], 1, T, T, dtype=torch.bool)  # held[..., i, j]: row j in the state at step i
-        for i in range(T):  # the policy's decisions, step by step, from this layer's own attention weights
-            K, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n, hd), (B, Hkv, n)
-            held[:, :, 0, i].scatter_(-1, pos, True)
-            ms.compress(ms.attention(q[:, :, :, i], K, pos, i), i, policy)
-        return llama.softmax_attention(q, k, v, held & causal)  # the model's own window still applies
+        for i0 in range(0, T, BLOCK):  # the scores of BLOCK queries at a time: (B, Hkv, G, BLOCK, i0 + BLOCK)
+            scores = q[:, :, :, i0:i0 + BLOCK] @ k[:, :, :, :i0 + BLOCK].transpose(-1, -2) / math.sqrt(q.shape[-1])
+            for i in range(i0, min(i0 + BLOCK, T)):  # the policy's decisions, step by step, from this layer's attention
+                _, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n) positions of the held rows
+                held[:, :, 0, i].scatter_(-1, pos, True)
+                s = scores[:, :, :, i - i0].gather(-1, pos[:, :, None].expand(-1, -1, scores.shape[2], -1))
+                ms.compress(ms.weights(s, pos, i), i, policy)           # s: (B, Hkv, G, n), as in MultiState.attend
+        if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
+            held = held[:, :1]
+        return llama.softmax_attention(q, k, v, held if causal is None else held & causal)
 
     logits = llama.forward(model, tokens, attention)
     state.t = T
