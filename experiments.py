@@ -225,8 +225,8 @@ def passkey_prompts(tok, length, depths, keys):
 
 
 @torch.no_grad()
-def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=3000,
-            depths=(0.1, 0.3, 0.5, 0.7, 0.9, 0.95), keys=(71432, 50918), batch=6) -> dict:
+def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=2048,
+            depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6) -> dict:
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy and size.
     The prompt goes through the masked view, which hands over its state; 6 tokens are then generated."""
     prompts = passkey_prompts(tok, length, depths, keys)

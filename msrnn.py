@@ -59,10 +59,8 @@ class MultiState:
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        capacity = self.k.shape[2]
-        if self.n == capacity:
-            if self.size is None:  # only the unbounded state grows: double it, amortised O(1) per step
-                self._grow()
+        if self.size is None and self.n == self.k.shape[2]:
+            self._grow()  # only the unbounded state grows: doubled, so amortised O(1) per step
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             self.free.fill_(self.n)
             self.n += 1
@@ -86,15 +84,15 @@ class MultiState:
         rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
         drop = policy(rows)
         B, H = self.free.shape
+        name = getattr(policy, "__name__", policy)
         if not (isinstance(drop, torch.Tensor) and drop.dtype == torch.long and drop.dim() == 2
                 and drop.shape[0] == B and drop.shape[1] in (1, H)):
-            raise ValueError(f"policy {getattr(policy, '__name__', policy)} must return a long tensor of shape "
-                             f"({B}, 1) or ({B}, {H}) (one row per sequence and layer or KV head), got "
-                             f"{drop.dtype if isinstance(drop, torch.Tensor) else type(drop).__name__} "
-                             f"{tuple(drop.shape) if isinstance(drop, torch.Tensor) else ''}")
-        if drop.min() < 0 or drop.max() >= n:
-            raise ValueError(f"policy {getattr(policy, '__name__', policy)} chose row "
-                             f"{drop.min().item() if drop.min() < 0 else drop.max().item()}, outside 0..{n - 1}")
+            got = f"{drop.dtype} {tuple(drop.shape)}" if isinstance(drop, torch.Tensor) else type(drop).__name__
+            raise ValueError(f"policy {name} must return a long tensor of shape ({B}, 1) or ({B}, {H}) "
+                             f"(a row per sequence, for the layer or per KV head), got {got}")
+        lo, hi = drop.aminmax()
+        if lo < 0 or hi >= n:
+            raise ValueError(f"policy {name} chose row {lo.item() if lo < 0 else hi.item()}, outside 0..{n - 1}")
         self.free.copy_(drop.expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)
 
