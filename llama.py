@@ -124,12 +124,12 @@ def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
     for L, ms in zip(model.layers, state):
         # queries, keys and values of the current token
         h = rms_norm(x, L.attn_norm, c.norm_eps)
-        q, k, v = F.linear(h, L.w_qkv).split([len(L.wq), len(L.wk), len(L.wv)], dim=-1)
-        q = q.view(B, c.n_kv_heads, G, c.head_dim)                  # (B, Hkv, G, hd): G query heads share a KV head
-        k = k.view(B, c.n_kv_heads, c.head_dim)                     # (B, Hkv, hd)
-        v = v.view(B, c.n_kv_heads, c.head_dim)                     # (B, Hkv, hd)
-        # RoPE at the token's absolute position; keys keep that rotation for as long as they are kept
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        qkv = F.linear(h, L.w_qkv).view(B, c.n_heads + 2 * c.n_kv_heads, c.head_dim)  # (B, H + 2 Hkv, hd)
+        # RoPE at the token's absolute position, on queries and keys at once; keys keep that
+        # rotation for as long as they are kept
+        qk = rope(qkv[:, :c.n_heads + c.n_kv_heads], cos, sin)
+        q = qk[:, :c.n_heads].view(B, c.n_kv_heads, G, c.head_dim)  # (B, Hkv, G, hd): G query heads share a KV head
+        k, v = qk[:, c.n_heads:], qkv[:, c.n_heads + c.n_kv_heads:]  # (B, Hkv, hd) each
         # append (k, v) to the multi-state, attend over all its rows, and let the policy drop one
         # if more than `size` remain (msrnn.MultiState.attend; t2r.py's linear state has its own)
         o = ms.attend(q, k, v, t, policy).reshape(B, c.n_heads * c.head_dim)  # (B, Hkv, G, hd) -> (B, H*hd)
