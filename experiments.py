@@ -105,25 +105,39 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova"),
           n_chunks=4, chunk=4096, batch=4) -> dict:
-    """Perplexity of every policy at every size on the same n_chunks chunks of real books."""
+    """Perplexity of every policy at every size on the same n_chunks chunks of real books.
+
+    Each setting is saved as soon as it is measured (results/sweep/) and not measured again, so an
+    interrupted sweep resumes, and several processes can share one (e.g. --policies h2o tova).
+    """
     ids = book_chunks(tok, n_chunks, chunk)
+    parts = RESULTS / "sweep" / f"{n_chunks}x{chunk}"
+    parts.mkdir(parents=True, exist_ok=True)
     t0, rows = time.time(), {}
 
-    def measure(key, fn):
-        losses = torch.cat([fn(ids[i:i + batch]) for i in range(0, n_chunks, batch)])  # (n_chunks, T - 1)
-        per = losses.nanmean(1).exp().tolist()
-        rows.setdefault(key[0], {})[key[1]] = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": per}
-        log(f"  {key[0]:>8} {key[1]:>5}: ppl {rows[key[0]][key[1]]['ppl']:9.2f}  (chunks {min(per):.2f}-{max(per):.2f})"
-            f"  [{time.time() - t0:.0f} s]")
+    def measure(name, size, fn):
+        file = parts / f"{name}-{size}.json"
+        if file.exists():
+            row = json.loads(file.read_text())
+        else:
+            start = time.time()
+            losses = torch.cat([fn(ids[i:i + batch]) for i in range(0, n_chunks, batch)])  # (n_chunks, T - 1)
+            row = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
+                   "seconds": time.time() - start}
+            file.write_text(json.dumps(row))
+        rows.setdefault(name, {})[size] = row
+        log(f"  {name:>8} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
+            f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
 
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}")
-    measure(("full", chunk), lambda x: nll(model, x))
+    measure("full", chunk, lambda x: nll(model, x))
     for s in sizes:
-        measure(("shorter", s), lambda x: shorter_context_nll(model, x, s))
+        measure("shorter", s, lambda x: shorter_context_nll(model, x, s))
     for name in names:
         for s in sizes:
-            measure((name, s), lambda x: nll(model, x, policy_fn(name), s))
-    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows, "seconds": time.time() - t0}
+            measure(name, s, lambda x: nll(model, x, policy_fn(name), s))
+    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows,
+            "seconds": sum(r["seconds"] for by_size in rows.values() for r in by_size.values())}
 
     def draw(plt):
         for name in ("shorter",) + tuple(names):
@@ -143,11 +157,10 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "s
 def print_sweep(data):
     sizes, rows = data["sizes"], data["ppl"]
     log(f"\n{'policy':<10}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}")
-    full = rows["full"][str(data["chunk"])] if str(data["chunk"]) in rows["full"] else rows["full"][data["chunk"]]
+    full = rows["full"][data["chunk"]]["ppl"]
     for name in ["shorter", *[n for n in POLICY_NAMES if n in rows]]:
-        r = rows[name]
-        log(f"{POLICY_NAMES.get(name, 'shorter'):<10}" + "".join(f"{(r.get(s) or r.get(str(s)))['ppl']:>9.2f}" for s in sizes)
-            + f"{full['ppl']:>9.2f}")
+        log(f"{POLICY_NAMES.get(name, 'shorter'):<10}" + "".join(f"{rows[name][s]['ppl']:>9.2f}" for s in sizes)
+            + f"{full:>9.2f}")
 
 
 # ---------------------------------------------------------------- what TOVA keeps (Fig. 7-9, Table 2)
