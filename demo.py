@@ -15,6 +15,7 @@ import llama
 import load_weights
 import msrnn
 import policies
+import t2r
 
 
 def policy_by_name(name: str, sinks: int = 4):
@@ -155,7 +156,7 @@ def cmd_experiment(args):
     model, tok = load(args)
     t0 = time.time()
     if args.cmd == "sweep":
-        experiments.sweep(model, tok, sizes=args.sizes, n_chunks=args.chunks, chunk=args.chunk)
+        experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks, chunk=args.chunk)
     elif args.cmd == "retention":
         experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer)
     elif args.cmd == "passkey":
@@ -163,6 +164,11 @@ def cmd_experiment(args):
     elif args.cmd == "memory":
         experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget)
     print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/{args.cmd}.json (and .png with matplotlib)")
+
+
+def cmd_t2r(args):
+    model, tok = load(args)
+    t2r.experiment(model, tok, args)
 
 
 def main(argv=None):
@@ -187,23 +193,27 @@ def main(argv=None):
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
     p.add_argument("--chunks", type=int, default=4, help="4,096-token chunks of the books (default 4)")
     p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk (default 4096)")
+    p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova"], choices=list(policies.POLICIES))
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--length", type=int, default=2048)
     p.add_argument("--layer", type=int, default=15, help="the layer drawn in the heatmap")
     p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 512])
-    p.add_argument("--length", type=int, default=3000, help="prompt tokens (default 3000)")
+    p.add_argument("--length", type=int, default=2048, help="prompt tokens (default 2048)")
     p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--budget", type=float, default=1.0, help="cache memory budget in GiB (default 1)")
+    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
+                       "trained on CPU, compared with TOVA by bytes of state")
+    t2r.add_arguments(p)
 
     args = ap.parse_args(argv)
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
     handlers = {"ppl": cmd_ppl, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
-                "memory": cmd_experiment}
+                "memory": cmd_experiment, "t2r": cmd_t2r}
     handlers.get(args.cmd, cmd_tour)(args)
 
 

@@ -1,18 +1,20 @@
 """T2R: the pretrained transformer turned into an RNN with a constant-size state.
 
 Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
-(Katharopoulos et al. 2020, "Transformers are RNNs"), so the sums over the past collapse into a state
-that never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
-φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021), or the untrained ELU(x)+1 baseline.
-The hybrid keeps the `window` newest rows exact (softmax) and folds each older row into S, z: a finite
-MSRNN of w rows plus one linear state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024).
+(Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
+never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
+φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), or the untrained
+ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
+older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
+attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
-Training is attention transfer (Hedgehog, Zhang et al. 2024; LoLCATs): only φ learns, so that each
-layer's linear attention reproduces its softmax output on the frozen model's own q, k, v.
+Training is attention transfer (Hedgehog, Zhang et al. 2024, arXiv 2402.04347; LoLCATs): only φ learns,
+so that each layer's linear attention reproduces its softmax output on the frozen model's own q, k, v.
 """
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -22,8 +24,9 @@ from torch import nn
 
 import llama
 import msrnn
+import policies
 
-EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off (the hybrid's is >= 1)
+EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off
 
 
 class FeatureMaps(nn.Module):
@@ -42,8 +45,10 @@ class FeatureMaps(nn.Module):
         self.kind, self.window, self.r = kind, window, r if kind == "relu" else d  # ELU+1 keeps d features
         self.layers = list(range(L)) if layers is None else sorted(layers)
         if kind == "relu":
+            # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
+            # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
             g = torch.Generator().manual_seed(seed)
-            w = lambda *s: nn.Parameter(torch.randn(*s, generator=g, dtype=torch.float64).to(dtype) / math.sqrt(d))
+            w = lambda *s: nn.Parameter((torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5).to(dtype))
             self.wq, self.bq = w(L, H, G, r, d), nn.Parameter(torch.zeros(L, H, G, r, dtype=dtype))
             self.wk, self.bk = w(L, H, 1, r, d), nn.Parameter(torch.zeros(L, H, 1, r, dtype=dtype))
 
@@ -63,9 +68,10 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
     Query i weighs key j by φ(q_i)·φ(k_j) if i - j >= window, by exp(q_i·k_j/√d - m_i) if it is one of
     the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
-    weights: one normalisation for both parts. Queries go in blocks of c >= window: a block sees its own
-    and the previous block's keys one by one, older blocks through their running sums (S, z), so time
-    and memory are O(T c) rather than O(T²).
+    weights: one normalisation for both parts. No mixing factor: ReLU(W x + b) is positively
+    homogeneous, so the scale of W, b is the learned weight of the linear part.
+    Queries go in blocks of c >= window: a block sees its own and the previous block's keys one by one,
+    older blocks through their running sums (S, z), so time and memory are O(T c) rather than O(T²).
     """
     T, c = q.shape[3], max(block, window)
     n = -(-T // c)                                                   # blocks
@@ -86,16 +92,22 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     z = F.pad(fkb[:, :, :, 1:].sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
     num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, c, hd)
     den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, c, 1)
-    return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]            # (B, Hkv, G, T, hd)
+    return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]     # (B, Hkv, G, T, hd)
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
     """llama.forward with linear attention in the swapped layers, softmax in the others."""
     def attend(i, q, k, v):
         if i not in maps.layers:
-            return llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+            return softmax(model, q, k, v)
         return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
     return llama.forward(model, tokens, attend)
+
+
+def softmax(model, q, k, v):
+    """The layer's own causal softmax attention, as llama.forward computes it."""
+    c = model.config
+    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else llama.causal_mask(c, q.shape[3]))
 
 
 # ---------------------------------------------------------------- RNN view
@@ -167,6 +179,8 @@ def save(maps: FeatureMaps, path):
 def load(path, model: llama.Model) -> FeatureMaps:
     """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right."""
     from safetensors import safe_open
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     with safe_open(str(path), "pt") as f:
         meta, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
     if not {"kind", "r", "window", "layers"} <= meta.keys():
@@ -195,7 +209,7 @@ def collect(model: llama.Model, chunks, layers) -> dict:
     half the memory, and precise enough for regression targets (the arithmetic stays in model.dtype)."""
     data = {i: [] for i in layers}
     def attend(i, q, k, v):
-        o = llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+        o = softmax(model, q, k, v)
         if i in data:
             data[i].append([x.half() for x in (q, k, v, o)])
         return o
@@ -217,7 +231,7 @@ def transfer_loss(model, maps: FeatureMaps, data: dict, idx=None, backward=False
     return total
 
 
-def transfer(model, maps: FeatureMaps, data: dict, steps: int, lr: float = 1e-2, batch: int = 2,
+def transfer(model, maps: FeatureMaps, data: dict, steps: int, lr: float = 1e-2, batch: int = 1,
              seed: int = 0, log=print) -> list:
     """Attention transfer (Hedgehog, LoLCATs): Adam on the feature maps only. Returns the loss per step."""
     opt = torch.optim.Adam(maps.parameters(), lr=lr)
@@ -247,3 +261,87 @@ def finetune(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, see
         if log:
             log(f"   finetune step {step + 1}/{steps}: next-token loss {losses[-1]:.3f}  ({time.time() - t0:.0f} s)")
     return losses
+
+
+# ---------------------------------------------------------------- the comparison: python demo.py t2r
+
+def add_arguments(p):
+    p.add_argument("--r", type=int, nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
+    p.add_argument("--window", type=int, default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
+    p.add_argument("--window-r", type=int, default=16, help="the hybrid's feature size (default 16)")
+    p.add_argument("--steps", type=int, default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
+    p.add_argument("--finetune", type=int, default=0, help="next-token finetune steps after the transfer (default 0)")
+    p.add_argument("--train-chunks", type=int, default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
+    p.add_argument("--eval-chunks", type=int, default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
+    p.add_argument("--sizes", type=int, nargs="*", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
+    p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
+
+
+def experiment(model, tok, args) -> dict:
+    """Perplexity against bytes of state per sequence at 4,096 tokens: T2R (trained here, or --load),
+    ELU+1 and the hybrid next to softmax, TOVA, H2O and Window+4 on the same chunks.
+    Writes results/t2r.json, results/t2r.png (with matplotlib) and the maps as safetensors."""
+    import experiments
+    log, c, t_start = experiments.log, model.config, time.time()
+    train = experiments.book_chunks(tok, args.train_chunks, books=("lcet10", "plrabn12"))  # (N, 4096)
+    test = experiments.book_chunks(tok, args.eval_chunks, books=("alice29", "asyoulik"))
+    rows, data, collect_s = [], None, 0
+
+    def record(method, family, nll, kv_rows, r=0, **extra):
+        rows.append(dict(method=method, family=family, state_bytes=state_bytes(c, kv_rows, r),
+                         ppl=math.exp(nll.mean().item()), ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
+        log(f"   {method}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {rows[-1]['ppl']:.2f}")
+
+    runs = [FeatureMaps(c, r) for r in args.r] + [FeatureMaps(c, kind="elu")]
+    runs += [FeatureMaps(c, args.window_r, window=args.window)] if args.window else []
+    for maps in runs:
+        name = "ELU+1" if maps.kind == "elu" else f"T2R r={maps.r}"
+        name = f"hybrid: window {maps.window} + {name}" if maps.window else name
+        file = experiments.RESULTS / f"t2r_{maps.kind}_r{maps.r}_w{maps.window}.safetensors"
+        t0, losses, ft = time.time(), [], []
+        if maps.kind == "relu" and args.load:
+            maps = load(file, model)
+        elif maps.kind == "relu":
+            if data is None:
+                log(f"collecting every layer's q, k, v and softmax output on {len(train)} training chunks ...")
+                data = collect(model, train, maps.layers)
+                collect_s = round(time.time() - t0)
+                log(f"   {collect_s} s")
+                t0 = time.time()
+            log(f"{name}: attention transfer, {args.steps} steps")
+            losses = transfer(model, maps, data, args.steps, log=log)
+            ft = finetune(model, maps, train, args.finetune, log=log) if args.finetune else []
+            experiments.RESULTS.mkdir(exist_ok=True)
+            save(maps, file)
+        train_s = time.time() - t0
+        with torch.no_grad():
+            nll = F.cross_entropy(forward(model, maps, test)[:, :-1].transpose(1, 2), test[:, 1:], reduction="none")
+        record(name, "hybrid" if maps.window else maps.kind, nll, maps.window, maps.r, train_s=round(train_s),
+               transfer_loss=losses, finetune_loss=ft)
+
+    log("softmax attention, then the MSRNN policies (masked view) on the same chunks ...")
+    record("softmax, full cache", "full", experiments.nll(model, test), test.shape[1])
+    for size in args.sizes:
+        for p in ("tova", "h2o", "sink"):
+            record(f"{experiments.POLICY_NAMES[p]} {size}", p, experiments.nll(model, test, policies.POLICIES[p], size), size)
+
+    rows.sort(key=lambda row: row["state_bytes"])
+    print(f"\n| method | state per sequence | perplexity | training |\n|---|---|---|---|")
+    for row in rows:
+        train_s = f"{row['train_s']} s" if row.get("transfer_loss") else ""
+        print(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {train_s} |")
+    log(f"{len(test)} chunks of {test.shape[1]} tokens; {time.time() - t_start:.0f} s in all")
+
+    def draw(plt):
+        for fam in ("tova", "h2o", "sink", "full", "relu", "elu", "hybrid"):
+            pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in rows if row["family"] == fam]
+            if not pts:
+                continue
+            label = {"relu": "T2R (ReLU map, r=" + ",".join(map(str, args.r)) + ")", "elu": "ELU+1 (untrained)",
+                     "hybrid": f"hybrid (window {args.window} + T2R r={args.window_r})", "full": "softmax, full cache"}
+            plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink") else "",
+                     label=label.get(fam, experiments.POLICY_NAMES.get(fam)))
+        plt.xscale("log"), plt.yscale("log")
+        plt.xlabel("state per sequence at 4,096 tokens (MiB, float32)"), plt.ylabel("perplexity")
+        plt.title("Fold the past into one state (T2R) or keep a few rows (MSRNN)"), plt.legend(fontsize=7)
+    return experiments.save("t2r", {"rows": rows, "collect_s": collect_s, "args": vars(args)}, draw)
