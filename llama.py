@@ -1,7 +1,7 @@
 """A LLaMA / Mistral decoder with two views of the same weights.
 
 RNN view (`step`): one token at a time, every layer is
-    x_t, (K, V)_t = f(x_t, (K, V)_{t-1})                       (Oren et al. 2024, eq. 4)
+    x_t, (K, V)_t = f(x_t, (K, V)_{t-1})                       (Oren et al. 2024)
 where (K, V) is the layer's multi-state, one key/value row per kept token.
 
 Transformer view (`forward`): all positions at once under an attention mask.

@@ -10,7 +10,7 @@ import torch
 
 
 def window(rows):
-    """Window: keep the `size` most recent tokens, i.e. drop the oldest (Oren et al. 2024, sec. 3.3)."""
+    """Window: keep the `size` most recent tokens, i.e. drop the oldest (the baseline of Oren et al. 2024)."""
     return rows.pos[:, :1].argmin(-1)                                # (B, 1)
 
 
