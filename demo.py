@@ -84,12 +84,12 @@ def tour_perplexity(model, tok, length=1024, size=64):
         print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
 
 
-def tour_passkey(model, tok, length=1500, size=256):
+def tour_passkey(model, tok, length=2048, size=256):
     import experiments
     say("4. Remember a number",
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer?")
-    x = experiments.passkey_prompts(tok, length, depths=(0.2,), keys=(71432,))
+    x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
     for name in ("full", "window", "sink", "tova"):
         t0 = time.time()
         size_ = None if name == "full" else size
@@ -105,16 +105,12 @@ def tour_passkey(model, tok, length=1500, size=256):
 def tour_retention(model, tok, length=512, size=64, layer=15):
     import experiments
     say("5. What TOVA keeps",
-        f"Layer {layer}, {size} rows, {length} tokens: each line is a step t, each column a block of\n"
-        f"positions; '#' = most of the block is held, '.' = some, ' ' = none. TOVA is not a window:")
-    data = experiments.retention(model, tok, size=size, length=length, layer=layer, picture=True)
-    held = data.pop("_held")
-    cols = 64
+        f"Layer {layer}, {size} rows, {length} tokens. Below, each line is a step t, each column a block\n"
+        f"of positions; '#' = most of the block is held, '.' = some, ' ' = none. TOVA is not a window:")
+    held = experiments.retention(model, tok, size=size, length=length, layer=layer, picture=True, name=None)["_held"]
     for t in range(size, length, length // 16):
-        row = held[t].reshape(cols, -1).float().mean(1)
+        row = held[t].reshape(64, -1).float().mean(1)                # 64 columns of positions
         print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in row.tolist()) + f" t={t}")
-    print(f"   {data['recent_share']:.0%} of the held rows are among the latest {size}; the first token is still "
-          f"held at the end in {data['first_token_kept_to_end_layers']}/{model.config.n_layers} layers")
 
 
 def cmd_tour(args):

@@ -166,9 +166,9 @@ def print_sweep(data):
 # ---------------------------------------------------------------- what TOVA keeps (Fig. 7-9, Table 2)
 
 @torch.no_grad()
-def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False) -> dict:
+def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False, name="retention") -> dict:
     """Run TOVA on one chunk and record which positions each layer's state holds at every step.
-    picture=True adds the chosen layer's (T, T) held-rows matrix under "_held"."""
+    picture=True adds the chosen layer's (T, T) held-rows matrix under "_held"; name=None saves nothing."""
     ids = book_chunks(tok, 1, length, books=(book,))
     T, L = ids.shape[1], model.config.n_layers
     held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t (layer-wise TOVA)
@@ -213,7 +213,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
         plt.xlabel("token position")
         plt.ylabel("step t")
         plt.title(f"TOVA size {size}: rows held by layer {layer}")
-    save("retention", data, draw)
+    if name:
+        save(name, data, draw)
     return {**data, "_held": held[layer]} if picture else data
 
 
