@@ -159,7 +159,7 @@ def cmd_experiment(args):
         experiments.passkey(model, tok, sizes=args.sizes, length=args.length)
     elif args.cmd == "memory":
         experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget)
-    print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/{args.cmd}.json (and .png with matplotlib)")
+    print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/ (JSON, and PNG with matplotlib)")
 
 
 def cmd_t2r(args):

@@ -149,7 +149,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "s
         plt.ylabel("perplexity")
         plt.title(f"SmolLM2-135M, {n_chunks} chunks of {chunk} tokens")
         plt.legend()
-    save("sweep", data, draw)
+    save(f"sweep_{n_chunks}x{chunk}", data, draw)
     print_sweep(data)
     return data
 

@@ -14,7 +14,7 @@ def results_in_tmp(tmp_path, monkeypatch):
 
 def test_sweep(real_model, tokenizer, tmp_path):
     data = experiments.sweep(real_model, tokenizer, sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48)
-    saved = json.loads((tmp_path / "sweep.json").read_text())
+    saved = json.loads((tmp_path / "sweep_2x48.json").read_text())
     assert set(saved["ppl"]) == {"full", "shorter", "sink", "tova"} and len(saved["ppl"]["tova"]["8"]["per_chunk"]) == 2
     assert experiments.sweep(real_model, tokenizer, sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48) == data  # resumed
     assert data["ppl"]["tova"][16]["ppl"] < data["ppl"]["tova"][8]["ppl"] * 1.5
