@@ -68,7 +68,7 @@ def nll(model, ids: torch.Tensor, policy=None, size=None) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
     Runs the masked transformer view, which gives the token-by-token MSRNN's logits
-    (test_policies.py), several times faster: projections and MLPs see all tokens at once.
+    (test_policies.py) about twice as fast (bench.py): projections and MLPs see all tokens at once.
     """
     logits, _ = msrnn.masked_forward(model, ids, policy, size)
     return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
