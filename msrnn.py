@@ -64,12 +64,14 @@ class MultiState:
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             self.free.fill_(self.n)
             self.n += 1
+        # write into the free slot; with head-wise policies each KV head may have a different one
         slot = self.free[..., None]                                  # (B, Hkv, 1)
         idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])         # (B, Hkv, 1, hd)
         self.k.scatter_(2, idx, k[:, :, None])
         self.v.scatter_(2, idx, v[:, :, None])
         self.pos.scatter_(2, slot, t)
-        self.score.scatter_(2, slot, 0.0)
+        self.score.scatter_(2, slot, 0.0)  # a new row has received no attention yet
+        # slots [0, n) are all live here: the slot freed last step was just refilled
         n = self.n
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
 
@@ -78,12 +80,14 @@ class MultiState:
         n = self.n
         if self.size is None:  # unbounded: nothing to drop, nothing to score
             return
+        # H2O's score: attention each row receives, summed over steps and over the KV head's G queries
         self.score[:, :, :n] += attn.sum(2)
         if n <= self.size:
             return
         rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
         drop = policy(rows)
         B, H = self.free.shape
+        # a user's policy gets a clear error rather than a silent wrong drop
         name = getattr(policy, "__name__", policy)
         if not (isinstance(drop, torch.Tensor) and drop.dtype == torch.long and drop.dim() == 2
                 and drop.shape[0] == B and drop.shape[1] in (1, H)):
@@ -93,6 +97,7 @@ class MultiState:
         lo, hi = drop.aminmax()
         if lo < 0 or hi >= n:
             raise ValueError(f"policy {name} chose row {lo.item() if lo < 0 else hi.item()}, outside 0..{n - 1}")
+        # the dropped row's slot is where the next token goes; -1 marks it empty until then
         self.free.copy_(drop.expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)
 
