@@ -92,11 +92,7 @@ def tour_passkey(model, tok, length=2048, size=256):
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
     for name in ("full", "window", "sink", "tova"):
         t0 = time.time()
-        size_ = None if name == "full" else size
-        logits, state = msrnn.masked_forward(model, x, experiments.policy_fn(name), size_)
-        first = logits[:, -1].argmax(-1)
-        rest = list(msrnn.generate(model, first[:, None], 5, experiments.policy_fn(name), state=state))
-        answer = tok.decode(torch.stack([first] + rest, 1)[0].tolist())
+        answer = experiments.answer(model, tok, x, name, None if name == "full" else size)[0]
         label = "full cache" if name == "full" else f"{experiments.POLICY_NAMES[name]} {size}"
         print(f"   {label:<14} -> {answer!r:24} {'found' if '71432' in answer else 'lost'}  ({time.time() - t0:.0f} s)",
               flush=True)

@@ -239,6 +239,16 @@ def passkey_prompts(tok, length, depths, keys):
 
 
 @torch.no_grad()
+def answer(model, tok, prompts, name: str, size=None, n=6) -> list[str]:
+    """Greedy continuations (n tokens) of prompts (B, T) under a policy: the masked view reads the
+    prompt and hands over its state, from which generation goes on token by token."""
+    logits, state = msrnn.masked_forward(model, prompts, policy_fn(name), size)
+    out = [logits[:, -1].argmax(-1)]
+    out += list(msrnn.generate(model, out[0][:, None], n - 1, policy_fn(name), state=state))
+    return [tok.decode(seq) for seq in torch.stack(out, 1).tolist()]
+
+
+@torch.no_grad()
 def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=2048,
             depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6) -> dict:
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy and size.
@@ -251,11 +261,7 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     for name, size in settings:
         right = 0
         for i in range(0, len(prompts), batch):
-            x = prompts[i:i + batch]
-            logits, state = msrnn.masked_forward(model, x, policy_fn(name), size)
-            out = [logits[:, -1].argmax(-1)]
-            out += list(msrnn.generate(model, out[0][:, None], 5, policy_fn(name), state=state))
-            got = [tok.decode(seq) for seq in torch.stack(out, 1).tolist()]
+            got = answer(model, tok, prompts[i:i + batch], name, size)
             right += sum(a in g for a, g in zip(answers[i:i + batch], got))
         acc[f"{name}/{size or 'full'}"] = {"policy": name, "size": size, "correct": right, "total": len(prompts)}
         log(f"  {POLICY_NAMES.get(name, 'full cache'):>10} {size or '':>5}: {right}/{len(prompts)}  [{time.time() - t0:.0f} s]")
