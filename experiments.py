@@ -113,7 +113,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "s
     ids = book_chunks(tok, n_chunks, chunk)
     parts = RESULTS / "sweep" / f"{n_chunks}x{chunk}"
     parts.mkdir(parents=True, exist_ok=True)
-    t0, rows = time.time(), {}
+    rows = {}
 
     def measure(name, size, fn):
         file = parts / f"{name}-{size}.json"

@@ -6,7 +6,6 @@ row from every KV head of the layer (layer-wise), shape (B, Hkv) one row per KV 
 It is called only when the layer holds size + 1 rows, the current token included, and it may drop
 the current token. See rows' fields in msrnn.Rows; write your own the same way (README).
 """
-import torch
 
 
 def window(rows):

@@ -326,7 +326,7 @@ def experiment(model, tok, args) -> dict:
             record(f"{experiments.POLICY_NAMES[p]} {size}", p, experiments.nll(model, test, policies.POLICIES[p], size), size)
 
     rows.sort(key=lambda row: row["state_bytes"])
-    print(f"\n| method | state per sequence | perplexity | training |\n|---|---|---|---|")
+    print("\n| method | state per sequence | perplexity | training |\n|---|---|---|---|")
     for row in rows:
         train_s = f"{row['train_s']} s" if row.get("transfer_loss") else ""
         print(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {train_s} |")
