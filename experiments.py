@@ -67,11 +67,16 @@ def policy_fn(name: str):
 def nll(model, ids: torch.Tensor, policy=None, size=None) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
-    Runs the masked transformer view, which gives the token-by-token MSRNN's logits
-    (test_policies.py) about twice as fast (bench.py): projections and MLPs see all tokens at once.
+    Runs msrnn.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
+    times faster (bench.py): projections and MLPs see all tokens at once.
     """
-    logits, _ = msrnn.masked_forward(model, ids, policy, size)
-    return F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    return next_token_nll(msrnn.prefill(model, ids, policy, size)[0], ids)
+
+
+def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """(B, T - 1) losses from logits (B, T, vocab). One sequence at a time, so the vocabulary
+    stays the last, contiguous dimension: 7x faster than cross_entropy on the (B, vocab, T) view."""
+    return torch.stack([F.cross_entropy(x[:-1], y[1:], reduction="none") for x, y in zip(logits, ids)])
 
 
 def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
@@ -82,9 +87,7 @@ def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
     for start in range(0, T, size):
         piece = ids[:, start:start + size]
         if piece.shape[1] > 1:
-            logits = llama.forward(model, piece)
-            out[:, start:start + piece.shape[1] - 1] = F.cross_entropy(
-                logits[:, :-1].transpose(1, 2), piece[:, 1:], reduction="none")
+            out[:, start:start + piece.shape[1] - 1] = next_token_nll(llama.forward(model, piece), piece)
     return out  # the first token of each piece has no prediction: NaN, left out of the mean
 
 
@@ -180,7 +183,7 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
         held[rows.layer, rows.t, rows.pos[0, 0][keep]] = True
         return drop
 
-    msrnn.masked_forward(model, ids, recording_tova, size)
+    msrnn.prefill(model, ids, recording_tova, size)
     for t in range(min(size, T)):  # before the state is full nothing is dropped
         held[:, t, : t + 1] = True
     lifetime = held.sum(1).float()                                   # (L, T) steps each token stayed
@@ -242,7 +245,7 @@ def passkey_prompts(tok, length, depths, keys):
 def answer(model, tok, prompts, name: str, size=None, n=6) -> list[str]:
     """Greedy continuations (n tokens) of prompts (B, T) under a policy: the masked view reads the
     prompt and hands over its state, from which generation goes on token by token."""
-    logits, state = msrnn.masked_forward(model, prompts, policy_fn(name), size)
+    logits, state = msrnn.prefill(model, prompts, policy_fn(name), size)
     out = [logits[:, -1].argmax(-1)]
     out += list(msrnn.generate(model, out[0][:, None], n - 1, policy_fn(name), state=state))
     return [tok.decode(seq) for seq in torch.stack(out, 1).tolist()]

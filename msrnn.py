@@ -62,15 +62,15 @@ class MultiState:
         if self.size is None and self.n == self.k.shape[2]:
             self._grow()  # only the unbounded state grows: doubled, so amortised O(1) per step
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
-            self.free.fill_(self.n)
-            self.n += 1
-        # write into the free slot; with head-wise policies each KV head may have a different one
-        slot = self.free[..., None]                                  # (B, Hkv, 1)
-        idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])         # (B, Hkv, 1, hd)
-        self.k.scatter_(2, idx, k[:, :, None])
-        self.v.scatter_(2, idx, v[:, :, None])
-        self.pos.scatter_(2, slot, t)
-        self.score.scatter_(2, slot, 0.0)  # a new row has received no attention yet
+            i, self.n = self.n, self.n + 1
+            self.k[:, :, i], self.v[:, :, i], self.pos[:, :, i], self.score[:, :, i] = k, v, t, 0.0
+        else:  # full: the slot the policy freed last step, which a head-wise policy chose per KV head
+            slot = self.free[..., None]                              # (B, Hkv, 1)
+            idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])     # (B, Hkv, 1, hd)
+            self.k.scatter_(2, idx, k[:, :, None])
+            self.v.scatter_(2, idx, v[:, :, None])
+            self.pos.scatter_(2, slot, t)
+            self.score.scatter_(2, slot, 0.0)  # a new row has received no attention yet
         # slots [0, n) are all live here: the slot freed last step was just refilled
         n = self.n
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
@@ -94,12 +94,12 @@ class MultiState:
             got = f"{drop.dtype} {tuple(drop.shape)}" if isinstance(drop, torch.Tensor) else type(drop).__name__
             raise ValueError(f"policy {name} must return a long tensor of shape ({B}, 1) or ({B}, {H}) "
                              f"(a row per sequence, for the layer or per KV head), got {got}")
-        lo, hi = drop.aminmax()
-        if lo < 0 or hi >= n:
-            raise ValueError(f"policy {name} chose row {lo.item() if lo < 0 else hi.item()}, outside 0..{n - 1}")
         # the dropped row's slot is where the next token goes; -1 marks it empty until then
         self.free.copy_(drop.expand(B, H))
-        self.pos.scatter_(2, self.free[..., None], -1)
+        try:
+            self.pos.scatter_(2, self.free[..., None], -1)
+        except RuntimeError:  # scatter_ checks the range 0..n-1 (n is the capacity here) for free
+            raise ValueError(f"policy {name} chose a row outside 0..{n - 1}: {drop.tolist()}") from None
 
     def _grow(self):
         cap = max(2 * self.k.shape[2], 16)
@@ -199,18 +199,74 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             logits = feed(model, tok[:, None], state, policy)[:, -1]
 
 
-BLOCK = 256  # queries whose scores masked_forward computes at once: memory O(BLOCK * T), not O(T²)
+@torch.no_grad()
+def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
+    """`feed` for a whole sequence from an empty state, faster: (logits (B, T, vocab), state).
+
+    Only attention carries state from one position to the next; projections, RoPE and MLPs act on
+    each position alone. So those run on all positions at once (matrix-matrix products, the
+    transformer's way), and each layer's multi-state steps through the positions with the same
+    MultiState.attend as `feed`. Logits and state are the token-by-token run's.
+    """
+    visible = llama.causal_mask(model.config, tokens.shape[1])       # (T, T) the model's own mask
+
+    def stepped(ms, q, k, v):                                        # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+        T = q.shape[3]
+        f = min(size, T)  # the steps before the first drop, at once
+        out = [_fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], visible[:f, :f])]
+        # then one step per position; position-major copies make each step's slices contiguous
+        qs, ks, vs = (x[:, :, :, f:].movedim(3, 0).contiguous() for x in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
+        out += [ms.attend(qs[i], ks[i, :, :, 0], vs[i, :, :, 0], f + i, policy) for i in range(T - f)]
+        return torch.cat([out[0], torch.stack(out[1:], 3)], 3) if T > f else out[0]  # (B, Hkv, G, T, hd)
+    return _parallel(model, tokens, policy, size, stepped)
 
 
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
     """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T).
 
-    Each layer computes all queries and keys at once, then derives row by row which keys every
-    query may see under the policy (static for window/sink, from that layer's attention for H2O
-    and TOVA: Oren et al. 2024, app. E), and attends under that mask in parallel. The returned
-    state is the one the token-by-token run reaches, so generation can continue from it.
+    Each layer computes all queries and keys at once, derives row by row which keys every query
+    may see under the policy (static for window/sink, from that layer's attention for H2O and TOVA:
+    Oren et al. 2024, app. E), and attends under that mask with ordinary softmax attention. The
+    returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
+    def under_mask(ms, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+        B, H, _, T, _ = q.shape
+        held = torch.zeros(B, H, 1, T, T, dtype=torch.bool)          # held[..., i, j]: row j in the state at step i
+        for i in range(T):  # the policy's decisions, step by step, from this layer's attention
+            K, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)   # (B, Hkv, n, hd), (B, Hkv, n)
+            held[:, :, 0, i].scatter_(-1, pos, True)
+            ms.compress(ms.attention(q[:, :, :, i], K, pos, i), i, policy)  # as in MultiState.attend
+        if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
+            held = held[:, :1]
+        causal = llama.causal_mask(model.config, T)  # the model's own sliding window, if any
+        return llama.softmax_attention(q, k, v, held & causal)
+    return _parallel(model, tokens, policy, size, under_mask)
+
+
+FILL_BLOCK = 256  # queries _fill handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
+
+
+def _fill(ms, q, k, v, visible):
+    """The first steps of an empty bounded multi-state, at once. Until it holds `size` rows nothing
+    is dropped, so these steps are the transformer's: each query attends to every row so far under
+    the model's own mask `visible` (f, f), and each row's score is the attention it received.
+    q (B, Hkv, G, f, hd); k, v (B, Hkv, f, hd), f <= size. Fills the state; returns (B, Hkv, G, f, hd)."""
+    f = q.shape[3]
+    out = torch.empty_like(q)
+    for i0 in range(0, f, FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
+        i1 = min(i0 + FILL_BLOCK, f)
+        scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
+        attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1)
+        out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
+        ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in compress
+    ms.k[:, :, :f], ms.v[:, :, :f], ms.pos[:, :, :f], ms.n = k, v, torch.arange(f), f
+    return out
+
+
+def _parallel(model, tokens, policy, size, bounded_attention):
+    """llama.forward, building each layer's multi-state as it goes; bounded_attention(ms, q, k, v)
+    computes a layer's attention under a policy and fills its multi-state."""
     _check(policy, size)
     B, T = tokens.shape
     state = init_state(model, B, size)
@@ -218,23 +274,14 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
 
     def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         ms = state.layers[layer]
-        if policy is None:  # unbounded: every row kept, the state is all of k and v
-            ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
-            ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
-            ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
-            ms.n = T
-            return llama.softmax_attention(q, k, v, causal)
-        held = torch.zeros(B, q.shape[1], 1, T, T, dtype=torch.bool)  # held[..., i, j]: row j in the state at step i
-        for i0 in range(0, T, BLOCK):  # the scores of BLOCK queries at a time: (B, Hkv, G, BLOCK, i0 + BLOCK)
-            scores = q[:, :, :, i0:i0 + BLOCK] @ k[:, :, :, :i0 + BLOCK].transpose(-1, -2) / math.sqrt(q.shape[-1])
-            for i in range(i0, min(i0 + BLOCK, T)):  # the policy's decisions, step by step, from this layer's attention
-                _, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)  # (B, Hkv, n) positions of the held rows
-                held[:, :, 0, i].scatter_(-1, pos, True)
-                s = scores[:, :, :, i - i0].gather(-1, pos[:, :, None].expand(-1, -1, scores.shape[2], -1))
-                ms.compress(ms.weights(s, pos, i), i, policy)           # s: (B, Hkv, G, n), as in MultiState.attend
-        if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
-            held = held[:, :1]
-        return llama.softmax_attention(q, k, v, held if causal is None else held & causal)
+        if policy is not None:
+            return bounded_attention(ms, q, k, v)
+        # unbounded: every row kept, so the state is all of k and v, and attention is the transformer's
+        ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
+        ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
+        ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
+        ms.n = T
+        return llama.softmax_attention(q, k, v, causal)
 
     logits = llama.forward(model, tokens, attention)
     state.t = T

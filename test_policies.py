@@ -166,3 +166,21 @@ def test_masked_prefill_hands_over_the_recurrent_state(name):
     prefix, state = msrnn.masked_forward(model, x[:, :18], ALL[name], 6)
     rest = msrnn.feed(model, x[:, 18:], state, ALL[name])
     assert (torch.cat([prefix, rest], 1) - msrnn.run(model, x, ALL[name], 6)).abs().max() <= EXACT
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+@pytest.mark.parametrize("size,window", [(1, None), (5, None), (16, None), (40, None), (7, 5), (5, 9)])
+def test_prefill_is_the_token_by_token_run(name, size, window):
+    # prefill: parallel projections, the first `size` steps at once, then stepped attention
+    model = random_model(tiny_config(sliding_window=window) if window else tiny_config(), seed=2)
+    if not valid(name, size):
+        pytest.skip("sinks >= size")
+    x = tokens(2, 30)
+    state = msrnn.init_state(model, 2, size)
+    steps = msrnn.feed(model, x, state, ALL[name])
+    logits, got = msrnn.prefill(model, x, ALL[name], size)
+    assert (logits - steps).abs().max() <= EXACT
+    for a, b in zip(got, state):
+        assert a.n == b.n and torch.equal(a.pos[:, :, :a.n], b.pos[:, :, :b.n])
+        for x_, y_ in ((a.k, b.k), (a.v, b.v), (a.score, b.score)):
+            assert (x_[:, :, :a.n] - y_[:, :, :b.n]).abs().max() <= EXACT
