@@ -148,7 +148,8 @@ def cmd_experiment(args):
     model, tok = load(args)
     t0 = time.time()
     if args.cmd == "sweep":
-        experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks, chunk=args.chunk)
+        experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks, chunk=args.chunk,
+                          jobs=args.jobs)
     elif args.cmd == "retention":
         experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer)
     elif args.cmd == "passkey":
@@ -186,6 +187,7 @@ def main(argv=None):
     p.add_argument("--chunks", type=int, default=4, help="4,096-token chunks of the books (default 4)")
     p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk (default 4096)")
     p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova"], choices=list(policies.POLICIES))
+    p.add_argument("--jobs", type=int, default=2, help="processes of one thread each (default 2: faster on 2 cores)")
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--length", type=int, default=2048)

@@ -107,40 +107,36 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 # ---------------------------------------------------------------- perplexity vs multi-state size (Fig. 3, Table 3)
 
 def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova"),
-          n_chunks=4, chunk=4096, batch=4) -> dict:
+          n_chunks=4, chunk=4096, batch=4, jobs=1) -> dict:
     """Perplexity of every policy at every size on the same n_chunks chunks of real books.
 
     Each setting is saved as soon as it is measured (results/sweep/) and not measured again, so an
-    interrupted sweep resumes, and several processes can share one (e.g. --policies h2o tova).
+    interrupted sweep resumes. jobs=2 measures settings in two processes of one thread each, the
+    costliest first: most operations of a bounded prefill are too small to gain from a second thread,
+    so on 2 cores two single-threaded processes finish sooner than one with two threads.
     """
     ids = book_chunks(tok, n_chunks, chunk)
     parts = RESULTS / "sweep" / f"{n_chunks}x{chunk}"
     parts.mkdir(parents=True, exist_ok=True)
+    settings = [("full", chunk)] + [("shorter", s) for s in sizes] + [(n, s) for n in names for s in sizes]
+    todo = [(name, s, parts / f"{name}-{s}.json", batch) for name, s in settings if not (parts / f"{name}-{s}.json").exists()]
+    log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}; "
+        f"{len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
+    start = time.time()
+    if jobs > 1 and todo:
+        todo.sort(key=lambda job: -job[1])  # longest first, so neither process is left with a long one at the end
+        ctx = torch.multiprocessing.get_context("spawn")  # tensors reach the workers through shared memory
+        with ctx.Pool(jobs, initializer=_start_worker, initargs=(model, ids)) as pool:
+            pool.starmap(_measure_in_worker, todo, chunksize=1)
+    for job in todo:
+        if not job[2].exists():
+            _measure(model, ids, *job)
     rows = {}
-
-    def measure(name, size, fn):
-        file = parts / f"{name}-{size}.json"
-        if file.exists():
-            row = json.loads(file.read_text())
-        else:
-            start = time.time()
-            losses = torch.cat([fn(ids[i:i + batch]) for i in range(0, n_chunks, batch)])  # (n_chunks, T - 1)
-            row = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
-                   "seconds": time.time() - start}
-            file.write_text(json.dumps(row))
-        rows.setdefault(name, {})[size] = row
-        log(f"  {name:>8} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
-            f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
-
-    log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}")
-    measure("full", chunk, lambda x: nll(model, x))
-    for s in sizes:
-        measure("shorter", s, lambda x: shorter_context_nll(model, x, s))
-    for name in names:
-        for s in sizes:
-            measure(name, s, lambda x: nll(model, x, policy_fn(name), s))
-    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows,
-            "seconds": sum(r["seconds"] for by_size in rows.values() for r in by_size.values())}
+    for name, s in settings:
+        rows.setdefault(name, {})[s] = json.loads((parts / f"{name}-{s}.json").read_text())
+    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows, "jobs": jobs,
+            "seconds": sum(r["seconds"] for by_size in rows.values() for r in by_size.values()),
+            "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
     def draw(plt):
         for name in ("shorter",) + tuple(names):
@@ -155,6 +151,35 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "s
     save(f"sweep_{n_chunks}x{chunk}", data, draw)
     print_sweep(data)
     return data
+
+
+def _measure(model, ids, name, size, file, batch):
+    """One setting of the sweep: the mean loss over the chunks (batch at a time), saved to `file`."""
+    start = time.time()
+    if name == "full":
+        losses = [nll(model, x) for x in ids.split(batch)]
+    elif name == "shorter":
+        losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
+    else:
+        losses = [nll(model, x, policy_fn(name), size) for x in ids.split(batch)]
+    losses = torch.cat(losses)                                       # (n_chunks, T - 1)
+    row = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
+           "seconds": time.time() - start}
+    file.write_text(json.dumps(row))
+    log(f"  {name:>8} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
+        f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
+
+
+_WORKER = {}  # a sweep worker process's model and chunks
+
+
+def _start_worker(model, ids):
+    torch.set_num_threads(1)
+    _WORKER.update(model=model, ids=ids)
+
+
+def _measure_in_worker(name, size, file, batch):
+    _measure(_WORKER["model"], _WORKER["ids"], name, size, file, batch)
 
 
 def print_sweep(data):

@@ -50,9 +50,7 @@ class MultiState:
 
     def attention(self, q, K, pos, t):
         """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n)."""
-        return self.weights(q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1]), pos, t)  # (B, Hkv, G, n)
-
-    def weights(self, scores, pos, t):
+        scores = q @ K.mT / math.sqrt(q.shape[-1])                  # (B, Hkv, G, n)
         if self.window is not None:  # rows W or more steps old are invisible to the model itself
             scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
         return scores.softmax(-1)
@@ -208,16 +206,14 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     transformer's way), and each layer's multi-state steps through the positions with the same
     MultiState.attend as `feed`. Logits and state are the token-by-token run's.
     """
-    visible = llama.causal_mask(model.config, tokens.shape[1])       # (T, T) the model's own mask
-
     def stepped(ms, q, k, v):                                        # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         T = q.shape[3]
         f = min(size, T)  # the steps before the first drop, at once
-        out = [_fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], visible[:f, :f])]
-        # then one step per position; position-major copies make each step's slices contiguous
-        qs, ks, vs = (x[:, :, :, f:].movedim(3, 0).contiguous() for x in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
-        out += [ms.attend(qs[i], ks[i, :, :, 0], vs[i, :, :, 0], f + i, policy) for i in range(T - f)]
-        return torch.cat([out[0], torch.stack(out[1:], 3)], 3) if T > f else out[0]  # (B, Hkv, G, T, hd)
+        first = _fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], llama.causal_mask(model.config, f))
+        # then a step per position; position-major copies make each step's slices contiguous
+        q, k, v = (x[:, :, :, f:].movedim(3, 0).contiguous() for x in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
+        steps = [ms.attend(q[i], k[i, :, :, 0], v[i, :, :, 0], f + i, policy) for i in range(T - f)]
+        return torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
     return _parallel(model, tokens, policy, size, stepped)
 
 

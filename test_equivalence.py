@@ -46,10 +46,11 @@ def test_identical_greedy_tokens(name):
     assert new.tolist() == seq[6:]
 
 
-def test_masked_forward_unbounded_hands_over_the_state():
+@pytest.mark.parametrize("parallel", [msrnn.masked_forward, msrnn.prefill])
+def test_parallel_views_unbounded_hand_over_the_state(parallel):
     model = random_model(CONFIGS["llama-gqa"])
     x = tokens(2, 30)
-    logits, state = msrnn.masked_forward(model, x[:, :20])
+    logits, state = parallel(model, x[:, :20])
     rest = msrnn.feed(model, x[:, 20:], state)            # continue token by token
     assert (torch.cat([logits, rest], 1) - llama.forward(model, x)).abs().max() <= EXACT
 

@@ -1,5 +1,6 @@
 """Smoke tests: every experiment and CLI command runs end to end on a tiny input."""
 import json
+import shutil
 
 import pytest
 
@@ -12,12 +13,24 @@ def results_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setattr(experiments, "RESULTS", tmp_path)
 
 
+SMALL_SWEEP = dict(sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48)
+
+
 def test_sweep(real_model, tokenizer, tmp_path):
-    data = experiments.sweep(real_model, tokenizer, sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48)
+    data = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)
     saved = json.loads((tmp_path / "sweep_2x48.json").read_text())
     assert set(saved["ppl"]) == {"full", "shorter", "sink", "tova"} and len(saved["ppl"]["tova"]["8"]["per_chunk"]) == 2
-    assert experiments.sweep(real_model, tokenizer, sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48) == data  # resumed
+    assert experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)["ppl"] == data["ppl"]  # resumed: nothing measured again
     assert data["ppl"]["tova"][16]["ppl"] < data["ppl"]["tova"][8]["ppl"] * 1.5
+
+
+def test_sweep_in_two_processes(real_model, tokenizer, tmp_path):
+    one = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)["ppl"]
+    shutil.rmtree(tmp_path / "sweep")
+    two = experiments.sweep(real_model, tokenizer, jobs=2, **SMALL_SWEEP)["ppl"]
+    for name in one:  # one thread or two may round the sums differently: the same to 1e-5
+        for size in one[name]:
+            assert two[name][size]["ppl"] == pytest.approx(one[name][size]["ppl"], rel=1e-5)
 
 
 def test_retention(real_model, tokenizer):
