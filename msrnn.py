@@ -96,7 +96,7 @@ class MultiState:
         self.free.copy_(drop.expand(B, H))
         try:
             self.pos.scatter_(2, self.free[..., None], -1)
-        except RuntimeError:  # scatter_ checks the range 0..n-1 (n is the capacity here) for free
+        except RuntimeError:  # scatter_ already checks the range 0..n-1 (n is the capacity here)
             raise ValueError(f"policy {name} chose a row outside 0..{n - 1}: {drop.tolist()}") from None
 
     def _grow(self):
@@ -202,9 +202,10 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     """`feed` for a whole sequence from an empty state, faster: (logits (B, T, vocab), state).
 
     Only attention carries state from one position to the next; projections, RoPE and MLPs act on
-    each position alone. So those run on all positions at once (matrix-matrix products, the
-    transformer's way), and each layer's multi-state steps through the positions with the same
-    MultiState.attend as `feed`. Logits and state are the token-by-token run's.
+    each position alone, so they run on all positions at once (matrix-matrix products, the
+    transformer's way). Attention is the multi-state: its first `size` steps drop nothing, so they
+    are causal attention, computed at once; then it steps through the positions with the same
+    MultiState.attend as `feed`. Logits and state are the token-by-token run's (test_policies.py).
     """
     def stepped(ms, q, k, v):                                        # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         T = q.shape[3]
