@@ -121,7 +121,7 @@ def main(argv=None):
         print(f"3. batch {b:2d}, TOVA {size}: {tps:.1f} tokens/s", flush=True)
     ctx = 128 if q else 4096
     out["table1"] = experiments.memory(model, context=ctx, sizes=(16,) if q else (ctx // 8,),
-                                       budget_gib=0.05 if q else 1.0, steps=1 if q else 4)
+                                       budget_gib=0.05 if q else 1.0, steps=1 if q else 4, name=None)
 
     # 4. prefill: the stepped prefill and the masked transformer view vs token by token
     T = 128 if q else 4096

@@ -339,9 +339,10 @@ def decode_speed(model, batch: int, rows: int, size=None, policy=None, steps=8) 
     return batch / sorted(times)[steps // 2]
 
 
-def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8) -> dict:
+def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8, name="memory") -> dict:
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
-    tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
+    tokens/s of decoding at that batch after `context` tokens, full cache against TOVA.
+    Saved as results/<name>.json; name=None saves nothing."""
     budget = budget_gib * 2 ** 30
     rows_out = []
     log(f"memory and throughput: decoding after {context} tokens, cache budget {budget_gib} GiB")
@@ -358,5 +359,4 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     for r in rows_out:
         r["relative_throughput"] = r["tokens_per_s"] / full if full else None
     data = {"context": context, "budget_GiB": budget_gib, "rows": rows_out}
-    save("memory", data)
-    return data
+    return save(name, data) if name else data
