@@ -268,7 +268,7 @@ def passkey_prompts(tok, length, depths, keys):
 
 @torch.no_grad()
 def answer(model, tok, prompts, name: str, size=None, n=6) -> list[str]:
-    """Greedy continuations (n tokens) of prompts (B, T) under a policy: the masked view reads the
+    """Greedy continuations (n tokens) of prompts (B, T) under a policy: msrnn.prefill reads the
     prompt and hands over its state, from which generation goes on token by token."""
     logits, state = msrnn.prefill(model, prompts, policy_fn(name), size)
     out = [logits[:, -1].argmax(-1)]
@@ -280,7 +280,7 @@ def answer(model, tok, prompts, name: str, size=None, n=6) -> list[str]:
 def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=2048,
             depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6) -> dict:
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy and size.
-    The prompt goes through the masked view, which hands over its state; 6 tokens are then generated."""
+    The prompt goes through msrnn.prefill, which hands over its state; 6 tokens are then generated."""
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
