@@ -227,6 +227,8 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     Oren et al. 2024, app. E), and attends under that mask with ordinary softmax attention. The
     returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
+    causal = llama.causal_mask(model.config, tokens.shape[1])        # (T, T) the model's own sliding window, if any
+
     def under_mask(ms, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         B, H, _, T, _ = q.shape
         held = torch.zeros(B, H, 1, T, T, dtype=torch.bool)          # held[..., i, j]: row j in the state at step i
@@ -236,7 +238,6 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
             ms.compress(ms.attention(q[:, :, :, i], K, pos, i), i, policy)  # as in MultiState.attend
         if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
             held = held[:, :1]
-        causal = llama.causal_mask(model.config, T)  # the model's own sliding window, if any
         return llama.softmax_attention(q, k, v, held & causal)
     return _parallel(model, tokens, policy, size, under_mask)
 
