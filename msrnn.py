@@ -5,8 +5,14 @@ row per token and the MSRNN is the transformer. Bounded to `size` rows, it is a 
 slots, like any RNN's state: each step writes the new token into the slot the policy freed the
 step before, attends over at most size+1 rows, then the policy frees one slot again.
 A step therefore costs O(size) and never copies the state.
+
+A policy scores the held rows; the state drops the lowest-scored row at every step (the paper's
+MSRNN, the default), or, in the one-shot regime of the official TOVA code and kvpress, reads a
+prompt with full attention and keeps the `size` best rows once, after its last token.
 """
+import inspect
 import math
+import traceback
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +22,8 @@ import llama
 
 @dataclass
 class Rows:
-    """What a policy sees of one layer when it must drop a row. n = size + 1 rows, in slot order."""
+    """What a policy sees of one layer when it must drop rows, in slot order: n = size + 1 rows at a
+    step, or every prompt row at a one-shot cut."""
     attn: torch.Tensor   # (B, Hkv, G, n) the current query's attention over the rows, G query heads per KV head
     pos: torch.Tensor    # (B, Hkv, n) each row's original position; the current token's is t
     score: torch.Tensor  # (B, Hkv, n) attention each row has received, summed over steps and its G heads
@@ -38,6 +45,7 @@ class MultiState:
     size: int | None = None  # rows kept after each step; None = unbounded
     window: int | None = None  # the model's own sliding window (Mistral), if any
     layer: int = 0
+    oneshot: int = 0     # the first `oneshot` tokens are read in full, then cut to `size` once; 0 = per step
 
     def attend(self, q, k, v, t, policy):
         """One step of a layer's multi-state: append the current token's row, attend, drop a row.
@@ -57,8 +65,8 @@ class MultiState:
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        if self.size is None and self.n == self.k.shape[2]:
-            self._grow()  # only the unbounded state grows: doubled, so amortised O(1) per step
+        if self.n == self.k.shape[2] and (self.size is None or t < self.oneshot):
+            self._grow()  # only an unbounded state (or a one-shot prompt) grows: doubled, amortised O(1)
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
             self.k[:, :, i], self.v[:, :, i], self.pos[:, :, i], self.score[:, :, i] = k, v, t, 0.0
@@ -74,36 +82,78 @@ class MultiState:
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
 
     def compress(self, attn, t, policy):
-        """After attention: accumulate it, and if more than `size` rows are held, drop one."""
-        n = self.n
+        """After attention: accumulate it, and if more than `size` rows are held, drop the excess."""
         if self.size is None:  # unbounded: nothing to drop, nothing to score
             return
         # H2O's score: attention each row receives, summed over steps and over the KV head's G queries
-        self.score[:, :, :n] += attn.sum(2)
-        if n <= self.size:
-            return
-        rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
-        drop = policy(rows)
-        B, H = self.free.shape
-        # a user's policy gets a clear error rather than a silent wrong drop
-        name = getattr(policy, "__name__", policy)
-        if not (isinstance(drop, torch.Tensor) and drop.dtype == torch.long and drop.dim() == 2
-                and drop.shape[0] == B and drop.shape[1] in (1, H)):
-            got = f"{drop.dtype} {tuple(drop.shape)}" if isinstance(drop, torch.Tensor) else type(drop).__name__
-            raise ValueError(f"policy {name} must return a long tensor of shape ({B}, 1) or ({B}, {H}) "
-                             f"(a row per sequence, for the layer or per KV head), got {got}")
-        # the dropped row's slot is where the next token goes; -1 marks it empty until then
-        self.free.copy_(drop.expand(B, H))
-        try:
-            self.pos.scatter_(2, self.free[..., None], -1)
-        except RuntimeError:  # scatter_ already checks the range 0..n-1 (n is the capacity here)
-            raise ValueError(f"policy {name} chose a row outside 0..{n - 1}: {drop.tolist()}") from None
+        self.score[:, :, :self.n] += attn.sum(2)
+        self.evict(attn, t, policy)
 
-    def _grow(self):
-        cap = max(2 * self.k.shape[2], 16)
+    def evict(self, attn, t, policy):
+        """Let the policy score the rows and drop the lowest: one per step, or at the last prompt step
+        of the one-shot regime all but the `size` best. Ties go against the earlier slot."""
+        n = self.n
+        if n <= self.size or t < self.oneshot - 1:
+            return
+        scores = score_rows(policy, Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t,
+                                         self.size, self.layer))  # (B, 1 or Hkv, n)
+        B, H = self.free.shape
+        if n > self.size + 1:  # the one-shot cut
+            return self._cut(scores.sort(-1, stable=True).indices[..., n - self.size:].expand(B, H, -1))
+        # the dropped row's slot is where the next token goes; -1 marks it empty until then
+        self.free.copy_(scores.argmin(-1).expand(B, H))
+        self.pos.scatter_(2, self.free[..., None], -1)
+
+    def _cut(self, keep):
+        """Keep rows `keep` (B, Hkv, size) in slot order, in fresh buffers of size + 1 slots."""
+        keep = keep.sort(-1).values
+        def gather(x):                                               # (B, Hkv, cap[, hd]) -> (B, Hkv, size + 1[, hd])
+            idx = keep if x.dim() == 3 else keep[..., None].expand(-1, -1, -1, x.shape[-1])
+            kept = x.gather(2, idx)
+            return torch.cat([kept, kept[:, :, :1]], 2)  # slot `size` is written by the next token
+        self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
+        self.n = self.size
+
+    def _grow(self, at_least=0):
+        cap = max(2 * self.k.shape[2], 16, at_least)
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score = pad(self.pos, -1), pad(self.score, 0.0)
+
+
+class PolicyError(ValueError):
+    """A policy raised, or returned something other than a score per row."""
+
+
+def score_rows(policy, rows: Rows) -> torch.Tensor:
+    """policy(rows), checked: a float tensor (B, 1, n) for the layer or (B, Hkv, n) per KV head.
+    An exception inside the policy is reported at its own file and line, not in this module."""
+    try:
+        scores = policy(rows)
+    except Exception as e:
+        raise PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}") from None
+    B, H, n = rows.pos.shape
+    if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
+            and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
+        got = f"{scores.dtype} {tuple(scores.shape)}" if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise PolicyError(f"policy {policy_name(policy)} must return a float tensor of scores, shape ({B}, 1, {n}) "
+                          f"for the layer or ({B}, {H}, {n}) per KV head (the lowest is dropped); got {got}")
+    return scores
+
+
+def policy_name(policy) -> str:
+    return getattr(policy, "__name__", None) or getattr(getattr(policy, "func", None), "__name__", repr(policy))
+
+
+def _where(policy, e) -> str:
+    """'at file:line: code' for the innermost frame in the policy's own file (else the innermost)."""
+    try:
+        home = inspect.getsourcefile(getattr(policy, "func", policy))
+    except TypeError:
+        home = None
+    frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is score_rows itself
+    mine = [f for f in frames if f.filename == home] or frames
+    return f"(at {mine[-1].filename}:{mine[-1].lineno}: {mine[-1].line})" if mine else ""
 
 
 @dataclass
@@ -120,10 +170,14 @@ class State:
         return min(self.layers[0].n, self.layers[0].size or self.layers[0].n)
 
 
-def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> State:
-    """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None."""
+def init_state(model: llama.Model, batch: int = 1, size: int | None = None, oneshot: int = 0) -> State:
+    """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None.
+    oneshot > 0: the first `oneshot` tokens are read with full attention, then the state is cut to
+    `size` rows by the policy at the last of them (the one-shot regime); 0 evicts at every step."""
     if size is not None and (not isinstance(size, int) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
+    if not isinstance(oneshot, int) or oneshot < 0 or (oneshot and size is None):
+        raise ValueError(f"oneshot must be a prompt length >= 0 for a bounded state, got {oneshot!r} (size {size})")
     c = model.config
     cap = 16 if size is None else size + 1  # a bounded state holds size + 1 rows while it attends
     def empty(layer):
@@ -131,7 +185,7 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> S
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
                           score=torch.zeros(batch, c.n_kv_heads, cap, dtype=model.dtype),
                           free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size,
-                          window=c.sliding_window, layer=layer)
+                          window=c.sliding_window, layer=layer, oneshot=oneshot)
     return State([empty(i) for i in range(c.n_layers)])
 
 
@@ -155,30 +209,34 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     return torch.stack(out, 1)
 
 
-def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None) -> torch.Tensor:
+def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
     """The MSRNN on tokens (T,) or (B, T): logits (T, vocab) or (B, T, vocab).
 
-    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself.
+    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. oneshot: see init_state.
     """
     _check(policy, size)
     single = tokens.dim() == 1
     tokens = tokens.view(1, -1) if single else tokens
-    logits = feed(model, tokens, init_state(model, tokens.shape[0], size), policy)
+    logits = feed(model, tokens, init_state(model, tokens.shape[0], size, oneshot), policy)
     return logits[0] if single else logits
 
 
 @torch.no_grad()
 def generate(model, prompt, max_new: int, policy=None, size=None, state=None, temperature: float = 0.0,
-             top_k: int | None = None, seed: int = 0):
+             top_k: int | None = None, seed: int = 0, regime: str = "step"):
     """Yield (B,) new tokens one at a time: greedy when temperature is 0, sampled otherwise.
 
-    prompt: (T,) or (B, T), at least one token, fed first. Pass `state` to continue from it: its
-    size and position carry on, and it is updated in place, so a caller can watch it grow.
+    prompt: (T,) or (B, T), at least one token, fed first. regime "step" evicts from the first token
+    on; "full" reads the prompt with full attention and cuts the state to `size` once, after it.
+    Pass `state` to continue from it instead: its size, regime and position carry on, and it is
+    updated in place, so a caller can watch it grow.
     """
     prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
+    if regime not in ("step", "full"):
+        raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
     if state is None:
         _check(policy, size)
-        state = init_state(model, prompt.shape[0], size)
+        state = init_state(model, prompt.shape[0], size, prompt.shape[1] if regime == "full" and size else 0)
     if prompt.shape[1] == 0:
         raise ValueError("generate needs at least one prompt token to condition on")
     gen = torch.Generator().manual_seed(seed)
@@ -198,28 +256,30 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 
 
 @torch.no_grad()
-def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
+def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
     """`feed` for a whole sequence from an empty state, faster: (logits (B, T, vocab), state).
 
     Only attention carries state from one position to the next; projections, RoPE and MLPs act on
     each position alone, so they run on all positions at once (matrix-matrix products, the
-    transformer's way). Attention is the multi-state: its first `size` steps drop nothing, so they
-    are causal attention, computed at once; then it steps through the positions with the same
-    MultiState.attend as `feed`. Logits and state are the token-by-token run's (test_policies.py).
+    transformer's way). Attention is the multi-state: its first `size` steps drop nothing (in the
+    one-shot regime, nothing before the prompt's last token), so they are causal attention, computed
+    at once; then it steps through the positions with the same MultiState.attend as `feed`. Logits
+    and state are the token-by-token run's (test_policies.py).
     """
     def stepped(ms, q, k, v):                                        # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         T = q.shape[3]
-        f = min(size, T)  # the steps before the first drop, at once
-        first = _fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], llama.causal_mask(model.config, f))
+        f = min(max(size, oneshot), T)  # the steps before the first drop, at once
+        first, last = _fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], llama.causal_mask(model.config, f))
+        ms.evict(last, f - 1, policy)  # the one-shot cut, when the prompt ends here
         # then a step per position; position-major copies make each step's slices contiguous
         q, k, v = (x[:, :, :, f:].movedim(3, 0).contiguous() for x in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
         steps = [ms.attend(q[i], k[i, :, :, 0], v[i, :, :, 0], f + i, policy) for i in range(T - f)]
         return torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
-    return _parallel(model, tokens, policy, size, stepped)
+    return _parallel(model, tokens, policy, size, oneshot, stepped)
 
 
 @torch.no_grad()
-def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None):
+def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
     """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T).
 
     Each layer computes all queries and keys at once, derives row by row which keys every query
@@ -239,7 +299,7 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
         if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
             held = held[:, :1]
         return llama.softmax_attention(q, k, v, held & causal)
-    return _parallel(model, tokens, policy, size, under_mask)
+    return _parallel(model, tokens, policy, size, oneshot, under_mask)
 
 
 FILL_BLOCK = 256  # queries _fill handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
@@ -249,8 +309,11 @@ def _fill(ms, q, k, v, visible):
     """The first steps of an empty bounded multi-state, at once. Until it holds `size` rows nothing
     is dropped, so these steps are the transformer's: each query attends to every row so far under
     the model's own mask `visible` (f, f), and each row's score is the attention it received.
-    q (B, Hkv, G, f, hd); k, v (B, Hkv, f, hd), f <= size. Fills the state; returns (B, Hkv, G, f, hd)."""
+    q (B, Hkv, G, f, hd); k, v (B, Hkv, f, hd). Fills the state; returns the output (B, Hkv, G, f, hd)
+    and the last query's attention (B, Hkv, G, f), which a one-shot cut reads."""
     f = q.shape[3]
+    if f > ms.k.shape[2]:
+        ms._grow(f)  # a one-shot prompt longer than size + 1
     out = torch.empty_like(q)
     for i0 in range(0, f, FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
         i1 = min(i0 + FILL_BLOCK, f)
@@ -259,15 +322,15 @@ def _fill(ms, q, k, v, visible):
         out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
         ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in compress
     ms.k[:, :, :f], ms.v[:, :, :f], ms.pos[:, :, :f], ms.n = k, v, torch.arange(f), f
-    return out
+    return out, attn[:, :, :, -1]
 
 
-def _parallel(model, tokens, policy, size, bounded_attention):
+def _parallel(model, tokens, policy, size, oneshot, bounded_attention):
     """llama.forward, building each layer's multi-state as it goes; bounded_attention(ms, q, k, v)
     computes a layer's attention under a policy and fills its multi-state."""
     _check(policy, size)
     B, T = tokens.shape
-    state = init_state(model, B, size)
+    state = init_state(model, B, size, oneshot)
     causal = None if model.config.sliding_window is None else llama.causal_mask(model.config, T)  # (T, T)
 
     def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
