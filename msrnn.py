@@ -99,7 +99,7 @@ class MultiState:
                                          self.size, self.layer))  # (B, 1 or Hkv, n)
         B, H = self.free.shape
         if n > self.size + 1:  # the one-shot cut
-            return self._cut(scores.sort(-1, stable=True).indices[..., n - self.size:].expand(B, H, -1))
+            return self._cut(scores.sort(dim=-1, stable=True).indices[..., n - self.size:].expand(B, H, -1))
         # the dropped row's slot is where the next token goes; -1 marks it empty until then
         self.free.copy_(scores.argmin(-1).expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)

@@ -185,3 +185,134 @@ def test_prefill_is_the_token_by_token_run(name, size, window):
         assert a.n == b.n and torch.equal(a.pos[:, :, :a.n], b.pos[:, :, :b.n])
         for x_, y_ in ((a.k, b.k), (a.v, b.v), (a.score, b.score)):
             assert (x_[:, :, :a.n] - y_[:, :, :b.n]).abs().max() <= EXACT
+
+
+# ---------------------------------------------------------------- both prompt regimes, and the lookahead bound
+
+def reference_run(model, x, size, policy, oneshot=0):
+    """An independent reference for one sequence (1, T): each KV head's kept positions as a Python list.
+    Per step: attend over the kept rows, add the attention to each row's running sum, and if more than
+    `size` rows are held drop the lowest score (ties: the earlier row). One-shot: nothing is dropped
+    before step oneshot - 1; there all but the `size` best rows are dropped at once."""
+    W = model.config.sliding_window
+
+    def attention(layer, q, k, v):                                   # q (1, Hkv, G, T, hd)
+        H, T = q.shape[1], q.shape[3]
+        kept, acc = [[] for _ in range(H)], [{} for _ in range(H)]
+        mask = torch.zeros(1, H, 1, T, T, dtype=torch.bool)
+        for t in range(T):
+            attn = []
+            for h in range(H):
+                kept[h].append(t)
+                mask[0, h, 0, t, kept[h]] = True
+                s = q[0, h, :, t] @ k[0, h, 0, kept[h]].T / q.shape[-1] ** 0.5  # (G, n)
+                if W is not None:
+                    s = s.masked_fill(torch.tensor([p <= t - W for p in kept[h]]), float("-inf"))
+                attn.append(s.softmax(-1))
+                for r, p in enumerate(kept[h]):
+                    acc[h][p] = acc[h].get(p, 0.0) + attn[h][:, r].sum().item()
+            n = len(kept[0])
+            if n <= size or t < oneshot - 1:
+                continue
+            rows = msrnn.Rows(attn=torch.stack(attn)[None], pos=torch.tensor([kept])[:, :, :],
+                              score=torch.tensor([[[acc[h][p] for p in kept[h]] for h in range(H)]], dtype=q.dtype),
+                              keys=torch.stack([k[0, h, 0, kept[h]] for h in range(H)])[None], t=t, size=size,
+                              layer=layer)
+            scores = policy(rows)[0].expand(H, n).tolist()
+            for h in range(H):
+                lowest = sorted(range(n), key=lambda r: (scores[h][r], r))[: n - size]
+                kept[h] = [p for r, p in enumerate(kept[h]) if r not in lowest]
+        return llama.softmax_attention(q, k, v, mask & llama.causal_mask(model.config, T))
+    return llama.forward(model, x, attention)
+
+
+REGIME_CASES = [("tova", 5, 0), ("tova", 5, 18), ("tova_head", 4, 18), ("h2o", 6, 20), ("h2o_head", 6, 20),
+                ("window", 3, 12), ("sink", 7, 25)]
+
+
+@pytest.mark.parametrize("name,size,prompt", REGIME_CASES)
+def test_oneshot_regime_is_the_reference(name, size, prompt):
+    """One-shot: the unbounded run over the prompt, the `size` best rows kept at its last token, then
+    one drop per step; every view equals the list-based reference (float64)."""
+    for cfg in (tiny_config(), tiny_config(sliding_window=9)):
+        model = random_model(cfg, seed=3)
+        x = tokens(1, 30, seed=4)
+        want = reference_run(model, x, size, ALL[name], prompt)
+        assert (msrnn.run(model, x, ALL[name], size, oneshot=prompt) - want).abs().max() <= EXACT, cfg
+        for view in (msrnn.prefill, msrnn.masked_forward):
+            assert (view(model, x, ALL[name], size, oneshot=prompt)[0] - want).abs().max() <= EXACT, (view, cfg)
+        if prompt:
+            assert (msrnn.run(model, x, ALL[name], size) - want).abs().max() > 1e-3  # the regimes differ
+
+
+@pytest.mark.parametrize("name", ["tova", "h2o_head"])
+def test_oneshot_generation_and_handover(name):
+    model = random_model(tiny_config(), seed=3)
+    x = tokens(2, 30, seed=4)
+    # generate(regime="full") reads the prompt in full and cuts once: its greedy tokens are the argmax
+    # of the one-shot run over prompt + generated tokens
+    new = torch.stack(list(msrnn.generate(model, x[:, :16], 10, ALL[name], 5, regime="full")), 1)
+    seq = torch.cat([x[:, :16], new], 1)
+    assert torch.equal(msrnn.run(model, seq, ALL[name], 5, oneshot=16)[:, 15:-1].argmax(-1), new)
+    # prefill in the one-shot regime hands over a state of size + 1 slots that feed continues exactly
+    logits, state = msrnn.prefill(model, x[:, :16], ALL[name], 5, oneshot=16)
+    assert all(ms.k.shape[2] == 6 and ms.n == 5 for ms in state)
+    rest = msrnn.feed(model, x[:, 16:], state, ALL[name])
+    assert (torch.cat([logits, rest], 1) - msrnn.run(model, x, ALL[name], 5, oneshot=16)).abs().max() <= EXACT
+
+
+def test_short_prompt_regimes_are_identical():
+    model = random_model(tiny_config())
+    x = tokens(2, 30)
+    for name in ("tova", "h2o", "window"):
+        step = msrnn.run(model, x, ALL[name], 8)
+        assert (msrnn.run(model, x, ALL[name], 8, oneshot=8) - step).abs().max() == 0
+        assert (msrnn.prefill(model, x, ALL[name], 8, oneshot=5)[0] - step).abs().max() <= EXACT
+
+
+def naive_lookahead(model, x, horizon):
+    """The lookahead's scores from a list-based full-cache attention: future[layer][i][j], averaged over
+    query heads, summed over the queries after t (at most `horizon` of them when horizon > 0)."""
+    future = []
+
+    def keep(layer, q, k, v):
+        a = (q @ k.mT / q.shape[-1] ** 0.5).masked_fill(~llama.causal_mask(model.config, q.shape[3]), float("-inf"))
+        future.append(a.softmax(-1).mean((1, 2))[0].tolist())        # (T, T) as lists
+        return llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+    llama.forward(model, x, keep)
+    T = x.shape[1]
+
+    def score(rows):
+        end = T if not horizon else min(T, rows.t + 1 + horizon)
+        a = future[rows.layer]
+        return torch.tensor([[[sum(a[i][p] for i in range(rows.t + 1, end)) for p in rows.pos[0, 0].tolist()]]],
+                            dtype=torch.float64)
+    return score
+
+
+@pytest.mark.parametrize("horizon", [0, 4])
+def test_lookahead_equals_a_naive_reference(horizon):
+    for cfg in (tiny_config(), tiny_config(sliding_window=7)):
+        model = random_model(cfg, seed=5)
+        x = tokens(1, 28, seed=6)
+        oracle = policies.lookahead(model, x, horizon)
+        for size, prompt in ((3, 0), (6, 0), (4, 15)):
+            want = reference_run(model, x, size, naive_lookahead(model, x, horizon), prompt)
+            for view in (msrnn.prefill, msrnn.masked_forward):
+                assert (view(model, x, oracle, size, oneshot=prompt)[0] - want).abs().max() <= EXACT
+            assert (msrnn.run(model, x, oracle, size, oneshot=prompt) - want).abs().max() <= EXACT
+
+
+def test_lookahead_long_text_blocks():
+    """Texts longer than a block: the per-layer sums, built block by block from the end, and the direct
+    sum for short futures give the same scores as one dense computation."""
+    model = random_model(tiny_config(), seed=5)
+    x = tokens(2, 70, seed=6)
+    future = policies.FutureAttention(model, x, horizon=0)
+    future.BLOCK = 16
+    dense = policies.FutureAttention(model, x, horizon=0).attention(1, 0, 70)  # (B, T, T)
+    for t in (0, 20, 53, 60, 69):
+        want = dense[:, t + 1:].sum(1)
+        assert (future.after(1, t) - want).abs().max() <= EXACT and (future.after(0, t) - future.after(0, t)).abs().max() == 0
+    with pytest.raises(ValueError, match="knows the 70 tokens"):
+        future.after(0, 70)
