@@ -15,7 +15,6 @@ import policies
 import texts
 
 RESULTS = pathlib.Path("results")
-POLICY_NAMES = {"window": "Window", "sink": "Window+4", "h2o": "H2O", "tova": "TOVA"}
 # Oren et al. 2024, Table 3: LLaMA-2-7B on PG-19, 4,096-token chunks; 4096 is the full cache
 PAPER_TABLE3 = {
     "sizes": [64, 128, 256, 512, 1024, 2048, 4096],
@@ -59,18 +58,16 @@ def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "a
     return torch.tensor(out)
 
 
-def policy_fn(name: str):
-    return None if name == "full" else policies.POLICIES[name]
-
-
 @torch.no_grad()
-def nll(model, ids: torch.Tensor, policy=None, size=None) -> torch.Tensor:
+def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
     Runs msrnn.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
-    times faster (bench.py): projections and MLPs see all tokens at once.
+    times faster (bench.py): projections and MLPs see all tokens at once. policy: a function, or
+    a name or policies.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
     """
-    return next_token_nll(msrnn.prefill(model, ids, policy, size)[0], ids)
+    named = policies.named(policy) if policy is not None else policies.FULL
+    return next_token_nll(msrnn.prefill(model, ids, named.on(model, ids), size, oneshot)[0], ids)
 
 
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -91,12 +88,20 @@ def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
     return out  # the first token of each piece has no prediction: NaN, left out of the mean
 
 
-def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, progress=None) -> dict:
-    """Perplexity of a token sequence (T,) cut into chunks of `chunk` tokens (each read from scratch)."""
+def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, progress=None, regime="step",
+               prompt_len=0) -> dict:
+    """Perplexity of a token sequence (T,) cut into chunks of `chunk` tokens (each read from scratch).
+
+    prompt_len > 0 scores only the tokens after each chunk's first prompt_len, which are the prompt:
+    read under the policy from the first token (regime "step") or with full attention and then cut
+    to `size` once (regime "full", the one-shot regime)."""
+    if regime not in ("step", "full"):
+        raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
     losses = []
-    for i, p in enumerate(x for x in pieces if len(x) > 1):
-        losses.append(nll(model, p[None], policy, size)[0])
+    for i, p in enumerate(x for x in pieces if len(x) > max(1, prompt_len)):
+        losses.append(nll(model, p[None], policy, size, oneshot)[0, max(0, prompt_len - 1):])
         if progress:
             progress(i + 1, len(pieces))
     loss = torch.cat(losses)
@@ -106,41 +111,52 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 # ---------------------------------------------------------------- perplexity vs multi-state size (Fig. 3, Table 3)
 
-def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova"),
+def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova", "lookahead"),
           n_chunks=4, chunk=4096, batch=4, jobs=1) -> dict:
     """Perplexity of every policy at every size on the same n_chunks chunks of real books.
 
-    Each setting is saved as soon as it is measured (results/sweep/) and not measured again, so an
-    interrupted sweep resumes. jobs=2 measures settings in two processes of one thread each, the
-    costliest first: most operations of a bounded prefill are too small to gain from a second thread,
-    so on 2 cores two single-threaded processes finish sooner than one with two threads.
+    names: policies as demo.py takes them ('tova', 'sink:8', 'mine.py:fn') or functions. Each setting
+    is saved as soon as it is measured (results/sweep/, named by the policy's source) and not measured
+    again, so an interrupted sweep resumes. jobs=2 measures settings in two processes of one thread
+    each, the costliest first: most operations of a bounded prefill are too small to gain from a
+    second thread, so on 2 cores two single-threaded processes finish sooner than one with two threads.
+    A lookahead reads its chunk ahead, so it is measured one chunk at a time to bound its memory.
     """
     ids = book_chunks(tok, n_chunks, chunk)
+    named = [policies.named(n) for n in names]
+    if len({p.label for p in named}) < len(named):
+        raise ValueError(f"two policies share a display name: {[p.label for p in named]}")
     parts = RESULTS / "sweep" / f"{n_chunks}x{chunk}"
     parts.mkdir(parents=True, exist_ok=True)
-    settings = [("full", chunk)] + [("shorter", s) for s in sizes] + [(n, s) for n in names for s in sizes]
-    todo = [(name, s, parts / f"{name}-{s}.json", batch) for name, s in settings if not (parts / f"{name}-{s}.json").exists()]
-    log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}; "
-        f"{len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
+    settings = [(policies.FULL, chunk, "full"), *[(None, s, "shorter") for s in sizes],
+                *[(p, s, p.label) for p in named for s in sizes]]
+    file = lambda p, s: parts / f"{'full' if p is policies.FULL else p.key if p else 'shorter'}-{s}.json"
+    todo = [(p, s, file(p, s), 1 if p and p.reads_ahead else batch) for p, s, _ in settings if not file(p, s).exists()]
+    log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
+        f"{', '.join(p.label for p in named)}; {len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
     start = time.time()
-    if jobs > 1 and todo:
-        todo.sort(key=lambda job: -job[1])  # longest first, so neither process is left with a long one at the end
+    in_pool = [(p.spec if p else None, s, f, b) for p, s, f, b in todo if p is None or p.spec]  # by name: picklable
+    if jobs > 1 and in_pool:
+        in_pool.sort(key=lambda job: -job[1])  # longest first, so neither process is left with a long one at the end
         ctx = torch.multiprocessing.get_context("spawn")  # tensors reach the workers through shared memory
         with ctx.Pool(jobs, initializer=_start_worker, initargs=(model, ids)) as pool:
-            pool.starmap(_measure_in_worker, todo, chunksize=1)
+            pool.starmap(_measure_in_worker, in_pool, chunksize=1)
     for job in todo:
         if not job[2].exists():
             _measure(model, ids, *job)
     rows = {}
-    for name, s in settings:
-        rows.setdefault(name, {})[s] = json.loads((parts / f"{name}-{s}.json").read_text())
-    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "ppl": rows, "jobs": jobs,
+    for p, s, name in settings:
+        rows.setdefault(name, {})[s] = json.loads(file(p, s).read_text())
+    labels = [p.label for p in named]
+    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": rows,
+            "gap_closed": gap_closed(rows, sizes, labels), "jobs": jobs,
             "seconds": sum(r["seconds"] for by_size in rows.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
     def draw(plt):
-        for name in ("shorter",) + tuple(names):
-            plt.plot(sizes, [rows[name][s]["ppl"] for s in sizes], "o-", label=POLICY_NAMES.get(name, "shorter context"))
+        for name in ["shorter", *labels]:
+            plt.plot(sizes, [rows[name][s]["ppl"] for s in sizes], "o-" if name != "shorter" else "o:",
+                     label="shorter context" if name == "shorter" else name)
         plt.axhline(rows["full"][chunk]["ppl"], color="k", ls="--", label=f"full cache ({chunk})")
         plt.xscale("log", base=2)
         plt.yscale("log")
@@ -153,21 +169,42 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "s
     return data
 
 
-def _measure(model, ids, name, size, file, batch):
-    """One setting of the sweep: the mean loss over the chunks (batch at a time), saved to `file`."""
+def gap_closed(rows, sizes, labels, baseline="Window+4") -> dict:
+    """For each lookahead bound L and each other policy P: (baseline - P) / (baseline - L) at every size,
+    the share of the distance from Window+4 to the bound that P covers (negative: worse than Window+4)."""
+    bounds = [b for b in labels if b.startswith("Lookahead")]
+    if baseline not in rows:
+        return {}
+    out = {}
+    for b in bounds:
+        for p in labels:
+            if p != baseline and p not in bounds:
+                out[f"{p} / {b}"] = {s: (rows[baseline][s]["ppl"] - rows[p][s]["ppl"])
+                                     / (rows[baseline][s]["ppl"] - rows[b][s]["ppl"]) for s in sizes}
+    return out
+
+
+def _measure(model, ids, named, size, file, batch):
+    """One setting of the sweep: the mean loss over the chunks (batch at a time), saved to `file`.
+    named: a policies.Named, or None for the shorter-context baseline."""
     start = time.time()
-    if name == "full":
-        losses = [nll(model, x) for x in ids.split(batch)]
-    elif name == "shorter":
+    if named is None:
         losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
     else:
-        losses = [nll(model, x, policy_fn(name), size) for x in ids.split(batch)]
+        losses = [nll(model, x, named, None if named is policies.FULL else size) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
     row = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
            "seconds": time.time() - start}
-    file.write_text(json.dumps(row))
-    log(f"  {name:>8} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
+    atomic_write(file, json.dumps(row))
+    log(f"  {named.label if named else 'shorter':>12} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
         f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
+
+
+def atomic_write(path, text):
+    """Write a whole file or nothing: an interrupted run must not leave half a result to be read back."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 _WORKER = {}  # a sweep worker process's model and chunks
@@ -178,37 +215,44 @@ def _start_worker(model, ids):
     _WORKER.update(model=model, ids=ids)
 
 
-def _measure_in_worker(name, size, file, batch):
-    _measure(_WORKER["model"], _WORKER["ids"], name, size, file, batch)
+def _measure_in_worker(spec, size, file, batch):
+    _measure(_WORKER["model"], _WORKER["ids"], spec and policies.named(spec), size, file, batch)
 
 
 def print_sweep(data):
     sizes, rows = data["sizes"], data["ppl"]
-    log(f"\n{'policy':<10}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}")
+    width = max(12, *map(len, data["policies"])) + 1
+    log(f"\n{'policy':<{width}}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}")
     full = rows["full"][data["chunk"]]["ppl"]
-    for name in ["shorter", *[n for n in POLICY_NAMES if n in rows]]:
-        log(f"{POLICY_NAMES.get(name, 'shorter'):<10}" + "".join(f"{rows[name][s]['ppl']:>9.2f}" for s in sizes)
-            + f"{full:>9.2f}")
+    for name in ["shorter", *data["policies"]]:
+        log(f"{name:<{width}}" + "".join(f"{rows[name][s]['ppl']:>9.2f}" for s in sizes) + f"{full:>9.2f}")
+    for pair, by_size in data["gap_closed"].items():
+        log(f"{'gap closed: ' + pair:<{width}}" + "".join(f"{by_size[s]:>9.0%}" for s in sizes))
 
 
 # ---------------------------------------------------------------- what TOVA keeps (Fig. 7-9, Table 2)
 
 @torch.no_grad()
-def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False, name="retention") -> dict:
-    """Run TOVA on one chunk and record which positions each layer's state holds at every step.
-    picture=True adds the chosen layer's (T, T) held-rows matrix under "_held"; name=None saves nothing."""
+def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False, name="retention",
+              policy="tova") -> dict:
+    """Run a policy (TOVA by default) on one chunk and record which positions each layer's state holds
+    at every step (the first KV head's, for a head-wise policy). picture=True adds the chosen layer's
+    (T, T) held-rows matrix under "_held"; name=None saves nothing."""
+    named = policies.named(policy)
     ids = book_chunks(tok, 1, length, books=(book,))
     T, L = ids.shape[1], model.config.n_layers
-    held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t (layer-wise TOVA)
+    held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t
+    scored = named.on(model, ids)
 
-    def recording_tova(rows):
-        drop = policies.tova(rows)
-        keep = torch.ones(rows.pos.shape[-1], dtype=torch.bool)
-        keep[drop[0, 0]] = False
+    def recording(rows):
+        scores = scored(rows)
+        n = rows.pos.shape[-1]
+        keep = torch.ones(n, dtype=torch.bool)
+        keep[msrnn.lowest(scores[:1, :1], n - rows.size)[0, 0]] = False  # what the state will drop
         held[rows.layer, rows.t, rows.pos[0, 0][keep]] = True
-        return drop
+        return scores
 
-    msrnn.prefill(model, ids, recording_tova, size)
+    msrnn.prefill(model, ids, recording, size)
     for t in range(min(size, T)):  # before the state is full nothing is dropped
         held[:, t, : t + 1] = True
     lifetime = held.sum(1).float()                                   # (L, T) steps each token stayed
@@ -223,7 +267,7 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
         by_token.setdefault(ids[0, j].item(), []).append(stay[j].item())
     ranked = sorted(((sum(v) / len(v), k, len(v)) for k, v in by_token.items() if len(v) >= 5), reverse=True)
     data = {
-        "size": size, "length": T, "layer": layer, "book": book,
+        "policy": named.label, "size": size, "length": T, "layer": layer, "book": book,
         "recent_share": recent_share,
         "first_tokens_kept_to_end_per_layer": [int(held[l, -1, :4].sum()) for l in range(L)],
         "first_token_kept_to_end_layers": int(held[:, -1, 0].sum()),
@@ -232,7 +276,7 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
         "shortest_kept_tokens": [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c}
                                  for s, k, c in ranked[-5:]],
     }
-    log(f"TOVA, size {size}, {T} tokens of {book}: {recent_share:.0%} of kept rows are among the {size} most recent")
+    log(f"{named.label}, size {size}, {T} tokens of {book}: {recent_share:.0%} of kept rows are among the {size} most recent")
     log(f"  the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{L} layers")
     log("  kept longest: " + ", ".join(repr(x["token"]) for x in data["longest_kept_tokens"]))
 
@@ -240,7 +284,7 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
         plt.imshow(held[layer].float().numpy(), aspect="auto", cmap="Greys", interpolation="nearest")
         plt.xlabel("token position")
         plt.ylabel("step t")
-        plt.title(f"TOVA size {size}: rows held by layer {layer}")
+        plt.title(f"{named.label} size {size}: rows held by layer {layer}")
     if name:
         save(name, data, draw)
     return {**data, "_held": held[layer]} if picture else data
@@ -267,32 +311,47 @@ def passkey_prompts(tok, length, depths, keys):
 
 
 @torch.no_grad()
-def answer(model, tok, prompts, name: str, size=None, n=6) -> list[str]:
+def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> list[str]:
     """Greedy continuations (n tokens) of prompts (B, T) under a policy: msrnn.prefill reads the
-    prompt and hands over its state, from which generation goes on token by token."""
-    logits, state = msrnn.prefill(model, prompts, policy_fn(name), size)
+    prompt (regime "full": with full attention, then cut to `size` once) and hands over its state,
+    from which generation goes on token by token. A lookahead is built on the prompt followed by
+    the full-cache model's own answer: the future it reads is the one the full cache would see."""
+    named = policies.named(policy) if policy is not None else policies.FULL
+    text = prompts
+    if named.reads_ahead:
+        text = torch.cat([prompts, answer_ids(model, prompts, None, None, n)[:, :-1]], 1)
+    return [tok.decode(seq) for seq in answer_ids(model, prompts, named.on(model, text), size, n, regime).tolist()]
+
+
+def answer_ids(model, prompts, policy, size, n, regime="step"):
+    oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
+    logits, state = msrnn.prefill(model, prompts, policy, size, oneshot)
     out = [logits[:, -1].argmax(-1)]
-    out += list(msrnn.generate(model, out[0][:, None], n - 1, policy_fn(name), state=state))
-    return [tok.decode(seq) for seq in torch.stack(out, 1).tolist()]
+    out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
+    return torch.stack(out, 1)                                       # (B, n)
 
 
 @torch.no_grad()
 def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=2048,
-            depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6) -> dict:
-    """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy and size.
+            depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6, regimes=("step",)) -> dict:
+    """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
+    regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through msrnn.prefill, which hands over its state; 6 tokens are then generated."""
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
-    settings = [("full", None)] + [(n, s) for n in names for s in sizes]
+    settings = [(policies.FULL, None, "step")] + [(policies.named(p), s, r) for r in regimes for p in names for s in sizes]
     log(f"passkey: {len(prompts)} prompts of {length} tokens, key at depths {list(depths)}")
-    for name, size in settings:
+    for named, size, regime in settings:
         right = 0
         for i in range(0, len(prompts), batch):
-            got = answer(model, tok, prompts[i:i + batch], name, size)
+            got = answer(model, tok, prompts[i:i + batch], named, size, regime=regime)
             right += sum(a in g for a, g in zip(answers[i:i + batch], got))
-        acc[f"{name}/{size or 'full'}"] = {"policy": name, "size": size, "correct": right, "total": len(prompts)}
-        log(f"  {POLICY_NAMES.get(name, 'full cache'):>10} {size or '':>5}: {right}/{len(prompts)}  [{time.time() - t0:.0f} s]")
+        key = "full cache" if size is None else f"{named.label}/{size}/{regime}"
+        acc[key] = {"policy": named.label, "size": size, "regime": regime if size else None, "correct": right,
+                    "total": len(prompts)}
+        log(f"  {named.label:>12} {size or '':>5} {regime if size else '':>4}: {right}/{len(prompts)}  "
+            f"[{time.time() - t0:.0f} s]")
     data = {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
     save("passkey", data)
     return data

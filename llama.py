@@ -108,6 +108,22 @@ def mlp(L: Layer, h):
     return F.linear(F.silu(gate) * up, L.w_down)
 
 
+def random_model(cfg: Config, seed=0, dtype=torch.float64) -> Model:
+    """Random weights for a config: the tests' and the policy checker's tiny models, no download."""
+    g = torch.Generator().manual_seed(seed)
+    # scale 0.3 (rather than 1/sqrt(dim)) gives peaked, position-dependent attention: a harder test
+    r = lambda *shape, s=0.3: (torch.randn(*shape, generator=g, dtype=torch.float64) * s).to(dtype)
+    norm = lambda: (1 + 0.1 * torch.randn(cfg.dim, generator=g, dtype=torch.float64)).to(dtype)
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    layers = [Layer(attn_norm=norm(), wq=r(q, cfg.dim), wk=r(kv, cfg.dim), wv=r(kv, cfg.dim),
+                    wo=r(cfg.dim, q), mlp_norm=norm(), w_gate=r(cfg.ffn_dim, cfg.dim),
+                    w_up=r(cfg.ffn_dim, cfg.dim), w_down=r(cfg.dim, cfg.ffn_dim))
+              for _ in range(cfg.n_layers)]
+    embed = r(cfg.vocab_size, cfg.dim, s=1.0)
+    return Model(config=cfg, embed=embed, layers=layers, norm=norm(),
+                 lm_head=embed if cfg.tie_embeddings else r(cfg.vocab_size, cfg.dim), inv_freq=rope_frequencies(cfg))
+
+
 # ---------------------------------------------------------------- RNN view
 
 def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):

@@ -97,20 +97,22 @@ class MultiState:
             return
         scores = score_rows(policy, Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t,
                                          self.size, self.layer))  # (B, 1 or Hkv, n)
+        drop = lowest(scores, n - self.size)                         # (B, 1 or Hkv, n - size)
         B, H = self.free.shape
         if n > self.size + 1:  # the one-shot cut
-            return self._cut(scores.sort(dim=-1, stable=True).indices[..., n - self.size:].expand(B, H, -1))
+            return self._cut(torch.ones_like(scores, dtype=torch.bool).scatter_(-1, drop, False).expand(B, H, n))
         # the dropped row's slot is where the next token goes; -1 marks it empty until then
-        self.free.copy_(scores.argmin(-1).expand(B, H))
+        self.free.copy_(drop[..., 0].expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)
 
-    def _cut(self, keep):
-        """Keep rows `keep` (B, Hkv, size) in slot order, in fresh buffers of size + 1 slots."""
-        keep = keep.sort(-1).values
+    def _cut(self, kept):
+        """Keep the rows where `kept` (B, Hkv, n) is True, in slot order, in fresh buffers of size + 1 slots."""
+        B, H, n = kept.shape
+        keep = torch.arange(n).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slot indices
         def gather(x):                                               # (B, Hkv, cap[, hd]) -> (B, Hkv, size + 1[, hd])
             idx = keep if x.dim() == 3 else keep[..., None].expand(-1, -1, -1, x.shape[-1])
-            kept = x.gather(2, idx)
-            return torch.cat([kept, kept[:, :, :1]], 2)  # slot `size` is written by the next token
+            out = x.gather(2, idx)
+            return torch.cat([out, out[:, :, :1]], 2)  # slot `size` is written by the next token
         self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
         self.n = self.size
 
@@ -119,6 +121,13 @@ class MultiState:
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score = pad(self.pos, -1), pad(self.score, 0.0)
+
+
+def lowest(scores, count: int) -> torch.Tensor:
+    """The `count` lowest-scored slots of scores (B, h, n), (B, h, count); ties go against the earlier slot."""
+    if count == 1:  # the per-step drop: cheaper than a sort
+        return scores.argmin(-1, keepdim=True)
+    return scores.sort(dim=-1, stable=True).indices[..., :count]
 
 
 class PolicyError(ValueError):
@@ -131,7 +140,9 @@ def score_rows(policy, rows: Rows) -> torch.Tensor:
     try:
         scores = policy(rows)
     except Exception as e:
-        raise PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}") from None
+        err = PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}")
+        err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
+        raise err from None
     B, H, n = rows.pos.shape
     if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
             and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
@@ -147,8 +158,9 @@ def policy_name(policy) -> str:
 
 def _where(policy, e) -> str:
     """'at file:line: code' for the innermost frame in the policy's own file (else the innermost)."""
+    fn = inspect.unwrap(policy)
     try:
-        home = inspect.getsourcefile(getattr(policy, "func", policy))
+        home = inspect.getsourcefile(getattr(fn, "func", fn))
     except TypeError:
         home = None
     frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is score_rows itself

@@ -146,7 +146,7 @@ POLICIES = {name: f for name, f in dict(globals()).items()
 @dataclasses.dataclass(frozen=True)
 class Named:
     """A policy as the commands know it: 'tova', 'sink:8', 'lookahead:256', 'path/mine.py:fn' or 'full'."""
-    spec: str           # as given
+    spec: str | None    # as given on the command line; None for a function passed in
     label: str          # the display name in every table, legend, log line and JSON
     fn: object          # policy(rows), parameters bound; None for the full cache; for a lookahead, fn(model, tokens)
     reads_ahead: bool = False
@@ -176,7 +176,7 @@ def named(spec) -> Named:
     if isinstance(spec, Named):
         return spec
     if callable(spec):
-        return _bind(spec, [], getattr(spec, "__name__", "policy"))
+        return _bind(spec, [], None)
     if spec == "full":
         return FULL
     if ".py:" in spec:
@@ -193,20 +193,21 @@ def named(spec) -> Named:
 
 
 def _bind(fn, args, spec) -> Named:
+    fname = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "policy")
     params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
     free = params[2:] if reads_ahead else params[1:]  # what a spec may set
     if len(args) > len(free):
-        raise ValueError(f"policy {spec!r}: {fn.__name__} takes {len(free)} parameter(s) "
+        raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     kw = {}
     for p, a in zip(free, args):
         key, eq, value = a.rpartition("=") if "=" in a else (p.name, "=", a)
         if key not in [q.name for q in free]:
-            raise ValueError(f"policy {spec!r}: {fn.__name__} has no parameter {key!r}")
+            raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
         kw[key] = _number(value)
     bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
-    text = getattr(fn, "label", fn.__name__)
+    text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     shown = text.format(**bound)
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
@@ -218,7 +219,7 @@ def _bind(fn, args, spec) -> Named:
         policy.__wrapped__ = fn
     else:
         policy = fn
-    return Named(spec if isinstance(spec, str) else fn.__name__, shown, policy, reads_ahead)
+    return Named(spec, shown, policy, reads_ahead)
 
 
 def _number(text):
