@@ -106,7 +106,7 @@ def main(argv=None):
         for key in curves:
             name, size = (key.split() + [None])[:2]
             size = None if size is None else int(size)
-            tps = experiments.decode_speed(model, 1, t, size, experiments.policy_fn(name), steps=2 if q else 15)
+            tps = experiments.decode_speed(model, 1, t, size, policies.named(name).fn, steps=2 if q else 15)
             curves[key].append(1e3 / tps)
         print(f"2. t={t:5d}: " + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in curves.items()), flush=True)
     flat = {k: v[-1] / v[positions.index(512)] - 1 for k, v in curves.items() if k != "full"}
@@ -130,7 +130,7 @@ def main(argv=None):
     for key, fn, name, size in (("full", msrnn.prefill, "full", None), ("tova", msrnn.prefill, "tova", T // 8),
                                 ("tova_masked_view", msrnn.masked_forward, "tova", T // 8)):
         t0 = time.perf_counter()
-        fn(model, ids, experiments.policy_fn(name), size)
+        fn(model, ids, policies.named(name).fn, size)
         out["prefill"][key] = T / (time.perf_counter() - t0)
     k = 32 if q else 256  # token by token: measured on a prefix (it does not get faster with length)
     t0 = time.perf_counter()

@@ -1,11 +1,14 @@
 """msrnn: a transformer is a multi-state RNN; bound its state and a policy decides what to forget.
 
-  python demo.py                  the guided tour (about 5 minutes on 2 CPU cores)
+  python demo.py                  the guided tour (about 80 s on 2 CPU cores)
   python demo.py ppl --policy tova --size 256 --text FILE     perplexity under a policy
+  python demo.py check mine.py:fn                             is your policy exact, causal, good?
   python demo.py sweep | retention | passkey | memory         the paper's experiments
+
+A policy is named the same way everywhere: full, window, sink (or sink:8), h2o, h2o_head, tova,
+tova_head, lookahead (or lookahead:256, the bound that reads ahead), or path/to/file.py:function.
 """
 import argparse
-import functools
 import sys
 import time
 
@@ -16,16 +19,6 @@ import load_weights
 import msrnn
 import policies
 import t2r
-
-
-def policy_by_name(name: str, sinks: int = 4):
-    """'full' (no policy) or one of policies.POLICIES; a clear error for anything else."""
-    if name == "full":
-        return None
-    if name not in policies.POLICIES:
-        raise SystemExit(f"error: unknown policy {name!r}; choose from full, {', '.join(policies.POLICIES)}")
-    p = policies.POLICIES[name]
-    return functools.partial(p, sinks=sinks) if p is policies.sink else p
 
 
 def load(args):
@@ -77,10 +70,10 @@ def tour_perplexity(model, tok, length=1024, size=64):
         "rows. Window keeps the latest; Window+4 also the first 4 (attention sinks); H2O the most\n"
         "attended so far plus the latest; TOVA drops whichever row the current query attends to least.")
     ids = experiments.book_chunks(tok, 1, length, books=("alice29",))
-    for name in ("full", "window", "sink", "h2o", "tova"):
+    for p in map(policies.named, ("full", "window", "sink", "h2o", "tova")):
         t0 = time.time()
-        loss = experiments.nll(model, ids, experiments.policy_fn(name), None if name == "full" else size)
-        label = "full cache" if name == "full" else f"{experiments.POLICY_NAMES[name]} {size}"
+        loss = experiments.nll(model, ids, p, None if p is policies.FULL else size)
+        label = p.label if p is policies.FULL else f"{p.label} {size}"
         print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
 
 
@@ -90,10 +83,10 @@ def tour_passkey(model, tok, length=2048, size=256):
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer?")
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
-    for name in ("full", "window", "sink", "tova"):
+    for p in map(policies.named, ("full", "window", "sink", "tova")):
         t0 = time.time()
-        answer = experiments.answer(model, tok, x, name, None if name == "full" else size)[0]
-        label = "full cache" if name == "full" else f"{experiments.POLICY_NAMES[name]} {size}"
+        answer = experiments.answer(model, tok, x, p, None if p is policies.FULL else size)[0]
+        label = p.label if p is policies.FULL else f"{p.label} {size}"
         print(f"   {label:<14} -> {answer!r:24} {'found' if '71432' in answer else 'lost'}  ({time.time() - t0:.0f} s)",
               flush=True)
 
@@ -128,32 +121,40 @@ def cmd_ppl(args):
     import texts
     if args.size is not None and args.size < 1:
         raise SystemExit(f"error: --size must be at least 1, got {args.size}")
-    policy = policy_by_name(args.policy, args.sinks)
-    if (policy is None) != (args.size is None):
+    policy = policies.named(args.policy)
+    if (policy is policies.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
-    if args.policy == "sink" and args.sinks >= args.size:
-        raise SystemExit(f"error: --sinks {args.sinks} must be smaller than --size {args.size}")
+    prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
     text = texts.read(args.text) if args.text else texts.book(args.book)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
     t0 = time.time()
-    r = experiments.perplexity(model, ids, policy, args.size, args.chunk,
+    r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
                                progress=lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr))
-    print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}; "
-          f"policy {args.policy}, size {args.size or 'unbounded'}; {time.time() - t0:.1f} s")
+    scored = f" after a prompt of {prompt_len} read {'in full, then cut once' if args.prompt == 'full' else 'per step'}"
+    print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
+          f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}; {time.time() - t0:.1f} s")
+
+
+def cmd_check(args):
+    import check
+    model, tok = (None, None) if args.quick else load(args)
+    check.check(args.policy, model, tok)
 
 
 def cmd_experiment(args):
     import experiments
+    for spec in getattr(args, "policies", None) or [getattr(args, "policy", "full")]:
+        policies.named(spec)  # a bad name fails before the model is loaded
     model, tok = load(args)
     t0 = time.time()
     if args.cmd == "sweep":
         experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks, chunk=args.chunk,
                           jobs=args.jobs)
     elif args.cmd == "retention":
-        experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer)
+        experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer, policy=args.policy)
     elif args.cmd == "passkey":
-        experiments.passkey(model, tok, sizes=args.sizes, length=args.length)
+        experiments.passkey(model, tok, sizes=args.sizes, names=args.policies, length=args.length, regimes=args.prompt)
     elif args.cmd == "memory":
         experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget)
     print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/ (JSON, and PNG with matplotlib)")
@@ -173,10 +174,16 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", metavar="command")
     sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
 
+    one = "full, a name from policies.py (" + ", ".join(policies.POLICIES) + "), with parameters as in sink:8, " \
+          "or path/to/file.py:function"
     p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
-    p.add_argument("--policy", default="tova", help=f"full, {', '.join(policies.POLICIES)} (default tova)")
+    p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
     p.add_argument("--size", type=int, help="multi-state size: rows kept per layer (omit for --policy full)")
-    p.add_argument("--sinks", type=int, default=4, help="first tokens the sink policy keeps (default 4)")
+    p.add_argument("--prompt", choices=("step", "full"), default="step",
+                   help="step: evict from the first token (the MSRNN, default); full: read each chunk's first "
+                        "--prompt-len tokens with full attention, then cut to --size once (the official TOVA code, kvpress)")
+    p.add_argument("--prompt-len", type=int, help="tokens of each chunk that are the prompt; only the tokens after it "
+                   "are scored (default: half the chunk with --prompt full, else 0)")
     p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
     p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
     p.add_argument("--tokens", type=int, default=None, help="use only the first N tokens of the text")
@@ -186,19 +193,28 @@ def main(argv=None):
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
     p.add_argument("--chunks", type=int, default=4, help="4,096-token chunks of the books (default 4)")
     p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk (default 4096)")
-    p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova"], choices=list(policies.POLICIES))
+    p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova", "lookahead", "lookahead:256"],
+                   help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
     p.add_argument("--jobs", type=int, default=2, help="processes of one thread each (default 2: faster on 2 cores)")
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
+    p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--length", type=int, default=2048)
     p.add_argument("--layer", type=int, default=15, help="the layer drawn in the heatmap")
     p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 512])
     p.add_argument("--length", type=int, default=2048, help="prompt tokens (default 2048)")
+    p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova"],
+                   help=f"each: {one} (default: window sink h2o tova)")
+    p.add_argument("--prompt", nargs="+", choices=("step", "full"), default=["step"],
+                   help="prompt regimes: step (evict while reading), full (read in full, cut once); default step")
     p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--budget", type=float, default=1.0, help="cache memory budget in GiB (default 1)")
+    p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
+    p.add_argument("policy", help=one)
+    p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
                        "trained on CPU, compared with TOVA by bytes of state")
     t2r.add_arguments(p)
@@ -206,7 +222,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
-    handlers = {"ppl": cmd_ppl, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
+    handlers = {"ppl": cmd_ppl, "check": cmd_check, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
                 "memory": cmd_experiment, "t2r": cmd_t2r}
     handlers.get(args.cmd, cmd_tour)(args)
 

@@ -111,7 +111,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 # ---------------------------------------------------------------- perplexity vs multi-state size (Fig. 3, Table 3)
 
-def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048), names=("window", "sink", "h2o", "tova", "lookahead"),
+def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
+          names=("window", "sink", "h2o", "tova", "lookahead", "lookahead:256"),
           n_chunks=4, chunk=4096, batch=4, jobs=1) -> dict:
     """Perplexity of every policy at every size on the same n_chunks chunks of real books.
 

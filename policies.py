@@ -96,8 +96,8 @@ class FutureAttention:
 
     Memory stays bounded: it keeps every layer's queries and keys (the model's own activations) and
     one layer's (B, T + 1, T) sums at a time, computed in blocks of queries. That suits prefill and
-    the masked view, which finish a layer before starting the next. A step whose future is short
-    (generation near the end of the text) is summed directly from the few queries after it."""
+    the masked view, which finish a layer before starting the next. A step near the end of the text
+    (generation after a prompt) is summed directly from the few queries after it."""
     BLOCK = 256
 
     def __init__(self, model, tokens, horizon=0):
@@ -122,7 +122,7 @@ class FutureAttention:
         if t >= self.T:
             raise ValueError(f"lookahead knows the {self.T} tokens it was built for; step {t} is past them")
         end = self.T if not self.horizon else min(self.T, t + 1 + self.horizon)
-        if self.layer != layer and end - t - 1 <= self.BLOCK:  # a short future: sum it directly
+        if self.layer != layer and self.T - t - 1 <= self.BLOCK:  # near the end of the text: sum directly
             return self.attention(layer, t + 1, end).sum(1) if end > t + 1 else self._zeros(layer)
         if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
             q = self.qk[layer][0]

@@ -323,7 +323,7 @@ def experiment(model, tok, args) -> dict:
     record("softmax, full cache", "full", experiments.nll(model, test), test.shape[1])
     for size in args.sizes:
         for p in ("tova", "h2o", "sink"):
-            record(f"{experiments.POLICY_NAMES[p]} {size}", p, experiments.nll(model, test, policies.POLICIES[p], size), size)
+            record(f"{policies.named(p).label} {size}", p, experiments.nll(model, test, p, size), size)
 
     rows.sort(key=lambda row: row["state_bytes"])
     print("\n| method | state per sequence | perplexity | training |\n|---|---|---|---|")
@@ -340,7 +340,7 @@ def experiment(model, tok, args) -> dict:
             label = {"relu": "T2R (ReLU map, r=" + ",".join(map(str, args.r)) + ")", "elu": "ELU+1 (untrained)",
                      "hybrid": f"hybrid (window {args.window} + T2R r={args.window_r})", "full": "softmax, full cache"}
             plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink") else "",
-                     label=label.get(fam, experiments.POLICY_NAMES.get(fam)))
+                     label=label.get(fam) or policies.named(fam).label)
         plt.xscale("log"), plt.yscale("log")
         plt.xlabel("state per sequence at 4,096 tokens (MiB, float32)"), plt.ylabel("perplexity")
         plt.title("Fold the past into one state (T2R) or keep a few rows (MSRNN)"), plt.legend(fontsize=7)

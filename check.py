@@ -1,0 +1,202 @@
+"""The policy checker: is a policy exact, causal and well-formed, what does a call cost, how good is it?
+
+    python demo.py check mine.py:fn            (or any built-in name: tova, sink:8, lookahead, ...)
+
+exact     token by token = prefill = the masked transformer view, float64, on tiny random LLaMA and
+          Mistral (sliding window) models, sizes 1 to 16, both prompt regimes
+causal    the drops before step t do not change when the tokens after t do
+contract  a float score per row, (B, 1, n) or (B, Hkv, n), no NaN; the same drops twice; a sequence's
+          drops do not depend on the other sequences of its batch
+cost      microseconds per call with 257 rows of the default model's shape, next to TOVA's
+quality   perplexity on the default model and a real book, next to Window+4 and TOVA, both regimes
+"""
+import functools
+import itertools
+import json
+import statistics
+import time
+
+import torch
+
+import llama
+import msrnn
+import policies
+
+EXACT = 1e-10
+SIZES = (1, 2, 3, 5, 8, 16)
+MODELS = {  # 3 layers, dim 32, 6 query heads sharing 2 KV heads; the second with Mistral's sliding window
+    "LLaMA": llama.Config(vocab_size=61, dim=32, n_layers=3, n_heads=6, n_kv_heads=2, head_dim=8, ffn_dim=48),
+    "Mistral": llama.Config(vocab_size=61, dim=32, n_layers=3, n_heads=6, n_kv_heads=2, head_dim=8, ffn_dim=48,
+                            sliding_window=7),
+}
+
+
+def tokens(B, T, seed):
+    return torch.randint(0, 61, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def recorded(policy, log):
+    """policy, also appending (layer, t, dropped positions (B, Hkv, k), scores per layer or head, NaN?)
+    to `log` at each call."""
+    @functools.wraps(policy)
+    def recording(rows):
+        scores = policy(rows)
+        if isinstance(scores, torch.Tensor) and scores.is_floating_point() and scores.dim() == 3:
+            drop = msrnn.lowest(scores, rows.pos.shape[-1] - rows.size)           # (B, 1 or Hkv, k)
+            dropped = rows.pos.gather(-1, drop.expand(-1, rows.pos.shape[1], -1))  # (B, Hkv, k)
+            log.append((rows.layer, rows.t, dropped.tolist(), scores.shape[1], bool(scores.isnan().any())))
+        return scores
+    return recording
+
+
+def drops(named, model, x, size, oneshot=0):
+    """The drop history of a prefill, as `recorded` logs it."""
+    log = []
+    msrnn.prefill(model, x, recorded(named.on(model, x), log), size, oneshot)
+    return log
+
+
+def failed(e) -> str:
+    return str(e).removeprefix("error: ")
+
+
+# ---------------------------------------------------------------- the checks; each returns (verdict, detail)
+
+def exact(named, deterministic=True):
+    worst, refused, runs = 0.0, {}, 0
+    for model_name, cfg in MODELS.items():
+        model = llama.random_model(cfg, seed=1)
+        x = tokens(2, 40, seed=2)
+        for size in SIZES:
+            for oneshot in (0, 24):
+                policy = named.on(model, x)
+                try:
+                    views = [msrnn.run(model, x, policy, size, oneshot),
+                             msrnn.prefill(model, x, policy, size, oneshot)[0],
+                             msrnn.masked_forward(model, x, policy, size, oneshot)[0]]
+                except msrnn.PolicyError as e:
+                    if not isinstance(getattr(e, "original", None), ValueError):
+                        return "fail", failed(e)
+                    refused[size] = str(e.original)  # the policy refuses this size, with its own message
+                    continue
+                worst = max(worst, *[(v - views[0]).abs().max().item() for v in views[1:]])
+                runs += 1
+    if not runs:
+        return "fail", "the policy refused every size: " + next(iter(refused.values()))
+    where = f"{runs} runs: LLaMA and Mistral (sliding window), sizes {SIZES[0]}-{SIZES[-1]}, both regimes"
+    note = f"; sizes {', '.join(map(str, sorted(refused)))} refused: {next(iter(refused.values()))}" if refused else ""
+    if worst > EXACT:  # a deterministic policy: most often scores equal up to rounding, which the views round differently
+        why = ("; look for ties that rounding decides, e.g. scores that depend only on the token: break them by "
+               "position") if deterministic else "; it is not deterministic (see contract)"
+        return "fail", f"the views differ by {worst:.1e} (bound {EXACT:.0e}, float64) in {where}{why}"
+    return "pass", f"token by token = prefill = masked view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}{note}"
+
+
+def causal(named, deterministic=True, t=24):
+    if not deterministic:
+        return "cannot tell", "not deterministic (see contract), so a change after step t proves nothing"
+    model = llama.random_model(MODELS["LLaMA"], seed=1)
+    a = tokens(1, 48, seed=3)
+    b = torch.cat([a[:, :t], tokens(1, 48 - t, seed=4)], 1)          # the same first t tokens, then others
+    for size in (5, 8, 12):
+        try:
+            before = [[d for d in drops(named, model, x, size) if d[1] < t] for x in (a, b)]
+        except msrnn.PolicyError as e:
+            return "fail", failed(e)
+        if before[0] != before[1]:
+            layer, step = next(p or q for p, q in itertools.zip_longest(*before) if p != q)[:2]
+            return "lookahead (not a policy)", (f"size {size}: its drops before step {t} change with the tokens after "
+                                                f"it (first at layer {layer}, step {step})")
+    return "pass", f"drops before step {t} are the same whatever follows (sizes 5, 8, 12)"
+
+
+def contract(named):
+    model = llama.random_model(MODELS["LLaMA"], seed=1)
+    x, size = tokens(3, 30, seed=5), 6
+    try:
+        first, again = drops(named, model, x, size), drops(named, model, x, size)
+        alone = [drops(named, model, x[b:b + 1], size) for b in range(3)]
+    except msrnn.PolicyError as e:
+        return "fail", failed(e)
+    nan = next((d for d in first if d[4]), None)
+    if nan:
+        return "fail", f"NaN scores (layer {nan[0]}, step {nan[1]}): NaN cannot be ranked, so which row goes is arbitrary"
+    if first != again:
+        return "fail", "not deterministic: two runs on the same input dropped different rows"
+    for b in range(3):
+        if [(d[0], d[1], d[2][b]) for d in first] != [(d[0], d[1], d[2][0]) for d in alone[b]]:
+            return "fail", f"not batch-independent: sequence {b} drops other rows when run alone than in a batch of 3"
+    kind = "per layer (B, 1, n)" if first[0][3] == 1 else "per KV head (B, Hkv, n)"
+    return "pass", f"float scores {kind}, no NaN; deterministic; each sequence's drops independent of its batch"
+
+
+def cost(named, size=256, calls=200):
+    """Microseconds per call on rows shaped like the default model's (3 KV heads of 3 queries, head_dim 64)."""
+    g = torch.Generator().manual_seed(0)
+    n, t = size + 1, 2 * size
+    pos = torch.randperm(t + 1, generator=g)[:n].sort().values.expand(1, 3, n)
+    rows = msrnn.Rows(attn=torch.randn(1, 3, 3, n, generator=g).softmax(-1), pos=pos, score=torch.rand(1, 3, n, generator=g),
+                      keys=torch.randn(1, 3, n, 64, generator=g), t=t, size=size, layer=0)
+
+    def micros(policy):  # median of `calls`, after a warm-up; as the state calls it, with its checks
+        times = []
+        for i in range(calls + 5):
+            t0 = time.perf_counter()
+            msrnn.score_rows(policy, rows)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[5:]) * 1e6
+    try:
+        mine = micros(named.on(llama.random_model(MODELS["LLaMA"], seed=1), tokens(1, 2 * t, seed=6)))
+    except msrnn.PolicyError as e:
+        return "fail", failed(e)
+    return f"{mine:.0f} µs per call", f"size {size}; TOVA {micros(policies.tova):.0f} µs, Window {micros(policies.window):.0f} µs"
+
+
+def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cache=None):
+    """Perplexity of the second half of the first `length` tokens of a book, after its first half as the
+    prompt, read per step or in full then cut once; next to Window+4 and TOVA (cached in results/check/)."""
+    import experiments
+    ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
+    cache = cache or experiments.RESULTS / "check"
+    cache.mkdir(parents=True, exist_ok=True)
+    table = {}
+    for p in (named, policies.named("sink"), policies.named("tova")):
+        for size in sizes:
+            for regime in ("step", "full"):
+                file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
+                if not file.exists():
+                    r = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime, prompt_len=length // 2)
+                    experiments.atomic_write(file, json.dumps(r["ppl"]))
+                table[p.label, size, regime] = json.loads(file.read_text())
+    return table
+
+
+# ---------------------------------------------------------------- the verdict table
+
+def check(policy, model=None, tok=None, log=print) -> dict:
+    """Run every check on a policy (a name, 'file.py:fn', or a function) and print the verdict table.
+    With the default model and tokenizer given, also its quality on a real book."""
+    named = policies.named(policy)
+    t0 = time.time()
+    log(f"policy {named.spec or named.label} ({named.label})")
+    out = {}
+    out["contract"] = contract(named)
+    deterministic = "not deterministic" not in out["contract"][1]
+    out["exact"] = exact(named, deterministic)
+    out["causal"] = causal(named, deterministic)
+    out["cost"] = cost(named)
+    for name in ("exact", "causal", "contract", "cost"):
+        log(f"  {name:<9} {out[name][0]:<26} {out[name][1]}")
+    if model is not None:
+        length = 2048
+        table = out["quality"] = quality(named, model, tok, length=length)
+        labels = list(dict.fromkeys(label for label, _, _ in table))
+        log(f"  quality   perplexity of tokens {length // 2:,}-{length - 1:,} of alice29 after the first {length // 2:,} "
+            f"as the prompt; 'step' evicts while reading it, 'full' reads it in full then cuts once")
+        log("            " + f"{'size':>6} {'prompt':>7}" + "".join(f"{label:>14}" for label in labels))
+        for size, regime in dict.fromkeys((s, r) for _, s, r in table):
+            log("            " + f"{size:>6} {regime:>7}" + "".join(f"{table[label, size, regime]:>14.2f}" for label in labels))
+    out["seconds"] = time.time() - t0
+    log(f"  checked in {out['seconds']:.0f} s")
+    return out
+

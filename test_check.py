@@ -1,0 +1,59 @@
+"""The policy checker passes every built-in policy and names what is wrong with a bad one."""
+import pytest
+import torch
+
+import check
+import policies
+
+
+@pytest.mark.parametrize("name", [n for n in policies.POLICIES if n != "lookahead"])
+def test_every_builtin_passes(name):
+    out = check.check(name, log=lambda *_: None)
+    for what in ("exact", "causal", "contract"):
+        assert out[what][0] == "pass", (name, what, out[what])
+    assert out["cost"][0].endswith("µs per call")
+
+
+def test_the_lookahead_is_exact_but_not_a_policy():
+    for spec in ("lookahead", "lookahead:4"):
+        out = check.check(spec, log=lambda *_: None)
+        assert out["exact"][0] == out["contract"][0] == "pass"
+        assert out["causal"][0] == "lookahead (not a policy)"
+
+
+def tova(rows):
+    return rows.attn.mean((1, 2))[:, None]
+
+
+BAD = {  # a bad policy, the check that must catch it, and what its message must say
+    "peeks": (None, "causal", "lookahead (not a policy)", "change with the tokens after"),
+    "wrong_shape": (lambda rows: tova(rows)[:, 0], "exact", "fail", r"shape \(2, 1, 2\) .* got torch.float64 \(2, 2\)"),
+    "row_index": (lambda rows: tova(rows).argmin(-1), "exact", "fail", "must return a float tensor .* got torch.int64"),
+    "nan": (lambda rows: tova(rows) * float("nan"), "contract", "fail", "NaN scores"),
+    "random": (lambda rows: torch.rand(rows.pos.shape), "contract", "fail", "not deterministic"),
+    "mixes_batch": (lambda rows: tova(rows).mean(0, keepdim=True).expand(rows.pos.shape[0], 1, -1), "contract", "fail",
+                    "not batch-independent"),
+    "raises": (lambda rows: tova(rows)[:, :, rows.size + 9], "exact", "fail",
+               r"raised IndexError: .* \(at .*test_check.py:\d+: .*rows.size \+ 9"),
+}
+
+
+def peeking_policy(model, tokens):
+    """Keeps the rows whose token comes again later in the text: it reads the future."""
+    later = [set(tokens[0, t + 1:].tolist()) for t in range(tokens.shape[1])]
+    def peeks(rows):
+        return torch.tensor([[[float(tokens[0, p].item() in later[rows.t]) + 1e-3 * p for p in rows.pos[0, 0].tolist()]]],
+                            dtype=torch.float64).expand(rows.pos.shape[0], 1, -1)
+    return peeks
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_policies_are_named_for_what_they_do(name):
+    fn, what, verdict, message = BAD[name]
+    if fn is None:
+        fn = peeking_policy
+    else:
+        fn.__name__ = name
+    out = check.check(fn, log=lambda *_: None)
+    assert out[what][0] == verdict, out
+    assert __import__("re").search(message, out[what][1]), out[what]
