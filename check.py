@@ -200,3 +200,15 @@ def check(policy, model=None, tok=None, log=print) -> dict:
     log(f"  checked in {out['seconds']:.0f} s")
     return out
 
+
+
+def summary(named, results, log=print):
+    """One line per policy: the verdicts, the cost, and the quality numbers if they were measured."""
+    cols = [k[1:] for k in results[0].get("quality", {}) if k[0] == named[0].label]
+    width = max(len(p.label) for p in named) + 2
+    log(f"\n{'policy':<{width}}{'exact':>7}{'causal':>11}{'contract':>10}{'µs/call':>9}"
+        + "".join(f"{f'{s} {r}':>10}" for s, r in cols))
+    for p, out in zip(named, results):
+        causal = "lookahead" if out["causal"][0].startswith("lookahead") else out["causal"][0]
+        log(f"{p.label:<{width}}{out['exact'][0]:>7}{causal:>11}{out['contract'][0]:>10}"
+            f"{out['cost'][0].split()[0]:>9}" + "".join(f"{out['quality'][p.label, s, r]:>10.2f}" for s, r in cols))

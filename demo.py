@@ -63,27 +63,27 @@ def tour_generate(model, tok):
         print(f"   + {tok.decode([t.item()])!r:10} rows per layer {state.rows:3d}, keys and values {kv / 1024:4.0f} KiB")
 
 
-def tour_perplexity(model, tok, length=1024, size=64):
+def tour_perplexity(model, tok, names=("window", "sink", "h2o", "tova"), length=1024, size=64):
     import experiments
     say("3. Bound the state: which rows to keep?",
         f"Perplexity on the first {length} tokens of Alice in Wonderland, every layer holding at most {size}\n"
         "rows. Window keeps the latest; Window+4 also the first 4 (attention sinks); H2O the most\n"
         "attended so far plus the latest; TOVA drops whichever row the current query attends to least.")
     ids = experiments.book_chunks(tok, 1, length, books=("alice29",))
-    for p in map(policies.named, ("full", "window", "sink", "h2o", "tova")):
+    for p in map(policies.named, ("full", *names)):
         t0 = time.time()
         loss = experiments.nll(model, ids, p, None if p is policies.FULL else size)
         label = p.label if p is policies.FULL else f"{p.label} {size}"
         print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
 
 
-def tour_passkey(model, tok, length=2048, size=256):
+def tour_passkey(model, tok, names=("window", "sink", "tova"), length=2048, size=256):
     import experiments
     say("4. Remember a number",
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer?")
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
-    for p in map(policies.named, ("full", "window", "sink", "tova")):
+    for p in map(policies.named, ("full", *names)):
         t0 = time.time()
         answer = experiments.answer(model, tok, x, p, None if p is policies.FULL else size)[0]
         label = p.label if p is policies.FULL else f"{p.label} {size}"
@@ -104,11 +104,14 @@ def tour_retention(model, tok, length=512, size=64, layer=15):
 
 def cmd_tour(args):
     t0 = time.time()
+    names = getattr(args, "policies", None)
+    for spec in names or ():
+        policies.named(spec)  # a bad name fails before the model is loaded
     model, tok = load(args)
     tour_views(model, tok)
     tour_generate(model, tok)
-    tour_perplexity(model, tok)
-    tour_passkey(model, tok)
+    tour_perplexity(model, tok, *[names] if names else [])
+    tour_passkey(model, tok, *[names] if names else [])
     tour_retention(model, tok)
     say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
         "tables and figures.")
@@ -138,8 +141,11 @@ def cmd_ppl(args):
 
 def cmd_check(args):
     import check
+    named = [policies.named(p) for p in args.policy]  # a bad name fails before the model is loaded
     model, tok = (None, None) if args.quick else load(args)
-    check.check(args.policy, model, tok)
+    results = [check.check(p, model, tok) for p in named]
+    if len(results) > 1:
+        check.summary(named, results)
 
 
 def cmd_experiment(args):
@@ -172,10 +178,12 @@ def main(argv=None):
     common = argparse.ArgumentParser(add_help=False)  # --model after the subcommand works too
     common.add_argument("--model", default=argparse.SUPPRESS, help=model_help)
     sub = ap.add_subparsers(dest="cmd", metavar="command")
-    sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
-
     one = "full, a name from policies.py (" + ", ".join(policies.POLICIES) + "), with parameters as in sink:8, " \
           "or path/to/file.py:function"
+    p = sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
+    p.add_argument("--policies", nargs="+", help=f"each: {one} (default: window sink h2o tova for perplexity, "
+                   "window sink tova for the pass key)")
+
     p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
     p.add_argument("--size", type=int, help="multi-state size: rows kept per layer (omit for --policy full)")
@@ -213,7 +221,7 @@ def main(argv=None):
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--budget", type=float, default=1.0, help="cache memory budget in GiB (default 1)")
     p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
-    p.add_argument("policy", help=one)
+    p.add_argument("policy", nargs="+", help=f"one or more: {one}")
     p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
                        "trained on CPU, compared with TOVA by bytes of state")

@@ -124,13 +124,13 @@ def test_bounded_state_is_fixed_slots_never_copied():
 
 
 def test_user_policy_needs_no_change_to_the_core():
-    def smallest_key_norm(rows):
-        """Drop the row whose key has the smallest norm, averaged over KV heads (cf. kvpress' Knorm)."""
-        return rows.keys.norm(dim=-1).mean(1, keepdim=True)
+    def knorm(rows):
+        """README's example: keep the smallest keys per KV head (kvpress' Knorm), ties broken by position."""
+        return -rows.keys.norm(dim=-1) + 1e-9 * rows.pos
     model = random_model(tiny_config())
     x = tokens(1, 20)
-    out = msrnn.run(model, x, smallest_key_norm, 4)
-    assert (out - msrnn.masked_forward(model, x, smallest_key_norm, 4)[0]).abs().max() <= EXACT
+    out = msrnn.run(model, x, knorm, 4)
+    assert (out - msrnn.masked_forward(model, x, knorm, 4)[0]).abs().max() <= EXACT
 
 
 def test_bad_arguments():
