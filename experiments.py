@@ -240,6 +240,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", pictu
     at every step (the first KV head's, for a head-wise policy). picture=True adds the chosen layer's
     (T, T) held-rows matrix under "_held"; name=None saves nothing."""
     named = policies.named(policy)
+    if named is policies.FULL:
+        raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     ids = book_chunks(tok, 1, length, books=(book,))
     T, L = ids.shape[1], model.config.n_layers
     held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t
