@@ -104,14 +104,12 @@ def tour_retention(model, tok, length=512, size=64, layer=15):
 
 def cmd_tour(args):
     t0 = time.time()
-    names = getattr(args, "policies", None)
-    for spec in names or ():
-        policies.named(spec)  # a bad name fails before the model is loaded
+    chosen = {"names": args.policies} if getattr(args, "policies", None) else {}
     model, tok = load(args)
     tour_views(model, tok)
     tour_generate(model, tok)
-    tour_perplexity(model, tok, *[names] if names else [])
-    tour_passkey(model, tok, *[names] if names else [])
+    tour_perplexity(model, tok, **chosen)
+    tour_passkey(model, tok, **chosen)
     tour_retention(model, tok)
     say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
         "tables and figures.")
@@ -141,7 +139,7 @@ def cmd_ppl(args):
 
 def cmd_check(args):
     import check
-    named = [policies.named(p) for p in args.policy]  # a bad name fails before the model is loaded
+    named = [policies.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
     results = [check.check(p, model, tok) for p in named]
     if len(results) > 1:
@@ -150,8 +148,6 @@ def cmd_check(args):
 
 def cmd_experiment(args):
     import experiments
-    for spec in getattr(args, "policies", None) or [getattr(args, "policy", "full")]:
-        policies.named(spec)  # a bad name fails before the model is loaded
     model, tok = load(args)
     t0 = time.time()
     if args.cmd == "sweep":
@@ -230,6 +226,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
+    chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
+    for spec in [chosen] if isinstance(chosen, str) else chosen:
+        policies.named(spec)  # a bad policy name or file fails before the model is loaded
     handlers = {"ppl": cmd_ppl, "check": cmd_check, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
                 "memory": cmd_experiment, "t2r": cmd_t2r}
     handlers.get(args.cmd, cmd_tour)(args)
