@@ -201,8 +201,8 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     kw = {}
-    for p, a in zip(free, args):
-        key, eq, value = a.rpartition("=") if "=" in a else (p.name, "=", a)
+    for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
+        key, value = a.split("=", 1) if "=" in a else (p.name, a)
         if key not in [q.name for q in free]:
             raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
         kw[key] = _number(value)
@@ -212,13 +212,7 @@ def _bind(fn, args, spec) -> Named:
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
-    if kw and not reads_ahead:
-        policy = functools.update_wrapper(functools.partial(fn, **kw), fn)
-    elif kw:
-        policy = lambda model, tokens: fn(model, tokens, **kw)       # noqa: E731
-        policy.__wrapped__ = fn
-    else:
-        policy = fn
+    policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)
 
 
