@@ -97,6 +97,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
     to `size` once (regime "full", the one-shot regime)."""
     if regime not in ("step", "full"):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    if not 0 <= prompt_len < chunk:
+        raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
     oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
     losses = []
@@ -179,11 +181,11 @@ def gap_closed(rows, sizes, labels, baseline="Window+4") -> dict:
         bounds["best bound"] = {s: min(b[s] for b in bounds.values()) for s in sizes}
     if baseline not in rows:
         return {}
+    base = {s: rows[baseline][s]["ppl"] for s in sizes}
     out = {}
     for name, bound in bounds.items():
         for p in labels:
             if p != baseline and p not in bounds:
-                base = {s: rows[baseline][s]["ppl"] for s in sizes}
                 out[f"{p} / {name}"] = {s: (base[s] - rows[p][s]["ppl"]) / (base[s] - bound[s])
                                         if bound[s] < base[s] else None for s in sizes}
     return out

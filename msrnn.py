@@ -249,6 +249,8 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     if state is None:
         _check(policy, size)
         state = init_state(model, prompt.shape[0], size, prompt.shape[1] if regime == "full" and size else 0)
+    elif regime != "step":
+        raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
     if prompt.shape[1] == 0:
         raise ValueError("generate needs at least one prompt token to condition on")
     gen = torch.Generator().manual_seed(seed)

@@ -146,6 +146,8 @@ def test_bad_arguments():
         msrnn.run(model, x, lambda rows: torch.full((1, 1), 3), 3)  # a row index, as policies once returned
     with pytest.raises(ValueError, match="must return a float tensor.*got int"):
         msrnn.run(model, x, lambda rows: 0, 3)
+    with pytest.raises(ValueError, match="regime is for a new state"):
+        next(msrnn.generate(model, x, 2, state=msrnn.init_state(model, 1, 3), regime="full"))
 
 
 def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer):
