@@ -49,22 +49,18 @@ def recorded(policy, log):
     return recording
 
 
-def drops(named, model, x, size, oneshot=0):
+def drops(named, model, x, size):
     """The drop history of a prefill, as `recorded` logs it."""
     log = []
-    msrnn.prefill(model, x, recorded(named.on(model, x), log), size, oneshot)
+    msrnn.prefill(model, x, recorded(named.on(model, x), log), size)
     return log
-
-
-def failed(e) -> str:
-    return str(e).removeprefix("error: ")
 
 
 # ---------------------------------------------------------------- the checks; each returns (verdict, detail)
 
 def exact(named, deterministic=True):
     worst, refused, runs = 0.0, {}, 0
-    for model_name, cfg in MODELS.items():
+    for cfg in MODELS.values():
         model = llama.random_model(cfg, seed=1)
         x = tokens(2, 40, seed=2)
         for size in SIZES:
@@ -76,7 +72,7 @@ def exact(named, deterministic=True):
                              msrnn.masked_forward(model, x, policy, size, oneshot)[0]]
                 except msrnn.PolicyError as e:
                     if not isinstance(getattr(e, "original", None), ValueError):
-                        return "fail", failed(e)
+                        return "fail", str(e)
                     refused[size] = str(e.original)  # the policy refuses this size, with its own message
                     continue
                 worst = max(worst, *[(v - views[0]).abs().max().item() for v in views[1:]])
@@ -102,7 +98,7 @@ def causal(named, deterministic=True, t=24):
         try:
             before = [[d for d in drops(named, model, x, size) if d[1] < t] for x in (a, b)]
         except msrnn.PolicyError as e:
-            return "fail", failed(e)
+            return "fail", str(e)
         if before[0] != before[1]:
             layer, step = next(p or q for p, q in itertools.zip_longest(*before) if p != q)[:2]
             return "lookahead (not a policy)", (f"size {size}: its drops before step {t} change with the tokens after "
@@ -117,7 +113,7 @@ def contract(named):
         first, again = drops(named, model, x, size), drops(named, model, x, size)
         alone = [drops(named, model, x[b:b + 1], size) for b in range(3)]
     except msrnn.PolicyError as e:
-        return "fail", failed(e)
+        return "fail", str(e)
     nan = next((d for d in first if d[4]), None)
     if nan:
         return "fail", f"NaN scores (layer {nan[0]}, step {nan[1]}): NaN cannot be ranked, so which row goes is arbitrary"
@@ -148,7 +144,7 @@ def cost(named, size=256, calls=200):
     try:
         mine = micros(named.on(llama.random_model(MODELS["LLaMA"], seed=1), tokens(1, 2 * t, seed=6)))
     except msrnn.PolicyError as e:
-        return "fail", failed(e)
+        return "fail", str(e)
     return f"{mine:.0f} µs per call", f"size {size}; TOVA {micros(policies.tova):.0f} µs, Window {micros(policies.window):.0f} µs"
 
 

@@ -1,6 +1,4 @@
 """Tiny random models built in code, so most tests need no download."""
-import torch
-
 import llama
 from llama import random_model  # noqa: F401  (the tests import it from here)
 
