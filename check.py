@@ -63,9 +63,9 @@ def exact(named, deterministic=True):
     for cfg in MODELS.values():
         model = llama.random_model(cfg, seed=1)
         x = tokens(2, 40, seed=2)
+        policy = named.on(model, x)
         for size in SIZES:
             for oneshot in (0, 24):
-                policy = named.on(model, x)
                 try:
                     views = [msrnn.run(model, x, policy, size, oneshot),
                              msrnn.prefill(model, x, policy, size, oneshot)[0],

@@ -100,14 +100,15 @@ class MultiState:
         drop = lowest(scores, n - self.size)                         # (B, 1 or Hkv, n - size)
         B, H = self.free.shape
         if n > self.size + 1:  # the one-shot cut
-            return self._cut(torch.ones_like(scores, dtype=torch.bool).scatter_(-1, drop, False).expand(B, H, n))
+            return self._cut(drop.expand(B, H, -1))
         # the dropped row's slot is where the next token goes; -1 marks it empty until then
         self.free.copy_(drop[..., 0].expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)
 
-    def _cut(self, kept):
-        """Keep the rows where `kept` (B, Hkv, n) is True, in slot order, in fresh buffers of size + 1 slots."""
-        B, H, n = kept.shape
+    def _cut(self, drop):
+        """Drop slots `drop` (B, Hkv, n - size); keep the rest in slot order, in fresh buffers of size + 1 slots."""
+        B, H, n = *drop.shape[:2], self.n
+        kept = torch.ones(B, H, n, dtype=torch.bool).scatter_(-1, drop, False)
         keep = torch.arange(n).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slot indices
         def gather(x):                                               # (B, Hkv, cap[, hd]) -> (B, Hkv, size + 1[, hd])
             idx = keep if x.dim() == 3 else keep[..., None].expand(-1, -1, -1, x.shape[-1])

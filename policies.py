@@ -22,6 +22,7 @@ import pathlib
 import torch
 
 import llama
+import msrnn
 
 
 def label(text):
@@ -123,7 +124,7 @@ class FutureAttention:
             raise ValueError(f"lookahead knows the {self.T} tokens it was built for; step {t} is past them")
         end = self.T if not self.horizon else min(self.T, t + 1 + self.horizon)
         if self.layer != layer and self.T - t - 1 <= self.BLOCK:  # near the end of the text: sum directly
-            return self.attention(layer, t + 1, end).sum(1) if end > t + 1 else self._zeros(layer)
+            return self.attention(layer, t + 1, end).sum(1)              # no queries after the last step: zeros
         if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
             q = self.qk[layer][0]
             self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T)
@@ -132,9 +133,6 @@ class FutureAttention:
                 self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]
             self.layer = layer
         return self.sums[:, t + 1] - self.sums[:, end]
-
-    def _zeros(self, layer):
-        return self.qk[layer][0].new_zeros(self.qk[layer][0].shape[0], self.T)
 
 
 # ---------------------------------------------------------------- the policy table, and names on the command line
@@ -193,7 +191,7 @@ def named(spec) -> Named:
 
 
 def _bind(fn, args, spec) -> Named:
-    fname = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "policy")
+    fname = msrnn.policy_name(fn)
     params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
     free = params[2:] if reads_ahead else params[1:]  # what a spec may set
