@@ -46,8 +46,7 @@ def ours_decode(model, prompt, n, repeat=3) -> float:
     def decode():
         nonlocal tok
         for _ in range(n):
-            logits, _ = llama.step(model, tok, state.t, state.layers)
-            state.t += 1
+            logits = llama.step(model, tok, state)
             tok = logits.argmax(-1)
     return n / best_of(decode, repeat)
 

@@ -403,11 +403,11 @@ def decode_speed(model, batch: int, rows: int, size=None, policy=None, steps=8) 
     step: this machine's speed drifts, and a burst of other work should not decide the number."""
     state = synthetic_state(model, batch, rows, size)
     tok = torch.zeros(batch, dtype=torch.long)
-    llama.step(model, tok, state.t, state.layers, policy)  # warm-up
+    llama.step(model, tok, state, policy)  # warm-up
     times = []
     for i in range(steps):
         t0 = time.perf_counter()
-        logits, _ = llama.step(model, tok, state.t + 1 + i, state.layers, policy)
+        logits = llama.step(model, tok, state, policy)
         tok = logits.argmax(-1)
         times.append(time.perf_counter() - t0)
     return batch / sorted(times)[steps // 2]

@@ -126,18 +126,19 @@ def random_model(cfg: Config, seed=0, dtype=torch.float64) -> Model:
 
 # ---------------------------------------------------------------- RNN view
 
-def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
-    """One token per sequence through every layer: (logits (B, vocab), state).
+def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor:
+    """One token per sequence through every layer: logits (B, vocab) for tokens (B,).
 
-    tokens: (B,) the tokens at absolute position t. state: one multi-state per layer (msrnn.py),
-    written in place and returned. policy: which row to drop when a layer holds more rows than
-    its size (None for the unbounded multi-state, i.e. the transformer itself).
+    state (msrnn.State): one multi-state per layer and the position t of these tokens; both are
+    updated in place (the row is appended, t advances), so the caller keeps the same state object.
+    policy: which row to drop when a layer holds more rows than its size (None for the unbounded
+    multi-state, i.e. the transformer itself).
     """
-    c = model.config
+    c, t = model.config, state.t
     B, G = tokens.shape[0], c.n_heads // c.n_kv_heads
     cos, sin = rope_angles(model, torch.tensor(t))                   # (head_dim/2,)
     x = model.embed[tokens]                                          # (B, dim)
-    for L, ms in zip(model.layers, state):
+    for L, ms in zip(model.layers, state.layers):
         # queries, keys and values of the current token
         h = rms_norm(x, L.attn_norm, c.norm_eps)
         qkv = F.linear(h, L.w_qkv).view(B, c.n_heads + 2 * c.n_kv_heads, c.head_dim)  # (B, H + 2 Hkv, hd)
@@ -151,17 +152,23 @@ def step(model: Model, tokens: torch.Tensor, t: int, state, policy=None):
         o = ms.attend(q, k, v, t, policy).reshape(B, c.n_heads * c.head_dim)  # (B, Hkv, G, hd) -> (B, H*hd)
         x = x + F.linear(o, L.wo)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
-    return F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head), state
+    state.t += 1
+    return output(model, x)
+
+
+def output(model: Model, x: torch.Tensor) -> torch.Tensor:
+    """The final norm and the unembedding: logits (..., vocab) for hidden states (..., dim)."""
+    return F.linear(rms_norm(x, model.norm, model.config.norm_eps), model.lm_head)
 
 
 # ---------------------------------------------------------------- transformer view
 
-def causal_mask(cfg: Config, T: int) -> torch.Tensor:
-    """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < W with a sliding window."""
+def causal_mask(T: int, window: int | None = None) -> torch.Tensor:
+    """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < window with a sliding window."""
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     mask = j <= i
-    if cfg.sliding_window is not None:
-        mask &= i - j < cfg.sliding_window
+    if window is not None:
+        mask &= i - j < window
     return mask
 
 
@@ -178,29 +185,42 @@ def softmax_attention(q, k, v, mask=None):
     return o.view(B, H, G, T, hd)
 
 
+def attention_inputs(model: Model, L: Layer, x: torch.Tensor, cos, sin):
+    """Queries, keys and values of every position of x (B, T, dim), RoPE applied:
+    q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd), the 1 broadcasting over a KV head's G query heads."""
+    c = model.config
+    B, T, _ = x.shape
+    h = rms_norm(x, L.attn_norm, c.norm_eps)
+    q = F.linear(h, L.wq).view(B, T, c.n_kv_heads, -1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, G, T, hd)
+    k = F.linear(h, L.wk).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)   # (B, Hkv, 1, T, hd)
+    v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)   # (B, Hkv, 1, T, hd)
+    return rope(q, cos, sin), rope(k, cos, sin), v
+
+
+def after_attention(model: Model, L: Layer, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    """The rest of a layer for every position: x (B, T, dim) plus the attention output o (B, Hkv, G, T, hd)
+    through the output projection, then the MLP."""
+    B, T, _ = x.shape
+    o = o.permute(0, 3, 1, 2, 4).reshape(B, T, -1)                   # (B, Hkv, G, T, hd) -> (B, T, H*hd)
+    x = x + F.linear(o, L.wo)
+    return x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
+
+
 def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
 
-    attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention:
-    msrnn.masked_forward runs a compression policy as an attention mask with it, t2r.py linear attention.
+    attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention: the
+    tests' references and t2r.py's linear attention use it.
     """
-    c = model.config
     single = tokens.dim() == 1
     tokens = tokens.view(1, -1) if single else tokens
-    B, T = tokens.shape
-    G = c.n_heads // c.n_kv_heads
+    T, window = tokens.shape[1], model.config.sliding_window
     cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
-    causal = None if c.sliding_window is None else causal_mask(c, T)  # None: the kernel's own causal mask
+    causal = None if window is None else causal_mask(T, window)      # None: the kernel's own causal mask
     x = model.embed[tokens]                                          # (B, T, dim)
     for i, L in enumerate(model.layers):
-        h = rms_norm(x, L.attn_norm, c.norm_eps)
-        q = F.linear(h, L.wq).view(B, T, c.n_kv_heads, G, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, G, T, hd)
-        k = F.linear(h, L.wk).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
-        v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, 1, T, hd)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        q, k, v = attention_inputs(model, L, x, cos, sin)
         o = softmax_attention(q, k, v, causal) if attention is None else attention(i, q, k, v)
-        o = o.permute(0, 3, 1, 2, 4).reshape(B, T, c.n_heads * c.head_dim)  # (B, Hkv, G, T, hd) -> (B, T, H*hd)
-        x = x + F.linear(o, L.wo)
-        x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
-    logits = F.linear(rms_norm(x, model.norm, c.norm_eps), model.lm_head)
+        x = after_attention(model, L, x, o)
+    logits = output(model, x)
     return logits[0] if single else logits

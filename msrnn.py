@@ -105,6 +105,30 @@ class MultiState:
         self.free.copy_(drop[..., 0].expand(B, H))
         self.pos.scatter_(2, self.free[..., None], -1)
 
+    FILL_BLOCK = 256  # queries `fill` handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
+
+    def fill(self, q, k, v, policy):
+        """The first f steps of an empty multi-state, at once: q (B, Hkv, G, f, hd), k, v (B, Hkv, f, hd)
+        -> attention output (B, Hkv, G, f, hd). Until it holds `size` rows (and before a one-shot prompt
+        ends) nothing is dropped, so these steps are the transformer's: each query attends to every row
+        so far, under the model's own mask, and each row's score is the attention it received."""
+        f = q.shape[3]
+        if f > self.k.shape[2]:
+            self._grow(f)  # unbounded, or a one-shot prompt longer than size + 1
+        self.k[:, :, :f], self.v[:, :, :f], self.pos[:, :, :f], self.n = k, v, torch.arange(f), f
+        visible = llama.causal_mask(f, self.window)                   # (f, f)
+        if self.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)
+            return llama.softmax_attention(q, k[:, :, None], v[:, :, None], None if self.window is None else visible)
+        out = torch.empty_like(q)
+        for i0 in range(0, f, self.FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
+            i1 = min(i0 + self.FILL_BLOCK, f)
+            scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
+            attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1)
+            out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
+            self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in compress
+        self.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
+        return out
+
     def _cut(self, drop):
         """Drop slots `drop` (B, Hkv, n - size); keep the rest in slot order, in fresh buffers of size + 1 slots."""
         B, H, n = *drop.shape[:2], self.n
@@ -171,6 +195,8 @@ def _where(policy, e) -> str:
 
 @dataclass
 class State:
+    """The MSRNN's whole state: a multi-state per layer, and the position of the next token, which
+    llama.step advances (nothing else writes it but prefill, which reads a text at once)."""
     layers: list[MultiState]  # one multi-state per layer
     t: int = 0                # position of the next token
 
@@ -178,9 +204,15 @@ class State:
         return iter(self.layers)
 
     @property
-    def rows(self) -> int:
-        """Rows held per layer and head (the same in every layer)."""
+    def n_rows(self) -> int:
+        """Rows held per layer and KV head (the same in every layer)."""
         return min(self.layers[0].n, self.layers[0].size or self.layers[0].n)
+
+
+def state_bytes(model: llama.Model, rows: int) -> int:
+    """Bytes of keys and values that one sequence holds with `rows` rows per layer and KV head."""
+    c = model.config
+    return 2 * c.n_layers * c.n_kv_heads * rows * c.head_dim * model.embed.element_size()
 
 
 def init_state(model: llama.Model, batch: int = 1, size: int | None = None, oneshot: int = 0) -> State:
@@ -214,12 +246,7 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     _check(policy, state.layers[0].size)
     if tokens.shape[0] != state.layers[0].free.shape[0]:
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
-    out = []
-    for i in range(tokens.shape[1]):
-        logits, _ = llama.step(model, tokens[:, i], state.t, state.layers, policy)
-        state.t += 1
-        out.append(logits)
-    return torch.stack(out, 1)
+    return torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
 
 
 def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
@@ -267,7 +294,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1).float(), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = feed(model, tok[:, None], state, policy)[:, -1]
+            logits = llama.step(model, tok, state, policy)
 
 
 @torch.no_grad()
@@ -278,19 +305,25 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     each position alone, so they run on all positions at once (matrix-matrix products, the
     transformer's way). Attention is the multi-state: its first `size` steps drop nothing (in the
     one-shot regime, nothing before the prompt's last token), so they are causal attention, computed
-    at once; then it steps through the positions with the same MultiState.attend as `feed`. Logits
-    and state are the token-by-token run's (test_policies.py).
+    at once (MultiState.fill); then it steps through the positions with the same MultiState.attend
+    as `feed`. Logits and state are the token-by-token run's (test_policies.py).
     """
-    def stepped(ms, q, k, v):                                        # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
-        T = q.shape[3]
-        f = min(max(size, oneshot), T)  # the steps before the first drop, at once
-        first, last = _fill(ms, q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], llama.causal_mask(model.config, f))
-        ms.evict(last, f - 1, policy)  # the one-shot cut, when the prompt ends here
+    _check(policy, size)
+    B, T = tokens.shape
+    state = init_state(model, B, size, oneshot)
+    f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
+    cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
+    x = model.embed[tokens]                                          # (B, T, dim)
+    for L, ms in zip(model.layers, state.layers):
+        q, k, v = llama.attention_inputs(model, L, x, cos, sin)      # (B, Hkv, G, T, hd), (B, Hkv, 1, T, hd) x2
+        first = ms.fill(q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], policy)  # (B, Hkv, G, f, hd)
         # then a step per position; position-major copies make each step's slices contiguous
-        q, k, v = (x[:, :, :, f:].movedim(3, 0).contiguous() for x in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
+        q, k, v = (y[:, :, :, f:].movedim(3, 0).contiguous() for y in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
         steps = [ms.attend(q[i], k[i, :, :, 0], v[i, :, :, 0], f + i, policy) for i in range(T - f)]
-        return torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
-    return _parallel(model, tokens, policy, size, oneshot, stepped)
+        o = torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
+        x = llama.after_attention(model, L, x, o)
+    state.t = T
+    return llama.output(model, x), state
 
 
 @torch.no_grad()
@@ -302,63 +335,32 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     Oren et al. 2024, app. E), and attends under that mask with ordinary softmax attention. The
     returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
-    causal = llama.causal_mask(model.config, tokens.shape[1])        # (T, T) the model's own sliding window, if any
-
-    def under_mask(ms, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
-        B, H, _, T, _ = q.shape
-        held = torch.zeros(B, H, 1, T, T, dtype=torch.bool)          # held[..., i, j]: row j in the state at step i
-        for i in range(T):  # the policy's decisions, step by step, from this layer's attention
-            K, _, pos = ms.append(k[:, :, 0, i], v[:, :, 0, i], i)   # (B, Hkv, n, hd), (B, Hkv, n)
-            held[:, :, 0, i].scatter_(-1, pos, True)
-            ms.compress(ms.attention(q[:, :, :, i], K, pos, i), i, policy)  # as in MultiState.attend
-        if (held == held[:, :1]).all():  # a layer-wise policy: one mask for all heads is cheaper to apply
-            held = held[:, :1]
-        return llama.softmax_attention(q, k, v, held & causal)
-    return _parallel(model, tokens, policy, size, oneshot, under_mask)
-
-
-FILL_BLOCK = 256  # queries _fill handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
-
-
-def _fill(ms, q, k, v, visible):
-    """The first steps of an empty bounded multi-state, at once. Until it holds `size` rows nothing
-    is dropped, so these steps are the transformer's: each query attends to every row so far under
-    the model's own mask `visible` (f, f), and each row's score is the attention it received.
-    q (B, Hkv, G, f, hd); k, v (B, Hkv, f, hd). Fills the state; returns the output (B, Hkv, G, f, hd)
-    and the last query's attention (B, Hkv, G, f), which a one-shot cut reads."""
-    f = q.shape[3]
-    if f > ms.k.shape[2]:
-        ms._grow(f)  # a one-shot prompt longer than size + 1
-    out = torch.empty_like(q)
-    for i0 in range(0, f, FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
-        i1 = min(i0 + FILL_BLOCK, f)
-        scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
-        attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1)
-        out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
-        ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in compress
-    ms.k[:, :, :f], ms.v[:, :, :f], ms.pos[:, :, :f], ms.n = k, v, torch.arange(f), f
-    return out, attn[:, :, :, -1]
-
-
-def _parallel(model, tokens, policy, size, oneshot, bounded_attention):
-    """llama.forward, building each layer's multi-state as it goes; bounded_attention(ms, q, k, v)
-    computes a layer's attention under a policy and fills its multi-state."""
     _check(policy, size)
     B, T = tokens.shape
     state = init_state(model, B, size, oneshot)
-    causal = None if model.config.sliding_window is None else llama.causal_mask(model.config, T)  # (T, T)
-
-    def attention(layer, q, k, v):                                   # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
-        ms = state.layers[layer]
-        if policy is not None:
-            return bounded_attention(ms, q, k, v)
-        # unbounded: every row kept, so the state is all of k and v, and attention is the transformer's
-        ms.k, ms.v = k[:, :, 0].contiguous(), v[:, :, 0].contiguous()
-        ms.pos = torch.arange(T).expand(B, ms.k.shape[1], T).contiguous()
-        ms.score = torch.zeros(ms.pos.shape, dtype=model.dtype)  # accumulated attention is read only by policies
-        ms.n = T
-        return llama.softmax_attention(q, k, v, causal)
-
-    logits = llama.forward(model, tokens, attention)
+    causal = llama.causal_mask(T, model.config.sliding_window)       # (T, T) the model's own mask
+    cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
+    x = model.embed[tokens]                                          # (B, T, dim)
+    for L, ms in zip(model.layers, state.layers):
+        q, k, v = llama.attention_inputs(model, L, x, cos, sin)      # (B, Hkv, G, T, hd), (B, Hkv, 1, T, hd) x2
+        if policy is None:  # unbounded: every row is kept, and attention is the transformer's
+            o = ms.fill(q, k[:, :, 0], v[:, :, 0], policy)
+        else:
+            o = llama.softmax_attention(q, k, v, held_mask(ms, q, k, v, policy) & causal)
+        x = llama.after_attention(model, L, x, o)
     state.t = T
-    return logits, state
+    return llama.output(model, x), state
+
+
+def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
+    """held[b, h, 0, i, j]: whether row j is in the multi-state when query i attends, (B, Hkv or 1, 1, T, T).
+    These are the policy's decisions, made step by step by MultiState.attend from this layer's attention."""
+    B, H, _, T, _ = q.shape
+    out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool)           # column T collects freed slots (pos -1)
+    for i in range(T):
+        live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1
+        out[:, :, 0, i].scatter_(-1, live.where(live >= 0, T), True)
+        out[:, :, 0, i, i] = True                                    # and the current token
+        ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)
+    out = out[..., :T]
+    return out[:, :1] if (out == out[:, :1]).all() else out  # a layer-wise policy: one mask is cheaper to apply

@@ -104,7 +104,7 @@ class FutureAttention:
     def __init__(self, model, tokens, horizon=0):
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
         self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
-        self.mask = llama.causal_mask(model.config, self.T)         # (T, T) the model's own, sliding window too
+        self.mask = llama.causal_mask(self.T, model.config.sliding_window)         # (T, T) the model's own, sliding window too
         self.qk = []
 
         def keep_qk(layer, q, k, v):                                 # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)

@@ -107,7 +107,7 @@ def forward(model: llama.Model, maps: FeatureMaps, tokens):
 def softmax(model, q, k, v):
     """The layer's own causal softmax attention, as llama.forward computes it."""
     c = model.config
-    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else llama.causal_mask(c, q.shape[3]))
+    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else llama.causal_mask(q.shape[3], c.sliding_window))
 
 
 # ---------------------------------------------------------------- RNN view
@@ -147,20 +147,20 @@ class LinearState:
         self.z += fk
 
 
-def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> list:
+def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
     """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
     c, w = model.config, maps.window
     zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype)
     multi = msrnn.init_state(model, batch).layers
-    return [LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim), zeros(w, c.head_dim))
-            if i in maps.layers else multi[i] for i in range(c.n_layers)]
+    return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
+                                    zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
 
 
 @torch.no_grad()
 def run(model: llama.Model, maps: FeatureMaps, tokens):
     """The RNN view on tokens (B, T), one step at a time: logits (B, T, vocab)."""
     state = init_state(model, maps, tokens.shape[0])
-    return torch.stack([llama.step(model, tokens[:, t], t, state)[0] for t in range(tokens.shape[1])], 1)
+    return torch.stack([llama.step(model, tokens[:, t], state) for t in range(tokens.shape[1])], 1)
 
 
 def state_bytes(cfg: llama.Config, rows: int = 0, r: int = 0, itemsize: int = 4) -> int:

@@ -63,7 +63,7 @@ def test_sampling_is_seeded_and_continues_a_state():
     assert torch.equal(a, b) and a.shape == (10, 2)
     state = msrnn.init_state(model, 2)
     list(msrnn.generate(model, prompt, 3, state=state))
-    assert state.t == 5 + 2 and state.rows == 7  # the last generated token is not fed yet
+    assert state.t == 5 + 2 and state.n_rows == 7  # the last generated token is not fed yet
 
 
 # ---------------------------------------------------------------- the real default model (float32)

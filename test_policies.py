@@ -118,7 +118,7 @@ def test_bounded_state_is_fixed_slots_never_copied():
     ptrs = [(ms.k.data_ptr(), ms.v.data_ptr(), ms.pos.data_ptr()) for ms in state]
     msrnn.feed(model, tokens(2, 40, seed=2), state, policies.tova)
     assert [(ms.k.data_ptr(), ms.v.data_ptr(), ms.pos.data_ptr()) for ms in state] == ptrs
-    assert all(ms.k.shape[2] == 7 for ms in state) and state.rows == 6 and state.t == 48
+    assert all(ms.k.shape[2] == 7 for ms in state) and state.n_rows == 6 and state.t == 48
     held = state.layers[0].pos[0, 0]
     assert (held >= 0).sum() == 6 and held.max() <= 47  # 6 rows after the drop, one slot free
 
@@ -224,7 +224,7 @@ def reference_run(model, x, size, policy, oneshot=0):
             for h in range(H):
                 lowest = sorted(range(n), key=lambda r: (scores[h][r], r))[: n - size]
                 kept[h] = [p for r, p in enumerate(kept[h]) if r not in lowest]
-        return llama.softmax_attention(q, k, v, mask & llama.causal_mask(model.config, T))
+        return llama.softmax_attention(q, k, v, mask & llama.causal_mask(T, model.config.sliding_window))
     return llama.forward(model, x, attention)
 
 
@@ -278,9 +278,9 @@ def naive_lookahead(model, x, horizon):
     future = []
 
     def keep(layer, q, k, v):
-        a = (q @ k.mT / q.shape[-1] ** 0.5).masked_fill(~llama.causal_mask(model.config, q.shape[3]), float("-inf"))
+        a = (q @ k.mT / q.shape[-1] ** 0.5).masked_fill(~llama.causal_mask(q.shape[3], model.config.sliding_window), float("-inf"))
         future.append(a.softmax(-1).mean((1, 2))[0].tolist())        # (T, T) as lists
-        return llama.softmax_attention(q, k, v, llama.causal_mask(model.config, q.shape[3]))
+        return llama.softmax_attention(q, k, v, llama.causal_mask(q.shape[3], model.config.sliding_window))
     llama.forward(model, x, keep)
     T = x.shape[1]
 

@@ -62,7 +62,7 @@ def test_state_size_is_constant(name):
     state = t2r.init_state(model, maps, batch=2)
     x, c = tokens(2, 25), model.config
     for t in range(x.shape[1]):
-        llama.step(model, x[:, t], t, state)
+        llama.step(model, x[:, t], state)
         held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in state)
         assert held * 8 == 2 * t2r.state_bytes(c, maps.window, maps.r, itemsize=8), t  # 8 bytes: float64
 
