@@ -18,6 +18,8 @@ import time
 
 import torch
 
+import experiments
+import harness
 import llama
 import msrnn
 import policies
@@ -150,11 +152,10 @@ def cost(named, size=256, calls=200):
 
 def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cache=None):
     """Perplexity of the second half of the first `length` tokens of a book, after its first half as the
-    prompt, read per step or in full then cut once; next to Window+4 and TOVA (cached in results/check/)."""
-    import experiments
+    prompt, read per step or in full then cut once; next to Window+4 and TOVA (cached, as the sweep's
+    settings are, by experiments.cache_dir)."""
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
-    cache = cache or experiments.RESULTS / "check"
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = cache or experiments.cache_dir("check", model, ids)
     table = {}
     for p in (named, policies.named("sink"), policies.named("tova")):
         for size in sizes:
@@ -162,7 +163,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
                 if not file.exists():
                     r = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime, prompt_len=length // 2)
-                    experiments.atomic_write(file, json.dumps(r["ppl"]))
+                    harness.atomic_write(file, json.dumps(r["ppl"]))
                 table[p.label, size, regime] = json.loads(file.read_text())
     return table
 

@@ -9,16 +9,22 @@ A policy is named the same way everywhere: full, window, sink (or sink:8), h2o, 
 tova_head, lookahead (or lookahead:256, the bound that reads ahead), or path/to/file.py:function.
 """
 import argparse
+import hashlib
+import re
 import sys
 import time
 
 import torch
 
+import check
+import experiments
+import harness
 import llama
 import load_weights
 import msrnn
 import policies
 import t2r
+import texts
 
 
 def load(args):
@@ -32,7 +38,11 @@ def load(args):
 
 
 def say(title, text=""):
-    print(f"\n== {title}\n" + "\n".join("   " + line for line in text.strip().splitlines()), flush=True)
+    print(f"\n== {title}\n" + indent(text.strip()), flush=True)
+
+
+def indent(text):
+    return "\n".join("   " + line for line in text.splitlines())
 
 
 # ---------------------------------------------------------------- the tour
@@ -59,12 +69,11 @@ def tour_generate(model, tok):
     prompt = "The capital of France is"
     print(f"   {prompt!r}")
     for t in msrnn.generate(model, torch.tensor(tok.encode(prompt).ids), 8, state=state):
-        kv = 2 * state.rows * model.config.n_layers * model.config.n_kv_heads * model.config.head_dim * 4
-        print(f"   + {tok.decode([t.item()])!r:10} rows per layer {state.rows:3d}, keys and values {kv / 1024:4.0f} KiB")
+        kv = msrnn.state_bytes(model, state.n_rows)
+        print(f"   + {tok.decode([t.item()])!r:10} rows per layer {state.n_rows:3d}, keys and values {kv / 1024:4.0f} KiB")
 
 
 def tour_perplexity(model, tok, names=("window", "sink", "h2o", "tova"), length=1024, size=64):
-    import experiments
     say("3. Bound the state: which rows to keep?",
         f"Perplexity on the first {length} tokens of Alice in Wonderland, every layer holding at most {size}\n"
         "rows. Window keeps the latest; Window+4 also the first 4 (attention sinks); H2O the most\n"
@@ -78,7 +87,6 @@ def tour_perplexity(model, tok, names=("window", "sink", "h2o", "tova"), length=
 
 
 def tour_passkey(model, tok, names=("window", "sink", "tova"), length=2048, size=256):
-    import experiments
     say("4. Remember a number",
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer?")
@@ -92,19 +100,20 @@ def tour_passkey(model, tok, names=("window", "sink", "tova"), length=2048, size
 
 
 def tour_retention(model, tok, length=512, size=64, layer=15):
-    import experiments
-    say("5. What TOVA keeps",
-        f"Layer {layer}, {size} rows, {length} tokens. Below, each line is a step t, each column a block\n"
-        f"of positions; '#' = most of the block is held, '.' = some, ' ' = none. TOVA is not a window:")
-    held = experiments.retention(model, tok, size=size, length=length, layer=layer, picture=True, name=None)["_held"]
+    say("5. What TOVA keeps", f"Layer {layer}, {size} rows per layer, the first {length} tokens of Alice in Wonderland:")
+    data = experiments.retention(model, tok, size=size, length=length, layer=layer)
+    print(indent(experiments.retention_table(data)))
+    print(indent("Below, each line is a step t, each column a block of positions; '#' = most of the block\n"
+                 "is held, '.' = some, ' ' = none. TOVA is not a window:"))
+    held = experiments.held_rows(data["dropped_at"])                # (T, T)
     for t in range(size, length, length // 16):
-        row = held[t].reshape(64, -1).float().mean(1)                # 64 columns of positions
-        print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in row.tolist()) + f" t={t}")
+        share = held[t].reshape(64, -1).float().mean(1)              # 64 columns of positions
+        print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in share.tolist()) + f" t={t}")
 
 
 def cmd_tour(args):
     t0 = time.time()
-    chosen = {"names": args.policies} if getattr(args, "policies", None) else {}
+    chosen = {"names": args.policies} if args.policies else {}
     model, tok = load(args)
     tour_views(model, tok)
     tour_generate(model, tok)
@@ -113,13 +122,12 @@ def cmd_tour(args):
     tour_retention(model, tok)
     say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
         "tables and figures.")
+    return {}, model
 
 
-# ---------------------------------------------------------------- subcommands
+# ---------------------------------------------------------------- the commands: each returns (data, model)
 
 def cmd_ppl(args):
-    import experiments
-    import texts
     if args.size is not None and args.size < 1:
         raise SystemExit(f"error: --size must be at least 1, got {args.size}")
     policy = policies.named(args.policy)
@@ -135,39 +143,72 @@ def cmd_ppl(args):
     scored = f" after a prompt of {prompt_len} read {'in full, then cut once' if args.prompt == 'full' else 'per step'}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
           f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}; {time.time() - t0:.1f} s")
+    return r, model
 
 
 def cmd_check(args):
-    import check
     named = [policies.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
     results = [check.check(p, model, tok) for p in named]
     if len(results) > 1:
         check.summary(named, results)
+    return {"policies": [p.label for p in named]}, model
 
 
-def cmd_experiment(args):
-    import experiments
+def cmd_sweep(args):
     model, tok = load(args)
-    t0 = time.time()
-    if args.cmd == "sweep":
-        experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks, chunk=args.chunk,
-                          jobs=args.jobs)
-    elif args.cmd == "retention":
-        experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer, policy=args.policy)
-    elif args.cmd == "passkey":
-        experiments.passkey(model, tok, sizes=args.sizes, names=args.policies, length=args.length, regimes=args.prompt)
-    elif args.cmd == "memory":
-        experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget)
-    print(f"{args.cmd}: {time.time() - t0:.0f} s; results in results/ (JSON, and PNG with matplotlib)")
+    data = experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks,
+                             chunk=args.chunk, jobs=args.jobs, log=print)
+    print("\n" + experiments.sweep_table(data))
+    return data, model
+
+
+def cmd_retention(args):
+    model, tok = load(args)
+    data = experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer, policy=args.policy)
+    print(experiments.retention_table(data))
+    return data, model
+
+
+def cmd_passkey(args):
+    model, tok = load(args)
+    data = experiments.passkey(model, tok, sizes=args.sizes, names=args.policies, length=args.length,
+                               regimes=args.prompt, log=print)
+    return data, model
+
+
+def cmd_memory(args):
+    model, _ = load(args)
+    return experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget, log=print), model
 
 
 def cmd_t2r(args):
     model, tok = load(args)
-    t2r.experiment(model, tok, args)
+    data = t2r.experiment(model, tok, r=args.r, window=args.window, window_r=args.window_r, steps=args.steps,
+                          finetune=args.finetune, train_chunks=args.train_chunks, eval_chunks=args.eval_chunks,
+                          sizes=args.sizes, load_maps=args.load, log=print)
+    print("\n" + t2r.table(data))
+    return data, model
 
 
-def main(argv=None):
+COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
+            "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
+            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, t2r.draw)}
+
+
+def result_name(args, parser) -> str:
+    """The command's name for its default configuration; otherwise the name says what differs, so a
+    run with other settings or another model never overwrites the results that README shows."""
+    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "model") and v != parser.get_default(k)]
+    changed += [("model", args.model)] if args.model is not None else []
+    if not changed:
+        return args.cmd
+    text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+    return f"{args.cmd}-{slug}" if len(slug) <= 60 else f"{args.cmd}-{slug[:50]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+def parser():
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help=model_help)
@@ -193,6 +234,11 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=int, default=4096, help="tokens per chunk, each read from scratch (default 4096)")
 
+    p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
+    p.add_argument("policy", nargs="*", default=list(policies.POLICIES) + ["lookahead:256"],
+                   help=f"one or more: {one} (default: every built-in, and lookahead:256)")
+    p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
+
     p = sub.add_parser("sweep", parents=[common], help="perplexity vs multi-state size, every policy (Table 3)")
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
     p.add_argument("--chunks", type=int, default=4, help="4,096-token chunks of the books (default 4)")
@@ -200,38 +246,62 @@ def main(argv=None):
     p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova", "lookahead", "lookahead:256"],
                    help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
     p.add_argument("--jobs", type=int, default=2, help="processes of one thread each (default 2: faster on 2 cores)")
+
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--length", type=int, default=2048)
     p.add_argument("--layer", type=int, default=15, help="the layer drawn in the heatmap")
+
     p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
     p.add_argument("--sizes", type=int, nargs="+", default=[128, 512])
     p.add_argument("--length", type=int, default=2048, help="prompt tokens (default 2048)")
-    p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova"],
-                   help=f"each: {one} (default: window sink h2o tova)")
-    p.add_argument("--prompt", nargs="+", choices=("step", "full"), default=["step"],
-                   help="prompt regimes: step (evict while reading), full (read in full, cut once); default step")
+    p.add_argument("--policies", nargs="+", default=["sink", "h2o", "tova", "lookahead"],
+                   help=f"each: {one} (default: sink h2o tova lookahead)")
+    p.add_argument("--prompt", nargs="+", choices=("step", "full"), default=["step", "full"],
+                   help="prompt regimes: step (evict while reading), full (read in full, cut once); default both")
+
     p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
     p.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
     p.add_argument("--context", type=int, default=4096)
     p.add_argument("--budget", type=float, default=1.0, help="cache memory budget in GiB (default 1)")
-    p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
-    p.add_argument("policy", nargs="+", help=f"one or more: {one}")
-    p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
+
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
                        "trained on CPU, compared with TOVA by bytes of state")
-    t2r.add_arguments(p)
+    p.add_argument("--r", type=int, nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
+    p.add_argument("--window", type=int, default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
+    p.add_argument("--window-r", type=int, default=16, help="the hybrid's feature size (default 16)")
+    p.add_argument("--steps", type=int, default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
+    p.add_argument("--finetune", type=int, default=0, help="next-token finetune steps after the transfer (default 0)")
+    p.add_argument("--train-chunks", type=int, default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
+    p.add_argument("--eval-chunks", type=int, default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
+    p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
+    return ap, sub
 
+
+def main(argv=None):
+    ap, sub = parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
+    if args.cmd is None:  # no command: the tour
+        args = ap.parse_args([*argv, "tour"])
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
     for spec in [chosen] if isinstance(chosen, str) else chosen:
         policies.named(spec)  # a bad policy name or file fails before the model is loaded
-    handlers = {"ppl": cmd_ppl, "check": cmd_check, "sweep": cmd_experiment, "retention": cmd_experiment, "passkey": cmd_experiment,
-                "memory": cmd_experiment, "t2r": cmd_t2r}
-    handlers.get(args.cmd, cmd_tour)(args)
+    command, draw = COMMANDS[args.cmd]
+    if args.cmd == "ppl":  # a tool, not an experiment: nothing to save
+        return command(args)
+    t0 = time.time()
+    with harness.transcript() as printed:
+        data, model = command(args)
+    about = {"model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
+             "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
+    path = harness.save(result_name(args, sub.choices[args.cmd]), data, about, printed.getvalue(), draw)
+    print(f"{args.cmd}: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+    return data, model
 
 
 if __name__ == "__main__":

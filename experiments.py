@@ -1,52 +1,23 @@
-"""The paper's experiments on the default model. Each returns a dict, saves it as results/<name>.json,
-draws results/<name>.png when matplotlib is installed, and prints a table. Run them with demo.py.
+"""The paper's experiments on the default model. Each returns its data (a dict that can be saved as
+JSON), and has a `*_table(data)` that formats it for printing and a `draw_*(plt, data)` for its
+figure; demo.py runs them, prints the table and saves everything under results/. Progress goes to
+`log` when one is given.
 """
+import itertools
 import json
 import math
-import pathlib
 import time
 
 import torch
 import torch.nn.functional as F
 
+import harness
 import llama
 import msrnn
 import policies
 import texts
 
-RESULTS = pathlib.Path("results")
-# Oren et al. 2024, Table 3: LLaMA-2-7B on PG-19, 4,096-token chunks; 4096 is the full cache
-PAPER_TABLE3 = {
-    "sizes": [64, 128, 256, 512, 1024, 2048, 4096],
-    "shorter": [17.65, 12.97, 10.39, 8.92, 8.04, 7.50, 7.16],
-    "window": [4812, 4025, 3276, 2185, 1001, 240.2, 7.16],
-    "sink": [10.28, 8.98, 8.19, 7.73, 7.46, 7.30, 7.16],
-    "h2o": [10.20, 8.97, 8.22, 7.76, 7.50, 7.33, 7.16],
-    "tova": [9.53, 8.32, 7.71, 7.41, 7.25, 7.17, 7.16],
-}
-
-
-def log(msg, end="\n"):
-    print(msg, end=end, flush=True)
-
-
-def save(name: str, data: dict, draw=None) -> dict:
-    """results/<name>.json, and results/<name>.png via draw(plt) if matplotlib is installed."""
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=1))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return data
-    if draw is not None:
-        plt.figure(figsize=(6.4, 4.2))
-        draw(plt)
-        plt.tight_layout()
-        plt.savefig(RESULTS / f"{name}.png", dpi=120)
-        plt.close()
-    return data
+quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
 
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:
@@ -115,194 +86,191 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
           names=("window", "sink", "h2o", "tova", "lookahead", "lookahead:256"),
-          n_chunks=4, chunk=4096, batch=4, jobs=1) -> dict:
-    """Perplexity of every policy at every size on the same n_chunks chunks of real books.
+          n_chunks=4, chunk=4096, batch=4, jobs=1, log=quiet) -> dict:
+    """Perplexity of every policy at every size on the same n_chunks chunks of real books, next to the
+    full cache and the shorter-context baseline.
 
     names: policies as demo.py takes them ('tova', 'sink:8', 'mine.py:fn') or functions. Each setting
-    is saved as soon as it is measured (results/sweep/, named by the policy's source) and not measured
-    again, so an interrupted sweep resumes. jobs=2 measures settings in two processes of one thread
-    each, the costliest first: most operations of a bounded prefill are too small to gain from a
-    second thread, so on 2 cores two single-threaded processes finish sooner than one with two threads.
-    A lookahead reads its chunk ahead, so it is measured one chunk at a time to bound its memory.
+    is saved as soon as it is measured (cache_dir) and not measured again, so an interrupted sweep
+    resumes. jobs=2 measures settings in two single-threaded processes (harness.pool_map), the
+    costliest first.
     """
     ids = book_chunks(tok, n_chunks, chunk)
     named = [policies.named(n) for n in names]
     if len({p.label for p in named}) < len(named):
         raise ValueError(f"two policies share a display name: {[p.label for p in named]}")
-    parts = RESULTS / "sweep" / f"{n_chunks}x{chunk}"
-    parts.mkdir(parents=True, exist_ok=True)
-    settings = [(policies.FULL, chunk, "full"), *[(None, s, "shorter") for s in sizes],
-                *[(p, s, p.label) for p in named for s in sizes]]
-    file = lambda p, s: parts / f"{'full' if p is policies.FULL else p.key if p else 'shorter'}-{s}.json"
-    todo = [(p, s, file(p, s), 1 if p and p.reads_ahead else batch) for p, s, _ in settings if not file(p, s).exists()]
+    cache = cache_dir("sweep", model, ids)
+    settings = [(policies.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
+    file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is policies.FULL else p.key}-{s}.json"
+    todo = [(p, s) for p, s in settings if not file(p, s).exists()]
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
         f"{', '.join(p.label for p in named)}; {len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
     start = time.time()
-    in_pool = [(p.spec if p else None, s, f, b) for p, s, f, b in todo if p is None or p.spec]  # by name: picklable
-    if jobs > 1 and in_pool:
-        in_pool.sort(key=lambda job: -job[1])  # longest first, so neither process is left with a long one at the end
-        ctx = torch.multiprocessing.get_context("spawn")  # tensors reach the workers through shared memory
-        with ctx.Pool(jobs, initializer=_start_worker, initargs=(model, ids)) as pool:
-            pool.starmap(_measure_in_worker, in_pool, chunksize=1)
-    for job in todo:
-        if not job[2].exists():
-            _measure(model, ids, *job)
-    rows = {}
-    for p, s, name in settings:
-        rows.setdefault(name, {})[s] = json.loads(file(p, s).read_text())
+    # a job is the arguments of `measure`; a policy named by a string can go to a worker process, a
+    # function defined on the fly cannot and is measured here
+    args = {(p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch): (p, s)
+            for p, s in sorted(todo, key=lambda setting: -setting[1])}  # the longest first
+    sendable = [a for a in args if a[0] is None or isinstance(a[0], str)]
+    results = itertools.chain(harness.pool_map(measure, (model, ids), sendable, jobs),
+                              ((a, measure(model, ids, *a)) for a in args if a not in sendable))
+    for a, row in results:
+        p, s = args[a]
+        harness.atomic_write(file(p, s), json.dumps(row))
+        log(f"  {p.label if p else 'shorter':>12} {s:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
+            f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
+    ppl = {}  # display name -> size -> the setting's result
+    for p, s in settings:
+        ppl.setdefault("shorter" if p is None else p.label, {})[s] = json.loads(file(p, s).read_text())
     labels = [p.label for p in named]
-    data = {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": rows,
-            "gap_closed": gap_closed(rows, sizes, labels), "jobs": jobs,
-            "seconds": sum(r["seconds"] for by_size in rows.values() for r in by_size.values()),
+    return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
+            "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "cache": cache.name,
+            "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
-    def draw(plt):
-        for name in ["shorter", *labels]:
-            plt.plot(sizes, [rows[name][s]["ppl"] for s in sizes], "o-" if name != "shorter" else "o:",
-                     label="shorter context" if name == "shorter" else name)
-        plt.axhline(rows["full"][chunk]["ppl"], color="k", ls="--", label=f"full cache ({chunk})")
-        plt.xscale("log", base=2)
-        plt.yscale("log")
-        plt.xlabel("multi-state size")
-        plt.ylabel("perplexity")
-        plt.title(f"SmolLM2-135M, {n_chunks} chunks of {chunk} tokens")
-        plt.legend()
-    save(f"sweep_{n_chunks}x{chunk}", data, draw)
-    print_sweep(data)
-    return data
+
+def cache_dir(kind: str, model, ids):
+    """results/<kind>/<key>/: measured settings, keyed by everything that changes their numbers: the
+    model's weights and dtype, the tokens, and the code of llama.py and msrnn.py. Each file in it is
+    named by the policy's key (its source and parameters) and the size."""
+    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py"]
+    return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *code)
 
 
-def gap_closed(rows, sizes, labels, baseline="Window+4") -> dict:
-    """For each lookahead bound L (and the best of them at each size, if several ran) and each other
-    policy P: (baseline - P) / (baseline - L) at every size, the share of the distance from Window+4 to
-    the bound that P covers (negative: worse than Window+4; None where the bound is not below Window+4)."""
-    bounds = {b: {s: rows[b][s]["ppl"] for s in sizes} for b in labels if b.startswith("Lookahead")}
-    if len(bounds) > 1:
-        bounds["best bound"] = {s: min(b[s] for b in bounds.values()) for s in sizes}
-    if baseline not in rows:
-        return {}
-    base = {s: rows[baseline][s]["ppl"] for s in sizes}
-    out = {}
-    for name, bound in bounds.items():
-        for p in labels:
-            if p != baseline and p not in bounds:
-                out[f"{p} / {name}"] = {s: (base[s] - rows[p][s]["ppl"]) / (base[s] - bound[s])
-                                        if bound[s] < base[s] else None for s in sizes}
-    return out
+def weights(model) -> list:
+    """Every weight tensor of a model once (the named q/k/v and gate/up are views of fused ones)."""
+    per_layer = [w for L in model.layers for w in (L.attn_norm, L.w_qkv, L.wo, L.mlp_norm, L.w_gate_up, L.w_down)]
+    return [model.embed, *per_layer, model.norm, model.lm_head]
 
 
-def _measure(model, ids, named, size, file, batch):
-    """One setting of the sweep: the mean loss over the chunks (batch at a time), saved to `file`.
-    named: a policies.Named, or None for the shorter-context baseline."""
+def measure(model, ids, policy, size, batch) -> dict:
+    """One setting of the sweep: perplexity over the chunks ids (n, T), `batch` chunks at a time.
+    policy: a name or policies.Named, or None for the shorter-context baseline."""
     start = time.time()
+    named = policy and policies.named(policy)
     if named is None:
         losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
     else:
         losses = [nll(model, x, named, None if named is policies.FULL else size) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
-    row = {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
-           "seconds": time.time() - start}
-    atomic_write(file, json.dumps(row))
-    log(f"  {named.label if named else 'shorter':>12} {size:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
-        f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
+    return {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
+            "seconds": time.time() - start}
 
 
-def atomic_write(path, text):
-    """Write a whole file or nothing: an interrupted run must not leave half a result to be read back."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+def gap_closed(ppl, sizes, labels, baseline="Window+4") -> dict:
+    """For each lookahead bound L (and the best of them at each size, if several ran) and each other
+    policy P: (baseline - P) / (baseline - L) at every size, the share of the distance from Window+4 to
+    the bound that P covers (negative: worse than Window+4; None where the bound is not below Window+4)."""
+    bounds = {b: {s: ppl[b][s]["ppl"] for s in sizes} for b in labels if b.startswith("Lookahead")}
+    if len(bounds) > 1:
+        bounds["best bound"] = {s: min(b[s] for b in bounds.values()) for s in sizes}
+    if baseline not in ppl:
+        return {}
+    base = {s: ppl[baseline][s]["ppl"] for s in sizes}
+    out = {}
+    for name, bound in bounds.items():
+        for p in labels:
+            if p != baseline and p not in bounds:
+                out[f"{p} / {name}"] = {s: (base[s] - ppl[p][s]["ppl"]) / (base[s] - bound[s])
+                                        if bound[s] < base[s] else None for s in sizes}
+    return out
 
 
-_WORKER = {}  # a sweep worker process's model and chunks
-
-
-def _start_worker(model, ids):
-    torch.set_num_threads(1)
-    _WORKER.update(model=model, ids=ids)
-
-
-def _measure_in_worker(spec, size, file, batch):
-    _measure(_WORKER["model"], _WORKER["ids"], spec and policies.named(spec), size, file, batch)
-
-
-def print_sweep(data):
-    sizes, rows = data["sizes"], data["ppl"]
+def sweep_table(data) -> str:
+    sizes, ppl = data["sizes"], data["ppl"]
     width = max(12, *map(len, data["policies"])) + 1
-    log(f"\n{'policy':<{width}}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}")
-    full = rows["full"][data["chunk"]]["ppl"]
+    full = ppl["full cache"][data["chunk"]]["ppl"]
+    lines = [f"{'policy':<{width}}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}"]
     for name in ["shorter", *data["policies"]]:
-        log(f"{name:<{width}}" + "".join(f"{rows[name][s]['ppl']:>9.2f}" for s in sizes) + f"{full:>9.2f}")
+        lines.append(f"{name:<{width}}" + "".join(f"{ppl[name][s]['ppl']:>9.2f}" for s in sizes) + f"{full:>9.2f}")
     if data["gap_closed"]:
         wide = max(map(len, data["gap_closed"])) + 1
-        log(f"\nshare of the gap from Window+4 to a bound that a policy closes, (Window+4 - policy) / "
-            f"(Window+4 - bound);\n'-' where the bound is not below Window+4\n{'policy / bound':<{wide}}"
-            + "".join(f"{s:>9}" for s in sizes))
+        lines += ["", "share of the gap from Window+4 to a bound that a policy closes, (Window+4 - policy) / "
+                  "(Window+4 - bound);", "'-' where the bound is not below Window+4",
+                  f"{'policy / bound':<{wide}}" + "".join(f"{s:>9}" for s in sizes)]
         for pair, by_size in data["gap_closed"].items():
-            log(f"{pair:<{wide}}" + "".join(f"{by_size[s]:>9.0%}" if by_size[s] is not None else f"{'-':>9}"
-                                             for s in sizes))
+            lines.append(f"{pair:<{wide}}" + "".join(f"{by_size[s]:>9.0%}" if by_size[s] is not None else f"{'-':>9}"
+                                                     for s in sizes))
+    return "\n".join(lines)
+
+
+def draw_sweep(plt, data):
+    sizes, ppl = data["sizes"], data["ppl"]
+    for name in ["shorter", *data["policies"]]:
+        plt.plot(sizes, [ppl[name][s]["ppl"] for s in sizes], "o-" if name != "shorter" else "o:",
+                 label="shorter context" if name == "shorter" else name)
+    plt.axhline(ppl["full cache"][data["chunk"]]["ppl"], color="k", ls="--", label=f"full cache ({data['chunk']})")
+    plt.xscale("log", base=2)
+    plt.yscale("log")
+    plt.xlabel("multi-state size")
+    plt.ylabel("perplexity")
+    plt.title(f"{data['n_chunks']} chunks of {data['chunk']} tokens")
+    plt.legend()
 
 
 # ---------------------------------------------------------------- what TOVA keeps (Fig. 7-9, Table 2)
 
 @torch.no_grad()
-def retention(model, tok, size=256, length=2048, layer=15, book="alice29", picture=False, name="retention",
-              policy="tova") -> dict:
-    """Run a policy (TOVA by default) on one chunk and record which positions each layer's state holds
-    at every step (the first KV head's, for a head-wise policy). picture=True adds the chosen layer's
-    (T, T) held-rows matrix under "_held"; name=None saves nothing."""
+def retention(model, tok, size=256, length=2048, layer=15, book="alice29", policy="tova") -> dict:
+    """Run a policy (TOVA by default) on one chunk and record, in every layer, when each position is
+    dropped (the first KV head's choice, for a head-wise policy). A row never comes back, so that one
+    step per position says which rows are held at every step. Returns the paper's statistics over all
+    layers, and `dropped_at` of the chosen layer, for its picture."""
     named = policies.named(policy)
     if named is policies.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     ids = book_chunks(tok, 1, length, books=(book,))
-    T, L = ids.shape[1], model.config.n_layers
-    held = torch.zeros(L, T, T, dtype=torch.bool)  # held[l, t, j]: row j is kept after step t
+    T, n_layers = ids.shape[1], model.config.n_layers
+    dropped_at = torch.full((n_layers, T), T)  # dropped_at[l, j]: the step that drops row j; T: held to the end
     scored = named.on(model, ids)
 
     def recording(rows):
         scores = scored(rows)
-        n = rows.pos.shape[-1]
-        keep = torch.ones(n, dtype=torch.bool)
-        keep[msrnn.lowest(scores[:1, :1], n - rows.size)[0, 0]] = False  # what the state will drop
-        held[rows.layer, rows.t, rows.pos[0, 0][keep]] = True
+        gone = msrnn.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
+        dropped_at[rows.layer, rows.pos[0, 0, gone]] = rows.t
         return scores
 
     msrnn.prefill(model, ids, recording, size)
-    for t in range(min(size, T)):  # before the state is full nothing is dropped
-        held[:, t, : t + 1] = True
-    lifetime = held.sum(1).float()                                   # (L, T) steps each token stayed
+    held = held_rows(dropped_at)                                     # (n_layers, T, T)
+    lifetime = held.sum(1).float()                                   # (n_layers, T) steps each token stayed
     steps_left = (T - torch.arange(T)).float()                       # steps it could have stayed
-    recent = torch.tensor([held[:, t, max(0, t - size + 1): t + 1].sum().item() for t in range(size, T)]).sum()
-    recent_share = (recent / held[:, size:].sum()).item()
+    recent = sum(held[:, t, max(0, t - size + 1): t + 1].sum().item() for t in range(size, T))
+    recent_share = recent / held[:, size:].sum().item()
     # tokens kept longest, on average over their occurrences (all layers; seen at least 5 times, early enough)
     stay = (lifetime / steps_left).mean(0)                           # (T,) share of its remaining steps
-    eligible = torch.arange(T) < T - size
     by_token = {}
-    for j in torch.nonzero(eligible).flatten().tolist():
+    for j in range(T - size):
         by_token.setdefault(ids[0, j].item(), []).append(stay[j].item())
     ranked = sorted(((sum(v) / len(v), k, len(v)) for k, v in by_token.items() if len(v) >= 5), reverse=True)
-    data = {
-        "policy": named.label, "size": size, "length": T, "layer": layer, "book": book,
-        "recent_share": recent_share,
-        "first_tokens_kept_to_end_per_layer": [int(held[l, -1, :4].sum()) for l in range(L)],
-        "first_token_kept_to_end_layers": int(held[:, -1, 0].sum()),
-        "longest_kept_tokens": [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c}
-                                for s, k, c in ranked[:15]],
-        "shortest_kept_tokens": [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c}
-                                 for s, k, c in ranked[-5:]],
-    }
-    log(f"{named.label}, size {size}, {T} tokens of {book}: {recent_share:.0%} of kept rows are among the {size} most recent")
-    log(f"  the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{L} layers")
-    log("  kept longest: " + ", ".join(repr(x["token"]) for x in data["longest_kept_tokens"]))
+    tokens = lambda part: [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c} for s, k, c in part]
+    return {"policy": named.label, "size": size, "length": T, "layer": layer, "book": book,
+            "recent_share": recent_share,
+            "first_tokens_kept_to_end_per_layer": [int(held[l, -1, :4].sum()) for l in range(n_layers)],
+            "first_token_kept_to_end_layers": int(held[:, -1, 0].sum()),
+            "longest_kept_tokens": tokens(ranked[:15]), "shortest_kept_tokens": tokens(ranked[-5:]),
+            "dropped_at": dropped_at[layer].tolist()}
 
-    def draw(plt):
-        plt.imshow(held[layer].float().numpy(), aspect="auto", cmap="Greys", interpolation="nearest")
-        plt.xlabel("token position")
-        plt.ylabel("step t")
-        plt.title(f"{named.label} size {size}: rows held by layer {layer}")
-    if name:
-        save(name, data, draw)
-    return {**data, "_held": held[layer]} if picture else data
+
+def held_rows(dropped_at) -> torch.Tensor:
+    """held[..., t, j]: row j is in the state after step t, from dropped_at (..., T)."""
+    dropped_at = torch.as_tensor(dropped_at)
+    T = dropped_at.shape[-1]
+    t, j = torch.arange(T)[:, None], torch.arange(T)
+    return (j <= t) & (t < dropped_at[..., None, :])
+
+
+def retention_table(data) -> str:
+    n_layers = len(data["first_tokens_kept_to_end_per_layer"])
+    return (f"{data['policy']}, size {data['size']}, {data['length']} tokens of {data['book']}: "
+            f"{data['recent_share']:.0%} of kept rows are among the {data['size']} most recent\n"
+            f"the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{n_layers} layers\n"
+            "kept longest: " + ", ".join(repr(x["token"]) for x in data["longest_kept_tokens"]))
+
+
+def draw_retention(plt, data):
+    plt.imshow(held_rows(data["dropped_at"]).float().numpy(), aspect="auto", cmap="Greys", interpolation="nearest")
+    plt.xlabel("token position")
+    plt.ylabel("step t")
+    plt.title(f"{data['policy']} size {data['size']}: rows held by layer {data['layer']}")
 
 
 # ---------------------------------------------------------------- passkey retrieval (a stand-in for the paper's long QA)
@@ -348,7 +316,7 @@ def answer_ids(model, prompts, policy, size, n, regime="step"):
 
 @torch.no_grad()
 def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"), length=2048,
-            depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6, regimes=("step",)) -> dict:
+            depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6, regimes=("step",), log=quiet) -> dict:
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through msrnn.prefill, which hands over its state; 6 tokens are then generated."""
@@ -367,70 +335,63 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
                     "total": len(prompts)}
         log(f"  {named.label:>12} {size or '':>5} {regime if size else '':>4}: {right}/{len(prompts)}  "
             f"[{time.time() - t0:.0f} s]")
-    data = {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
-    save("passkey", data)
-    return data
+    return {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
+
+
+def passkey_table(data) -> str:
+    return "\n".join(f"{r['policy']:>12} {r['size'] or '':>5} {r['regime'] or '':>4}: {r['correct']}/{r['total']}"
+                     for r in data["results"].values())
 
 
 # ---------------------------------------------------------------- memory and throughput (Table 1)
 
-def state_bytes(model, rows: int) -> int:
-    """Bytes of keys and values one sequence holds with `rows` rows per layer (model dtype)."""
-    c = model.config
-    return 2 * c.n_layers * c.n_kv_heads * c.head_dim * rows * model.embed.element_size()
-
-
-def synthetic_state(model, batch: int, rows: int, size=None) -> msrnn.State:
-    """A state that already holds `rows` rows (random keys and values), as if `rows` tokens were read:
+def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
+    """A state that already holds `n_rows` rows (random keys and values), as if `n_rows` tokens were read:
     a decode step's cost depends on how many rows there are, not on their content."""
     state = msrnn.init_state(model, batch, size)
     g = torch.Generator().manual_seed(0)
     for ms in state:
-        cap = rows + 64 if size is None else size + 1  # room to decode without growing
+        cap = n_rows + 64 if size is None else size + 1  # room to decode without growing
         shape = (batch, ms.k.shape[1], cap, ms.k.shape[3])
         ms.k, ms.v = (torch.randn(shape, generator=g, dtype=model.dtype) * 0.1 for _ in range(2))
         ms.pos = torch.arange(cap).expand(shape[:3]).contiguous()
         ms.score = torch.zeros(shape[:3], dtype=model.dtype)
-        ms.n = rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
+        ms.n = n_rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
         ms.free.zero_()
-    state.t = rows
+    state.t = n_rows
     return state
 
 
 @torch.no_grad()
-def decode_speed(model, batch: int, rows: int, size=None, policy=None, steps=8) -> float:
-    """Tokens per second of batched greedy decoding from a state holding `rows` rows. The median
-    step: this machine's speed drifts, and a burst of other work should not decide the number."""
-    state = synthetic_state(model, batch, rows, size)
-    tok = torch.zeros(batch, dtype=torch.long)
-    llama.step(model, tok, state, policy)  # warm-up
-    times = []
-    for i in range(steps):
-        t0 = time.perf_counter()
-        logits = llama.step(model, tok, state, policy)
-        tok = logits.argmax(-1)
-        times.append(time.perf_counter() - t0)
-    return batch / sorted(times)[steps // 2]
+def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8) -> float:
+    """Tokens per second of batched decoding from a state holding `n_rows` rows: the median of `steps`
+    steps (at most 63 for an unbounded state, which has room for 64 more rows)."""
+    state = synthetic_state(model, batch, n_rows, size)
+    tokens = torch.zeros(batch, dtype=torch.long)  # a step costs the same whatever the token
+    return batch / harness.median_time(lambda: llama.step(model, tokens, state, policy), steps)
 
 
-def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8, name="memory") -> dict:
+def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8, log=quiet) -> dict:
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
-    tokens/s of decoding at that batch after `context` tokens, full cache against TOVA.
-    Saved as results/<name>.json; name=None saves nothing."""
+    tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
     budget = budget_gib * 2 ** 30
-    rows_out = []
+    results = []
     log(f"memory and throughput: decoding after {context} tokens, cache budget {budget_gib} GiB")
     for size in list(sizes) + [None]:
-        rows = context if size is None else size
-        per_seq = state_bytes(model, rows if size is None else size + 1)  # a bounded state has size + 1 slots
+        per_seq = msrnn.state_bytes(model, context if size is None else size + 1)  # a bounded state has size + 1 slots
         batch = int(budget // per_seq)
-        tps = decode_speed(model, batch, rows, size, None if size is None else policies.tova, steps) if batch else 0.0
-        rows_out.append({"size": size or context, "policy": "full" if size is None else "tova",
-                         "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
-        log(f"  {('TOVA ' + str(size)) if size else 'full ' + str(context):>10}: {per_seq / 2**20:7.1f} MiB/seq, "
-            f"batch {batch:4d}, {tps:7.1f} tokens/s")
-    full = rows_out[-1]["tokens_per_s"]
-    for r in rows_out:
+        tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else 0.0
+        results.append({"size": size or context, "policy": "full" if size is None else "tova",
+                     "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
+        log(memory_table({"results": results[-1:]}))
+    full = results[-1]["tokens_per_s"]
+    for r in results:
         r["relative_throughput"] = r["tokens_per_s"] / full if full else None
-    data = {"context": context, "budget_GiB": budget_gib, "rows": rows_out}
-    return save(name, data) if name else data
+    return {"context": context, "budget_GiB": budget_gib, "dtype": str(model.dtype).removeprefix("torch."),
+            "results": results}
+
+
+def memory_table(data) -> str:
+    return "\n".join(f"{('TOVA ' if r['policy'] == 'tova' else 'full ') + str(r['size']):>10}: "
+                     f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, {r['tokens_per_s']:7.1f} tokens/s"
+                     for r in data["results"])

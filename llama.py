@@ -7,8 +7,9 @@ where (K, V) is the layer's multi-state, one key/value row per kept token.
 Transformer view (`forward`): all positions at once under an attention mask.
 
 With no compression policy the two compute the same function; test_equivalence.py proves it.
-Weights are plain tensors in dataclasses; the multi-state lives outside (msrnn.py) and is
-passed in and returned.
+Weights are plain tensors in dataclasses. The multi-state lives outside (msrnn.py): `step` is
+handed it and updates it in place; msrnn.prefill reads a whole text with the transformer view's
+position-wise parts (attention_inputs, after_attention, output) around the multi-state's attention.
 """
 import math
 from dataclasses import dataclass

@@ -53,7 +53,10 @@ class MultiState:
         K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
         attn = self.attention(q, K, pos, t)                          # (B, Hkv, G, n)
         out = attn @ V                                               # (B, Hkv, G, hd)
-        self.compress(attn, t, policy)  # after attending: the current token may be the one dropped
+        if self.size is not None:  # after attending, so that the current token may be the one dropped
+            # H2O's score: the attention each row receives, summed over steps and the KV head's G queries
+            self.score[:, :, :self.n] += attn.sum(2)
+            self.evict(attn, t, policy)
         return out
 
     def attention(self, q, K, pos, t):
@@ -80,14 +83,6 @@ class MultiState:
         # slots [0, n) are all live here: the slot freed last step was just refilled
         n = self.n
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
-
-    def compress(self, attn, t, policy):
-        """After attention: accumulate it, and if more than `size` rows are held, drop the excess."""
-        if self.size is None:  # unbounded: nothing to drop, nothing to score
-            return
-        # H2O's score: attention each row receives, summed over steps and over the KV head's G queries
-        self.score[:, :, :self.n] += attn.sum(2)
-        self.evict(attn, t, policy)
 
     def evict(self, attn, t, policy):
         """Let the policy score the rows and drop the lowest: one per step, or at the last prompt step
@@ -125,7 +120,7 @@ class MultiState:
             scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
             attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1)
             out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
-            self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in compress
+            self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
         self.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
         return out
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import harness
 import llama
 import msrnn
 import policies
@@ -163,11 +164,6 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
     return torch.stack([llama.step(model, tokens[:, t], state) for t in range(tokens.shape[1])], 1)
 
 
-def state_bytes(cfg: llama.Config, rows: int = 0, r: int = 0, itemsize: int = 4) -> int:
-    """Bytes one sequence's state holds, all layers: `rows` key and value rows, plus S and z of r features."""
-    return cfg.n_layers * cfg.n_kv_heads * (2 * rows * cfg.head_dim + r * (cfg.head_dim + 1)) * itemsize
-
-
 # ---------------------------------------------------------------- saving
 
 def save(maps: FeatureMaps, path):
@@ -246,7 +242,7 @@ def transfer(model, maps: FeatureMaps, data: dict, steps: int, lr: float = 1e-2,
     return losses
 
 
-def finetune(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, seed: int = 0, log=print) -> list:
+def finetune_maps(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, seed: int = 0, log=print) -> list:
     """T2R's second stage, here for the maps only: next-token loss through the whole frozen model."""
     opt = torch.optim.Adam(maps.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
@@ -265,83 +261,89 @@ def finetune(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, see
 
 # ---------------------------------------------------------------- the comparison: python demo.py t2r
 
-def add_arguments(p):
-    p.add_argument("--r", type=int, nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
-    p.add_argument("--window", type=int, default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
-    p.add_argument("--window-r", type=int, default=16, help="the hybrid's feature size (default 16)")
-    p.add_argument("--steps", type=int, default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
-    p.add_argument("--finetune", type=int, default=0, help="next-token finetune steps after the transfer (default 0)")
-    p.add_argument("--train-chunks", type=int, default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
-    p.add_argument("--eval-chunks", type=int, default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
-    p.add_argument("--sizes", type=int, nargs="*", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
-    p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
+def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
+    """Bytes one sequence's state holds: the hybrid's window of key/value rows (msrnn.state_bytes),
+    plus S and z of maps.r features per KV head in every swapped layer."""
+    c = model.config
+    return msrnn.state_bytes(model, maps.window) + len(maps.layers) * c.n_kv_heads * maps.r * (c.head_dim + 1) * \
+        model.embed.element_size()
 
 
-def experiment(model, tok, args) -> dict:
-    """Perplexity against bytes of state per sequence at 4,096 tokens: T2R (trained here, or --load),
-    ELU+1 and the hybrid next to softmax, TOVA, H2O and Window+4 on the same chunks.
-    Writes results/t2r.json, results/t2r.png (with matplotlib) and the maps as safetensors."""
+def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetune=0, train_chunks=4, eval_chunks=2,
+               sizes=(32, 256), load_maps=False, log=None) -> dict:
+    """Perplexity against bytes of state per sequence at 4,096 tokens: T2R with r features (trained
+    here for `steps` attention-transfer and `finetune` next-token steps, or loaded with load_maps),
+    ELU+1, and the hybrid (`window` exact rows + T2R of window_r features) next to softmax, TOVA,
+    H2O and Window+4 at `sizes`, on the same held-out chunks. The maps are saved as safetensors in results/."""
     import experiments
-    log, c, t_start = experiments.log, model.config, time.time()
-    train = experiments.book_chunks(tok, args.train_chunks, books=("lcet10", "plrabn12"))  # (N, 4096)
-    test = experiments.book_chunks(tok, args.eval_chunks, books=("alice29", "asyoulik"))
-    rows, data, collect_s = [], None, 0
+    log, t_start = log or (lambda msg: None), time.time()
+    train = experiments.book_chunks(tok, train_chunks, books=("lcet10", "plrabn12"))  # (N, 4096)
+    test = experiments.book_chunks(tok, eval_chunks, books=("alice29", "asyoulik"))
+    results, data, collect_s = [], None, 0
 
-    def record(method, family, nll, kv_rows, r=0, **extra):
-        rows.append(dict(method=method, family=family, state_bytes=state_bytes(c, kv_rows, r),
-                         ppl=math.exp(nll.mean().item()), ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
-        log(f"   {method}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {rows[-1]['ppl']:.2f}")
+    def record(method, family, nll, bytes_, **extra):
+        results.append(dict(method=method, family=family, state_bytes=bytes_, ppl=math.exp(nll.mean().item()),
+                         ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
+        log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
 
-    runs = [FeatureMaps(c, r) for r in args.r] + [FeatureMaps(c, kind="elu")]
-    runs += [FeatureMaps(c, args.window_r, window=args.window)] if args.window else []
+    runs = [FeatureMaps(model.config, n) for n in r] + [FeatureMaps(model.config, kind="elu")]
+    runs += [FeatureMaps(model.config, window_r, window=window)] if window else []
     for maps in runs:
-        name = "ELU+1" if maps.kind == "elu" else f"T2R r={maps.r}"
-        name = f"hybrid: window {maps.window} + {name}" if maps.window else name
-        file = experiments.RESULTS / f"t2r_{maps.kind}_r{maps.r}_w{maps.window}.safetensors"
+        file = harness.RESULTS / f"t2r_{maps.kind}_r{maps.r}_w{maps.window}.safetensors"
         t0, losses, ft = time.time(), [], []
-        if maps.kind == "relu" and args.load:
+        if maps.kind == "relu" and load_maps:
             maps = load(file, model)
         elif maps.kind == "relu":
             if data is None:
                 log(f"collecting every layer's q, k, v and softmax output on {len(train)} training chunks ...")
                 data = collect(model, train, maps.layers)
                 collect_s = round(time.time() - t0)
-                log(f"   {collect_s} s")
                 t0 = time.time()
-            log(f"{name}: attention transfer, {args.steps} steps")
-            losses = transfer(model, maps, data, args.steps, log=log)
-            ft = finetune(model, maps, train, args.finetune, log=log) if args.finetune else []
-            experiments.RESULTS.mkdir(exist_ok=True)
+            log(f"{name(maps)}: attention transfer, {steps} steps")
+            losses = transfer(model, maps, data, steps, log=log)
+            ft = finetune_maps(model, maps, train, finetune, log=log) if finetune else []
             save(maps, file)
-        train_s = time.time() - t0
+        train_s = round(time.time() - t0)
         with torch.no_grad():
             nll = F.cross_entropy(forward(model, maps, test)[:, :-1].transpose(1, 2), test[:, 1:], reduction="none")
-        record(name, "hybrid" if maps.window else maps.kind, nll, maps.window, maps.r, train_s=round(train_s),
-               transfer_loss=losses, finetune_loss=ft)
+        record(name(maps), "hybrid" if maps.window else maps.kind, nll, state_bytes(model, maps),
+               train_s=train_s, transfer_loss=losses, finetune_loss=ft)
 
-    log("softmax attention, then the MSRNN policies (masked view) on the same chunks ...")
-    record("softmax, full cache", "full", experiments.nll(model, test), test.shape[1])
-    for size in args.sizes:
+    log("softmax attention, then the MSRNN policies on the same chunks ...")
+    record("softmax, full cache", "full", experiments.nll(model, test), msrnn.state_bytes(model, test.shape[1]))
+    for size in sizes:
         for p in ("tova", "h2o", "sink"):
-            record(f"{policies.named(p).label} {size}", p, experiments.nll(model, test, p, size), size)
+            record(f"{policies.named(p).label} {size}", p, experiments.nll(model, test, p, size),
+                   msrnn.state_bytes(model, size))
+    results.sort(key=lambda row: row["state_bytes"])
+    return {"results": results, "collect_s": collect_s, "chunks": len(test), "tokens": test.shape[1],
+            "dtype": str(model.dtype).removeprefix("torch."), "seconds": round(time.time() - t_start)}
 
-    rows.sort(key=lambda row: row["state_bytes"])
-    print("\n| method | state per sequence | perplexity | training |\n|---|---|---|---|")
-    for row in rows:
+
+def name(maps: FeatureMaps) -> str:
+    plain = "ELU+1" if maps.kind == "elu" else f"T2R r={maps.r}"
+    return f"hybrid: window {maps.window} + {plain}" if maps.window else plain
+
+
+def table(data) -> str:
+    lines = ["| method | state per sequence | perplexity | training |", "|---|---|---|---|"]
+    for row in data["results"]:
         train_s = f"{row['train_s']} s" if row.get("transfer_loss") else ""
-        print(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {train_s} |")
-    log(f"{len(test)} chunks of {test.shape[1]} tokens; {time.time() - t_start:.0f} s in all")
+        lines.append(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {train_s} |")
+    return "\n".join(lines + [f"{data['chunks']} chunks of {data['tokens']} tokens; {data['seconds']} s in all"])
 
-    def draw(plt):
-        for fam in ("tova", "h2o", "sink", "full", "relu", "elu", "hybrid"):
-            pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in rows if row["family"] == fam]
-            if not pts:
-                continue
-            label = {"relu": "T2R (ReLU map, r=" + ",".join(map(str, args.r)) + ")", "elu": "ELU+1 (untrained)",
-                     "hybrid": f"hybrid (window {args.window} + T2R r={args.window_r})", "full": "softmax, full cache"}
+
+def draw(plt, data):
+    labels = {"relu": "T2R (ReLU map)", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + T2R)",
+              "full": "softmax, full cache"}
+    for fam in ("tova", "h2o", "sink", "full", "relu", "elu", "hybrid"):
+        pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
+        if pts:
             plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink") else "",
-                     label=label.get(fam) or policies.named(fam).label)
-        plt.xscale("log"), plt.yscale("log")
-        plt.xlabel("state per sequence at 4,096 tokens (MiB, float32)"), plt.ylabel("perplexity")
-        plt.title("Fold the past into one state (T2R) or keep a few rows (MSRNN)"), plt.legend(fontsize=7)
-    return experiments.save("t2r", {"rows": rows, "collect_s": collect_s, "args": vars(args)}, draw)
+                     label=labels.get(fam) or policies.named(fam).label)
+    plt.xscale("log")
+    plt.yscale("log")
+    plt.xlabel(f"state per sequence at {data['tokens']:,} tokens (MiB, {data['dtype']})")
+    plt.ylabel("perplexity")
+    plt.title("Fold the past into one state (T2R) or keep a few rows (MSRNN)")
+    plt.legend(fontsize=7)

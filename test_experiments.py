@@ -3,25 +3,31 @@ import json
 import shutil
 
 import pytest
+import torch
 
 import demo
 import experiments
+import harness
+from conftest import random_model, tiny_config
 
 
 @pytest.fixture(autouse=True)
 def results_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiments, "RESULTS", tmp_path)
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
 
 
 SMALL_SWEEP = dict(sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48)
 
 
-def test_sweep(real_model, tokenizer, tmp_path):
-    data = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)
-    saved = json.loads((tmp_path / "sweep_2x48.json").read_text())
-    assert set(saved["ppl"]) == {"full", "shorter", "Window+4", "TOVA"} and len(saved["ppl"]["TOVA"]["8"]["per_chunk"]) == 2
-    assert experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)["ppl"] == data["ppl"]  # resumed: nothing measured again
+def test_sweep(real_model, tokenizer):
+    log = []
+    data = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP, log=log.append)
+    assert set(data["ppl"]) == {"full cache", "shorter", "Window+4", "TOVA"} and len(data["ppl"]["TOVA"][8]["per_chunk"]) == 2
+    assert "7 of 7 settings to measure" in log[0]
+    again = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP, log=log.append)
+    assert again["ppl"] == data["ppl"] and "0 of 7 settings to measure" in log[-1]  # resumed: nothing measured again
     assert data["ppl"]["TOVA"][16]["ppl"] < data["ppl"]["TOVA"][8]["ppl"] * 1.5
+    assert "TOVA" in experiments.sweep_table(data)
 
 
 def test_sweep_in_two_processes(real_model, tokenizer, tmp_path):
@@ -33,11 +39,22 @@ def test_sweep_in_two_processes(real_model, tokenizer, tmp_path):
             assert two[name][size]["ppl"] == pytest.approx(one[name][size]["ppl"], rel=1e-5)
 
 
+def test_saved_settings_are_keyed_by_model_dtype_and_tokens():
+    a, b = random_model(tiny_config(), seed=0), random_model(tiny_config(), seed=1)
+    ids = torch.zeros(1, 8, dtype=torch.long)
+    key = experiments.cache_dir("sweep", a, ids)
+    assert key == experiments.cache_dir("sweep", random_model(tiny_config(), seed=0), ids)
+    assert key != experiments.cache_dir("sweep", b, ids), "another model must not reuse these settings"
+    assert key != experiments.cache_dir("sweep", random_model(tiny_config(), seed=0, dtype=torch.float32), ids)
+    assert key != experiments.cache_dir("sweep", a, ids + 1), "other chunks must not reuse these settings"
+
+
 def test_retention(real_model, tokenizer):
-    data = experiments.retention(real_model, tokenizer, size=16, length=64, layer=3, picture=True)
-    held = data["_held"]
+    data = experiments.retention(real_model, tokenizer, size=16, length=64, layer=3)
+    held = experiments.held_rows(data["dropped_at"])
     assert held.shape == (64, 64) and (held.sum(1)[16:] == 16).all()  # size rows held after every step
-    assert 0 < data["recent_share"] <= 1
+    assert 0 < data["recent_share"] <= 1 and "most recent" in experiments.retention_table(data)
+    json.dumps(data)  # all of it can be saved
 
 
 def test_passkey(real_model, tokenizer):
@@ -48,8 +65,25 @@ def test_passkey(real_model, tokenizer):
 
 def test_memory(real_model):
     data = experiments.memory(real_model, context=64, sizes=(16,), budget_gib=0.05, steps=1)
-    full, tova = data["rows"][-1], data["rows"][0]
+    full, tova = data["results"][-1], data["results"][0]
     assert tova["max_batch"] > full["max_batch"] >= 1 and tova["tokens_per_s"] > 0
+
+
+def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
+    """A run writes its JSON with how it was made, and its log; a run with other settings than the
+    default gets a name that says so, and never the default's name."""
+    demo.main(["retention", "--size", "16", "--length", "64", "--layer", "3"])
+    name = "retention-size_16-length_64-layer_3"
+    saved = json.loads((tmp_path / f"{name}.json").read_text())
+    about = saved["about"]
+    assert about["command"].endswith("retention --size 16 --length 64 --layer 3") or "pytest" in about["command"]
+    assert about["model"].startswith("SmolLM2") and about["dtype"] == "float32" and about["seconds"] > 0
+    assert about["code_version"] and saved["size"] == 16
+    log = (tmp_path / f"{name}.log").read_text()
+    assert "most recent" in log and "model: SmolLM2" in log and not (tmp_path / "retention.json").exists()
+    ap, sub = demo.parser()
+    assert demo.result_name(ap.parse_args(["retention"]), sub.choices["retention"]) == "retention"
+    assert demo.result_name(ap.parse_args(["--model", "x", "sweep"]), sub.choices["sweep"]) == "sweep-model_x"
 
 
 def test_cli_errors_are_clear(capsys):
@@ -75,7 +109,7 @@ def test_cli_ppl(tmp_path, capsys):
 def test_bench_quick(real_model):
     import bench
     out = bench.main(["--quick", "--threads", "1"])
-    assert out["decode"]["ours_tokens_per_s"] > 0 and set(out["prefill"]) >= {"full", "tova", "token_by_token"}
+    assert out["decode"]["ours_tokens_per_s"] > 0 and out["reading"]["prefill_s"] > 0
 
 
 # ---------------------------------------------------------------- your own policy, end to end
@@ -104,7 +138,9 @@ def test_a_policy_of_ones_own_runs_everywhere(real_model, tokenizer, tmp_path):
     assert data["policies"] == ["keep_loud", "Mine+1", "Window+1"]
     # the user's Window+1 is the built-in sink:1, under the user's own name, in the JSON too
     assert data["ppl"]["Mine+1"][8]["ppl"] == data["ppl"]["Window+1"][8]["ppl"]
-    assert json.loads((tmp_path / "sweep_1x40.json").read_text())["policies"] == data["policies"]
+    demo.main(["sweep", "--sizes", "8", "--chunks", "1", "--chunk", "40", "--policies", mine, "sink:1", "--jobs", "1"])
+    saved = next(tmp_path.glob("sweep-*.json"))
+    assert json.loads(saved.read_text())["policies"] == ["Mine+1", "Window+1"]  # in the JSON too
     key = experiments.passkey(real_model, tokenizer, sizes=(16,), names=(mine,), length=60, depths=(0.5,), keys=(1,),
                               regimes=("step", "full"))
     assert set(key["results"]) == {"full cache", "Mine+1/16/step", "Mine+1/16/full"}

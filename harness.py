@@ -1,0 +1,136 @@
+"""The plumbing of the experiments, kept out of the files that teach: where results go and what they
+record about the run that made them, a transcript of what a run printed, one way to time code, and
+a pool of worker processes. Nothing here changes a number.
+"""
+import contextlib
+import hashlib
+import io
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parent
+RESULTS = ROOT / "results"  # next to the code, wherever it is run from
+
+
+def atomic_write(path: pathlib.Path, text: str):
+    """Write a whole file or nothing: an interrupted run must not leave half a result to be read back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def code_version() -> str:
+    """The git commit, with '+changes' when the working tree differs from it; 'unknown' outside git."""
+    try:
+        git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = git("rev-parse", "--short", "HEAD")
+        return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "") if commit else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
+    """results/<name>.json: `data` with `about` (how it was made: command, model, dtype, code version,
+    seconds) inside; results/<name>.log: what the run printed; results/<name>.png: draw(plt, data),
+    if matplotlib is installed. Returns the JSON's path."""
+    about = {"command": "python " + " ".join(sys.argv), "code_version": code_version(), **about}
+    path = RESULTS / f"{name}.json"
+    atomic_write(path, json.dumps({"about": about, **data}, indent=1))
+    if log:
+        atomic_write(RESULTS / f"{name}.log", f"$ {about['command']}\n{log}")
+    if draw is not None:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            return path
+        plt.figure(figsize=(6.4, 4.2))
+        draw(plt, data)
+        plt.tight_layout()
+        plt.savefig(RESULTS / f"{name}.png", dpi=120)
+        plt.close()
+    return path
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+        return len(text)
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()
+
+
+@contextlib.contextmanager
+def transcript():
+    """Print as usual, and keep a copy: `with transcript() as out: ...; out.getvalue()`."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(_Tee(sys.stdout, out)):
+        yield out
+
+
+def fingerprint(*parts) -> str:
+    """A short hash of tensors, strings and files: a cache key that changes when any of them does."""
+    h = hashlib.sha1()
+    for p in parts:
+        if isinstance(p, torch.Tensor):
+            h.update(str((p.dtype, tuple(p.shape))).encode())
+            h.update(p.contiguous().view(torch.uint8).numpy().data if p.numel() else b"")
+        elif isinstance(p, pathlib.Path):
+            h.update(p.read_bytes())
+        else:
+            h.update(str(p).encode())
+    return h.hexdigest()[:12]
+
+
+def median_time(fn, repeat: int, warmup: int = 1) -> float:
+    """Seconds per call of fn(): the median of `repeat` calls after `warmup` untimed ones. The median,
+    because this machine's speed drifts and a burst of other work should not decide the number."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- worker processes
+
+_SHARED = {}  # in a worker process: the function and the arguments every job shares
+
+
+def _start(fn, shared):
+    torch.set_num_threads(1)
+    _SHARED.update(fn=fn, shared=shared)
+
+
+def _job(args):
+    return args, _SHARED["fn"](*_SHARED["shared"], *args)
+
+
+def pool_map(fn, shared: tuple, jobs: list, processes: int):
+    """Yield (args, fn(*shared, *args)) for each args in jobs, as each finishes, in `processes`
+    single-threaded processes that share `shared` (tensors go through shared memory, not copies).
+    Most operations of a bounded step are too small to gain from a second thread, so on 2 cores two
+    one-thread processes finish sooner than one process with two threads. fn must be importable."""
+    if processes <= 1 or len(jobs) <= 1:
+        yield from ((args, fn(*shared, *args)) for args in jobs)
+        return
+    ctx = torch.multiprocessing.get_context("spawn")
+    with ctx.Pool(processes, initializer=_start, initargs=(fn, shared)) as pool:
+        yield from pool.imap_unordered(_job, jobs, chunksize=1)

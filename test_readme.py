@@ -1,0 +1,35 @@
+"""README cannot drift from the code: its file tour, its line counts, its code excerpt, its test command."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).parent
+README = (ROOT / "README.md").read_text()
+
+
+def lines(path):
+    return len(path.read_text().splitlines())
+
+
+def section(title):
+    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_file_tour_lists_every_file_with_its_line_count():
+    tour = dict(re.findall(r"^\| `([\w*.]+)` \| (\d+) \|", section("Tour of the files"), re.M))
+    tests = sorted(ROOT.glob("test_*.py"))
+    files = {p.name: lines(p) for p in ROOT.glob("*.py") if p not in tests}
+    files["test_*.py"] = sum(map(lines, tests))
+    assert {name: int(n) for name, n in tour.items()} == files, "update README's tour of the files"
+    assert f"{len(tests)} test files" in section("Tour of the files")
+
+
+def test_how_it_reads_is_the_code():
+    excerpt = section("How it reads").split("```python\n", 1)[1].split("```", 1)[0]
+    code = [line.strip() for line in (ROOT / "llama.py").read_text().splitlines()]
+    for line in excerpt.strip().splitlines():
+        assert line.strip() in code, f"README's excerpt is not in llama.py: {line.strip()!r}"
+
+
+def test_readme_test_command_is_what_ci_runs():
+    command = re.search(r"&& (python -m pytest)\b", README).group(1)
+    assert command in (ROOT / ".ci" / "run").read_text()
