@@ -104,6 +104,8 @@ def _hf_name(name):
 
 
 def _convert(gguf_path, out, log):
+    """GGUF -> a Hugging Face folder. One function, read top to bottom: config, tensors (dequantized,
+    q/k un-permuted, every name and shape checked), tokenizer; splitting it would only add jumps."""
     import gguf
     import numpy as np
     from safetensors.numpy import save_file

@@ -209,6 +209,7 @@ def result_name(args, parser) -> str:
 
 
 def parser():
+    """The command line. Long, but flat: one declaration per option, nothing to follow."""
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help=model_help)

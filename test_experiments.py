@@ -19,6 +19,7 @@ def results_in_tmp(tmp_path, monkeypatch):
 SMALL_SWEEP = dict(sizes=(8, 16), names=("sink", "tova"), n_chunks=2, chunk=48)
 
 
+@pytest.mark.usefixtures("books")
 def test_sweep(real_model, tokenizer):
     log = []
     data = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP, log=log.append)
@@ -30,6 +31,7 @@ def test_sweep(real_model, tokenizer):
     assert "TOVA" in experiments.sweep_table(data)
 
 
+@pytest.mark.usefixtures("books")
 def test_sweep_in_two_processes(real_model, tokenizer, tmp_path):
     one = experiments.sweep(real_model, tokenizer, **SMALL_SWEEP)["ppl"]
     shutil.rmtree(tmp_path / "sweep")
@@ -49,6 +51,7 @@ def test_saved_settings_are_keyed_by_model_dtype_and_tokens():
     assert key != experiments.cache_dir("sweep", a, ids + 1), "other chunks must not reuse these settings"
 
 
+@pytest.mark.usefixtures("books")
 def test_retention(real_model, tokenizer):
     data = experiments.retention(real_model, tokenizer, size=16, length=64, layer=3)
     held = experiments.held_rows(data["dropped_at"])
@@ -69,6 +72,7 @@ def test_memory(real_model):
     assert tova["max_batch"] > full["max_batch"] >= 1 and tova["tokens_per_s"] > 0
 
 
+@pytest.mark.usefixtures("books")
 def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
     """A run writes its JSON with how it was made, and its log; a run with other settings than the
     default gets a name that says so, and never the default's name."""
@@ -86,6 +90,7 @@ def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
     assert demo.result_name(ap.parse_args(["--model", "x", "sweep"]), sub.choices["sweep"]) == "sweep-model_x"
 
 
+@pytest.mark.usefixtures("books")
 def test_cli_errors_are_clear(capsys):
     for argv, message in [(["ppl", "--policy", "nope", "--size", "3"], "unknown policy 'nope'"),
                           (["ppl", "--policy", "tova", "--size", "0"], "--size must be at least 1"),
@@ -99,6 +104,7 @@ def test_cli_errors_are_clear(capsys):
             demo.main(argv)
 
 
+@pytest.mark.model  # loads the default model itself
 def test_cli_ppl(tmp_path, capsys):
     text = tmp_path / "t.txt"
     text.write_text("It was a bright cold day in April, and the clocks were striking thirteen. " * 8)
@@ -128,6 +134,7 @@ def broken(rows):
 """
 
 
+@pytest.mark.usefixtures("books")
 def test_a_policy_of_ones_own_runs_everywhere(real_model, tokenizer, tmp_path):
     def keep_loud(rows):
         """Defined in a test: keep the rows whose keys have the largest norm."""
@@ -146,6 +153,7 @@ def test_a_policy_of_ones_own_runs_everywhere(real_model, tokenizer, tmp_path):
     assert set(key["results"]) == {"full cache", "Mine+1/16/step", "Mine+1/16/full"}
 
 
+@pytest.mark.model  # loads the default model itself
 def test_cli_runs_a_policy_from_a_file_and_names_its_errors(tmp_path, capsys):
     (tmp_path / "mine.py").write_text(MINE)
     text = tmp_path / "t.txt"
@@ -165,6 +173,7 @@ def test_cli_runs_a_policy_from_a_file_and_names_its_errors(tmp_path, capsys):
         demo.main(["ppl", "--policy", f"{tmp_path}/syntax.py:f", "--size", "16", "--text", str(text)])
 
 
+@pytest.mark.usefixtures("books")
 def test_check_cli_quality(real_model, tokenizer, tmp_path):
     import check
     table = check.quality(check.policies.named("window"), real_model, tokenizer, sizes=(16,), length=64,

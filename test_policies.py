@@ -7,8 +7,7 @@ import torch
 import llama
 import msrnn
 import policies
-from conftest import random_model, tiny_config
-from test_equivalence import EXACT, tokens
+from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 CAUSAL = {name: f for name, f in policies.POLICIES.items() if not policies.named(name).reads_ahead}
 ALL = dict(CAUSAL, sink1=functools.partial(policies.sink, sinks=1))
@@ -26,8 +25,9 @@ def test_recurrent_equals_masked_view(name):
     for size in filter(lambda s: valid(name, s), SIZES):
         recurrent = msrnn.run(model, x, ALL[name], size)
         masked, _ = msrnn.masked_forward(model, x, ALL[name], size)
-        assert (recurrent - masked).abs().max() <= EXACT, (name, size)
-        assert (recurrent - llama.forward(model, x)).abs().max() > 1e-3  # the policy did drop rows
+        assert_close(recurrent, masked, atol=EXACT, msg=f"{name=}, {size=}")
+        assert (recurrent - llama.forward(model, x)).abs().max() > 1e-3, \
+            f"{name=}, {size=}: the full cache's logits, so the policy dropped no row and the test shows nothing"
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -35,8 +35,8 @@ def test_large_size_is_the_transformer(name):
     model = random_model(tiny_config())
     x = tokens(2, 20)
     full = llama.forward(model, x)
-    assert (msrnn.run(model, x, ALL[name], 20) - full).abs().max() <= EXACT
-    assert (msrnn.masked_forward(model, x, ALL[name], 25)[0] - full).abs().max() <= EXACT
+    assert_close(msrnn.run(model, x, ALL[name], 20), full, atol=EXACT)
+    assert_close(msrnn.masked_forward(model, x, ALL[name], 25)[0], full, atol=EXACT)
 
 
 @pytest.mark.parametrize("name", ["tova", "h2o_head", "sink"])
@@ -56,9 +56,10 @@ def test_window_is_mistral_sliding_window_plus_one():
     x = tokens(2, 30)
     for k in (1, 4, 9):
         mistral = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=k + 1)})
-        assert (msrnn.run(model, x, policies.window, k) - llama.forward(mistral, x)).abs().max() <= EXACT
+        assert_close(msrnn.run(model, x, policies.window, k), llama.forward(mistral, x), atol=EXACT, msg=f"{k=}")
         off_by_one = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=k)})
-        assert (msrnn.run(model, x, policies.window, k) - llama.forward(off_by_one, x)).abs().max() > 1e-3
+        assert (msrnn.run(model, x, policies.window, k) - llama.forward(off_by_one, x)).abs().max() > 1e-3, \
+            f"{k=}: sliding_window=k gives the same logits as k + 1, so this test cannot tell them apart"
 
 
 def test_sink_is_a_static_mask():
@@ -69,7 +70,7 @@ def test_sink_is_a_static_mask():
     mask = (j <= i) & ((j < sinks) | (i - j <= size - sinks))  # sinks + the size - sinks latest + itself
     static = llama.forward(model, x, lambda layer, q, k, v: llama.softmax_attention(q, k, v, mask))
     sink = functools.partial(policies.sink, sinks=sinks)
-    assert (msrnn.run(model, x, sink, size) - static).abs().max() <= EXACT
+    assert_close(msrnn.run(model, x, sink, size), static, atol=EXACT)
 
 
 def naive_masks(model, x, size, score):
@@ -99,8 +100,10 @@ def test_tova_and_h2o_match_a_naive_reference():
         old = [p for p in kept if p <= t - size // 2]
         return kept.index(min(old, key=acc.get))
     for size in (2, 5, 9):
-        assert (msrnn.run(model, x, policies.tova, size) - naive_masks(model, x, size, tova)).abs().max() <= EXACT
-        assert (msrnn.run(model, x, policies.h2o, size) - naive_masks(model, x, size, h2o)).abs().max() <= EXACT
+        assert_close(msrnn.run(model, x, policies.tova, size), naive_masks(model, x, size, tova), atol=EXACT,
+                     msg=f"tova, {size=}")
+        assert_close(msrnn.run(model, x, policies.h2o, size), naive_masks(model, x, size, h2o), atol=EXACT,
+                     msg=f"h2o, {size=}")
 
 
 def test_batch_sequences_drop_their_own_rows():
@@ -108,7 +111,7 @@ def test_batch_sequences_drop_their_own_rows():
     x = tokens(3, 25)
     batched = msrnn.run(model, x, policies.tova_head, 5)
     for b in range(3):
-        assert (batched[b] - msrnn.run(model, x[b], policies.tova_head, 5)).abs().max() <= EXACT
+        assert_close(batched[b], msrnn.run(model, x[b], policies.tova_head, 5), atol=EXACT, msg=f"sequence {b}")
 
 
 def test_bounded_state_is_fixed_slots_never_copied():
@@ -130,7 +133,7 @@ def test_user_policy_needs_no_change_to_the_core():
     model = random_model(tiny_config())
     x = tokens(1, 20)
     out = msrnn.run(model, x, knorm, 4)
-    assert (out - msrnn.masked_forward(model, x, knorm, 4)[0]).abs().max() <= EXACT
+    assert_close(out, msrnn.masked_forward(model, x, knorm, 4)[0], atol=EXACT)
 
 
 def test_bad_arguments():
@@ -150,11 +153,10 @@ def test_bad_arguments():
         next(msrnn.generate(model, x, 2, state=msrnn.init_state(model, 1, 3), regime="full"))
 
 
-def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer):
+def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer, books):
     """The paper's ordering (Table 3) on 1,024 tokens of a real book at multi-state size 64."""
     import experiments
-    import texts
-    ids = torch.tensor(tokenizer.encode(texts.book("alice29")).ids[:1024])
+    ids = torch.tensor(tokenizer.encode(books.book("alice29")).ids[:1024])
     ppl = {name: experiments.perplexity(real_model, ids, ALL[name], 64)["ppl"] for name in ("tova", "sink", "window")}
     print("size 64, 1,024 tokens of alice29:", {k: round(v, 2) for k, v in ppl.items()})
     assert ppl["tova"] < ppl["sink"] < ppl["window"]
@@ -168,7 +170,7 @@ def test_masked_prefill_hands_over_the_recurrent_state(name):
     x = tokens(2, 30)
     prefix, state = msrnn.masked_forward(model, x[:, :18], ALL[name], 6)
     rest = msrnn.feed(model, x[:, 18:], state, ALL[name])
-    assert (torch.cat([prefix, rest], 1) - msrnn.run(model, x, ALL[name], 6)).abs().max() <= EXACT
+    assert_close(torch.cat([prefix, rest], 1), msrnn.run(model, x, ALL[name], 6), atol=EXACT)
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -182,11 +184,11 @@ def test_prefill_is_the_token_by_token_run(name, size, window):
     state = msrnn.init_state(model, 2, size)
     steps = msrnn.feed(model, x, state, ALL[name])
     logits, got = msrnn.prefill(model, x, ALL[name], size)
-    assert (logits - steps).abs().max() <= EXACT
-    for a, b in zip(got, state):
-        assert a.n == b.n and torch.equal(a.pos[:, :, :a.n], b.pos[:, :, :b.n])
-        for x_, y_ in ((a.k, b.k), (a.v, b.v), (a.score, b.score)):
-            assert (x_[:, :, :a.n] - y_[:, :, :b.n]).abs().max() <= EXACT
+    assert_close(logits, steps, atol=EXACT)
+    for i, (a, b) in enumerate(zip(got, state)):
+        assert a.n == b.n and torch.equal(a.pos[:, :, :a.n], b.pos[:, :, :b.n]), f"layer {i}"
+        for what, x_, y_ in (("k", a.k, b.k), ("v", a.v, b.v), ("score", a.score, b.score)):
+            assert_close(x_[:, :, :a.n], y_[:, :, :b.n], atol=EXACT, msg=f"layer {i}, {what}")
 
 
 # ---------------------------------------------------------------- both prompt regimes, and the lookahead bound
@@ -240,11 +242,13 @@ def test_oneshot_regime_is_the_reference(name, size, prompt):
         model = random_model(cfg, seed=3)
         x = tokens(1, 30, seed=4)
         want = reference_run(model, x, size, ALL[name], prompt)
-        assert (msrnn.run(model, x, ALL[name], size, oneshot=prompt) - want).abs().max() <= EXACT, cfg
+        assert_close(msrnn.run(model, x, ALL[name], size, oneshot=prompt), want, atol=EXACT, msg=f"run, {cfg}")
         for view in (msrnn.prefill, msrnn.masked_forward):
-            assert (view(model, x, ALL[name], size, oneshot=prompt)[0] - want).abs().max() <= EXACT, (view, cfg)
+            assert_close(view(model, x, ALL[name], size, oneshot=prompt)[0], want, atol=EXACT,
+                         msg=f"{view.__name__}, {cfg}")
         if prompt:
-            assert (msrnn.run(model, x, ALL[name], size) - want).abs().max() > 1e-3  # the regimes differ
+            assert (msrnn.run(model, x, ALL[name], size) - want).abs().max() > 1e-3, \
+                f"{cfg}: the per-step regime gives the one-shot logits, so this case cannot tell the regimes apart"
 
 
 @pytest.mark.parametrize("name", ["tova", "h2o_head"])
@@ -260,7 +264,7 @@ def test_oneshot_generation_and_handover(name):
     logits, state = msrnn.prefill(model, x[:, :16], ALL[name], 5, oneshot=16)
     assert all(ms.k.shape[2] == 6 and ms.n == 5 for ms in state)
     rest = msrnn.feed(model, x[:, 16:], state, ALL[name])
-    assert (torch.cat([logits, rest], 1) - msrnn.run(model, x, ALL[name], 5, oneshot=16)).abs().max() <= EXACT
+    assert_close(torch.cat([logits, rest], 1), msrnn.run(model, x, ALL[name], 5, oneshot=16), atol=EXACT)
 
 
 def test_short_prompt_regimes_are_identical():
@@ -268,8 +272,8 @@ def test_short_prompt_regimes_are_identical():
     x = tokens(2, 30)
     for name in ("tova", "h2o", "window"):
         step = msrnn.run(model, x, ALL[name], 8)
-        assert (msrnn.run(model, x, ALL[name], 8, oneshot=8) - step).abs().max() == 0
-        assert (msrnn.prefill(model, x, ALL[name], 8, oneshot=5)[0] - step).abs().max() <= EXACT
+        assert_close(msrnn.run(model, x, ALL[name], 8, oneshot=8), step, atol=0, msg=name)  # the same computation
+        assert_close(msrnn.prefill(model, x, ALL[name], 8, oneshot=5)[0], step, atol=EXACT, msg=name)
 
 
 def naive_lookahead(model, x, horizon):
@@ -301,8 +305,10 @@ def test_lookahead_equals_a_naive_reference(horizon):
         for size, prompt in ((3, 0), (6, 0), (4, 15)):
             want = reference_run(model, x, size, naive_lookahead(model, x, horizon), prompt)
             for view in (msrnn.prefill, msrnn.masked_forward):
-                assert (view(model, x, oracle, size, oneshot=prompt)[0] - want).abs().max() <= EXACT
-            assert (msrnn.run(model, x, oracle, size, oneshot=prompt) - want).abs().max() <= EXACT
+                assert_close(view(model, x, oracle, size, oneshot=prompt)[0], want, atol=EXACT,
+                             msg=f"{view.__name__}, {size=}, {prompt=}, {cfg}")
+            assert_close(msrnn.run(model, x, oracle, size, oneshot=prompt), want, atol=EXACT,
+                         msg=f"run, {size=}, {prompt=}, {cfg}")
 
 
 def test_lookahead_long_text_blocks():
@@ -315,6 +321,7 @@ def test_lookahead_long_text_blocks():
     dense = policies.FutureAttention(model, x, horizon=0).attention(1, 0, 70)  # (B, T, T)
     for t in (0, 20, 53, 60, 69):
         want = dense[:, t + 1:].sum(1)
-        assert (future.after(1, t) - want).abs().max() <= EXACT and (future.after(0, t) - future.after(0, t)).abs().max() == 0
+        assert_close(future.after(1, t), want, atol=EXACT, msg=f"{t=}")
+        assert_close(future.after(0, t), future.after(0, t), atol=0, msg=f"{t=}: asked twice")
     with pytest.raises(ValueError, match="knows the 70 tokens"):
         future.after(0, 70)

@@ -8,8 +8,7 @@ import torch.nn.functional as F
 import llama
 import msrnn
 import t2r
-from conftest import random_model, tiny_config
-from test_equivalence import EXACT, tokens
+from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 # (kind, r, window): plain T2R, ELU+1, and hybrids whose window is 1, shorter and longer than a block
 MAPS = {"relu": ("relu", 6, 0), "elu": ("elu", 0, 0), "hybrid-1": ("relu", 5, 1), "hybrid-3": ("relu", 6, 3),
@@ -37,9 +36,10 @@ def test_recurrent_equals_parallel(name):
     x = tokens(2, 37)
     recurrent = t2r.run(model, maps, x)
     for block in (4, 8, 64):  # many blocks, a ragged last one, one block holding everything
-        assert (parallel(model, maps, x, block) - recurrent).abs().max() <= EXACT, block
-    assert (t2r.forward(model, maps, x) - recurrent).abs().max() <= EXACT
-    assert (recurrent - llama.forward(model, x)).abs().max() > 1e-2  # it is not softmax attention
+        assert_close(parallel(model, maps, x, block), recurrent, atol=EXACT, msg=f"{block=}")
+    assert_close(t2r.forward(model, maps, x), recurrent, atol=EXACT)
+    assert (recurrent - llama.forward(model, x)).abs().max() > 1e-2, \
+        "softmax attention's logits: the feature maps were not used"
 
 
 @pytest.mark.parametrize("window", [1, 4, 7])
@@ -51,8 +51,8 @@ def test_hybrid_with_features_off_is_the_sliding_window_transformer(window):
         maps.wq.zero_(), maps.wk.zero_()
     mistral = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=window)})
     x = tokens(2, 30)
-    assert (t2r.forward(model, maps, x) - llama.forward(mistral, x)).abs().max() <= EXACT
-    assert (t2r.run(model, maps, x) - llama.forward(mistral, x)).abs().max() <= EXACT
+    assert_close(t2r.forward(model, maps, x), llama.forward(mistral, x), atol=EXACT)
+    assert_close(t2r.run(model, maps, x), llama.forward(mistral, x), atol=EXACT)
 
 
 @pytest.mark.parametrize("name", ["relu", "hybrid-3"])
@@ -60,11 +60,11 @@ def test_state_size_is_constant(name):
     model = random_model(tiny_config())
     maps = maps_for(model, name)
     state = t2r.init_state(model, maps, batch=2)
-    x, c = tokens(2, 25), model.config
+    x = tokens(2, 25)
     for t in range(x.shape[1]):
         llama.step(model, x[:, t], state)
         held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in state)
-        assert held * 8 == 2 * t2r.state_bytes(c, maps.window, maps.r, itemsize=8), t  # 8 bytes: float64
+        assert held * 8 == 2 * t2r.state_bytes(model, maps), t  # 8 bytes: float64
 
 
 def test_swap_and_swap_back():
@@ -72,9 +72,10 @@ def test_swap_and_swap_back():
     x = tokens(2, 20)
     before = llama.forward(model, x)
     swapped = t2r.forward(model, maps_for(model, "relu"), x)
-    assert (swapped - before).abs().max() > 1e-2
+    assert (swapped - before).abs().max() > 1e-2, "swapping every layer left the logits as they were"
     one = t2r.forward(model, maps_for(model, "relu", layers=[1]), x)  # only layer 1 swapped
-    assert (one - before).abs().max() > 1e-2 and (one - swapped).abs().max() > 1e-2
+    assert (one - before).abs().max() > 1e-2, "swapping layer 1 left the logits as they were"
+    assert (one - swapped).abs().max() > 1e-2, "swapping layer 1 alone gave the logits of swapping all layers"
     assert torch.equal(t2r.forward(model, maps_for(model, "relu", layers=[]), x), before)  # nothing swapped
     assert torch.equal(llama.forward(model, x), before)  # the model itself was never touched
     assert torch.equal(t2r.run(model, maps_for(model, "relu", layers=[]), x), msrnn.run(model, x))
@@ -99,7 +100,7 @@ def test_finetune_lowers_next_token_loss():
     x = tokens(1, 40, seed=4)
     loss = lambda: F.cross_entropy(t2r.forward(model, maps, x)[0, :-1], x[0, 1:]).item()
     before = loss()
-    t2r.finetune(model, maps, x, steps=10, lr=1e-2, log=None)
+    t2r.finetune_maps(model, maps, x, steps=10, lr=1e-2, log=None)
     assert loss() < before
 
 
