@@ -13,7 +13,6 @@ quality   perplexity on the default model and a real book, next to Window+4 and 
 import functools
 import itertools
 import json
-import statistics
 import time
 
 import torch
@@ -136,13 +135,8 @@ def cost(named, size=256, calls=200):
     rows = msrnn.Rows(attn=torch.randn(1, 3, 3, n, generator=g).softmax(-1), pos=pos, score=torch.rand(1, 3, n, generator=g),
                       keys=torch.randn(1, 3, n, 64, generator=g), t=t, size=size, layer=0)
 
-    def micros(policy):  # median of `calls`, after a warm-up; as the state calls it, with its checks
-        times = []
-        for i in range(calls + 5):
-            t0 = time.perf_counter()
-            msrnn.score_rows(policy, rows)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times[5:]) * 1e6
+    def micros(policy):  # as the state calls it, with its checks
+        return harness.median_time(lambda: msrnn.score_rows(policy, rows), calls, warmup=5) * 1e6
     try:
         mine = micros(named.on(llama.random_model(MODELS["LLaMA"], seed=1), tokens(1, 2 * t, seed=6)))
     except msrnn.PolicyError as e:

@@ -42,16 +42,16 @@ class FeatureMaps(nn.Module):
         super().__init__()
         if kind not in ("relu", "elu"):
             raise ValueError(f"feature map kind must be 'relu' (T2R) or 'elu' (ELU+1), got {kind!r}")
-        L, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         self.kind, self.window, self.r = kind, window, r if kind == "relu" else d  # ELU+1 keeps d features
-        self.layers = list(range(L)) if layers is None else sorted(layers)
+        self.layers = list(range(n_layers)) if layers is None else sorted(layers)
         if kind == "relu":
             # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
             # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
             g = torch.Generator().manual_seed(seed)
             w = lambda *s: nn.Parameter((torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5).to(dtype))
-            self.wq, self.bq = w(L, H, G, r, d), nn.Parameter(torch.zeros(L, H, G, r, dtype=dtype))
-            self.wk, self.bk = w(L, H, 1, r, d), nn.Parameter(torch.zeros(L, H, 1, r, dtype=dtype))
+            self.wq, self.bq = w(n_layers, H, G, r, d), nn.Parameter(torch.zeros(n_layers, H, G, r, dtype=dtype))
+            self.wk, self.bk = w(n_layers, H, 1, r, d), nn.Parameter(torch.zeros(n_layers, H, 1, r, dtype=dtype))
 
     def phi(self, layer: int, x, which: str):
         """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
@@ -71,28 +71,28 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
     weights: one normalisation for both parts. No mixing factor: ReLU(W x + b) is positively
     homogeneous, so the scale of W, b is the learned weight of the linear part.
-    Queries go in blocks of c >= window: a block sees its own and the previous block's keys one by one,
-    older blocks through their running sums (S, z), so time and memory are O(T c) rather than O(T²).
+    Queries go in blocks of m >= window: a block sees its own and the previous block's keys one by one,
+    older blocks through their running sums (S, z), so time and memory are O(T m) rather than O(T²).
     """
-    T, c = q.shape[3], max(block, window)
-    n = -(-T // c)                                                   # blocks
-    blocks = lambda x, front: F.pad(x, (0, 0, front * c, n * c - T)).unflatten(3, (front + n, c))
-    qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, c, hd or r)
-    kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, c, ..): a zero block first
-    two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2c, ..): previous + own block
-    dist = torch.arange(c)[:, None] + c - torch.arange(2 * c)        # (c, 2c) query position - key position
-    A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, c, 2c) linear weights
+    T, m = q.shape[3], max(block, window)
+    n = -(-T // m)                                                   # blocks
+    blocks = lambda x, front: F.pad(x, (0, 0, front * m, n * m - T)).unflatten(3, (front + n, m))
+    qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, m, hd or r)
+    kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, m, ..): a zero block first
+    two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2m, ..): previous + own block
+    dist = torch.arange(m)[:, None] + m - torch.arange(2 * m)        # (m, 2m) query position - key position
+    A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, m, 2m) linear weights
     if window:
-        key_pos = (torch.arange(n)[:, None] - 1) * c + torch.arange(2 * c)  # (n, 2c); < 0 in the zero block
-        seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, c, 2c) the window
+        key_pos = (torch.arange(n)[:, None] - 1) * m + torch.arange(2 * m)  # (n, 2m); < 0 in the zero block
+        seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, m, 2m) the window
         s = (qb @ two(kb).transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~seen, float("-inf"))
         A = A + (s - s.amax(-1, keepdim=True)).exp()                 # the query's own key is always seen
     # blocks up to b-2 enter through the state the RNN would hold: S = Σ φ(k) vᵀ, z = Σ φ(k)
     P = fkb[:, :, :, 1:].transpose(-1, -2) @ vb[:, :, :, 1:]         # (B, Hkv, 1, n, r, hd) each block's sum
     S = F.pad(P.cumsum(3), (0, 0, 0, 0, 2, 0))[:, :, :, :n]          # shifted by two blocks
     z = F.pad(fkb[:, :, :, 1:].sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
-    num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, c, hd)
-    den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, c, 1)
+    num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, m, hd)
+    den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, m, 1)
     return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]     # (B, Hkv, G, T, hd)
 
 
