@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import experiments
 import harness
 import llama
 import msrnn
@@ -275,7 +276,6 @@ def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetun
     here for `steps` attention-transfer and `finetune` next-token steps, or loaded with load_maps),
     ELU+1, and the hybrid (`window` exact rows + T2R of window_r features) next to softmax, TOVA,
     H2O and Window+4 at `sizes`, on the same held-out chunks. The maps are saved as safetensors in results/."""
-    import experiments
     log, t_start = log or (lambda msg: None), time.time()
     train = experiments.book_chunks(tok, train_chunks, books=("lcet10", "plrabn12"))  # (N, 4096)
     test = experiments.book_chunks(tok, eval_chunks, books=("alice29", "asyoulik"))
