@@ -197,15 +197,17 @@ COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_chec
 
 
 def result_name(args, parser) -> str:
-    """The command's name for its default configuration; otherwise the name says what differs, so a
-    run with other settings or another model never overwrites the results that README shows."""
+    """The command's name for its default configuration; otherwise runs/ and a name that says what
+    differs, so a run with other settings or another model never overwrites the results README shows."""
     changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "model") and v != parser.get_default(k)]
     changed += [("model", args.model)] if args.model is not None else []
     if not changed:
         return args.cmd
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
-    return f"{args.cmd}-{slug}" if len(slug) <= 60 else f"{args.cmd}-{slug[:50]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    if len(slug) > 60:
+        slug = f"{slug[:50]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    return f"runs/{args.cmd}-{slug}"
 
 
 def parser():

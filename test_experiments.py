@@ -77,7 +77,7 @@ def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
     """A run writes its JSON with how it was made, and its log; a run with other settings than the
     default gets a name that says so, and never the default's name."""
     demo.main(["retention", "--size", "16", "--length", "64", "--layer", "3"])
-    name = "retention-size_16-length_64-layer_3"
+    name = "runs/retention-size_16-length_64-layer_3"
     saved = json.loads((tmp_path / f"{name}.json").read_text())
     about = saved["about"]
     assert about["command"].endswith("retention --size 16 --length 64 --layer 3") or "pytest" in about["command"]
@@ -87,7 +87,7 @@ def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
     assert "most recent" in log and "model: SmolLM2" in log and not (tmp_path / "retention.json").exists()
     ap, sub = demo.parser()
     assert demo.result_name(ap.parse_args(["retention"]), sub.choices["retention"]) == "retention"
-    assert demo.result_name(ap.parse_args(["--model", "x", "sweep"]), sub.choices["sweep"]) == "sweep-model_x"
+    assert demo.result_name(ap.parse_args(["--model", "x", "sweep"]), sub.choices["sweep"]) == "runs/sweep-model_x"
 
 
 @pytest.mark.usefixtures("books")
@@ -146,7 +146,7 @@ def test_a_policy_of_ones_own_runs_everywhere(real_model, tokenizer, tmp_path):
     # the user's Window+1 is the built-in sink:1, under the user's own name, in the JSON too
     assert data["ppl"]["Mine+1"][8]["ppl"] == data["ppl"]["Window+1"][8]["ppl"]
     demo.main(["sweep", "--sizes", "8", "--chunks", "1", "--chunk", "40", "--policies", mine, "sink:1", "--jobs", "1"])
-    saved = next(tmp_path.glob("sweep-*.json"))
+    saved = next(tmp_path.glob("runs/sweep-*.json"))
     assert json.loads(saved.read_text())["policies"] == ["Mine+1", "Window+1"]  # in the JSON too
     key = experiments.passkey(real_model, tokenizer, sizes=(16,), names=(mine,), length=60, depths=(0.5,), keys=(1,),
                               regimes=("step", "full"))
