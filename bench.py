@@ -129,14 +129,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     s = SETTINGS["quick" if args.quick else "full"]
-    t0 = time.time()
+    t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         model = load_weights.load_model(args.model)
         folder = load_weights.checkpoint_folder(args.model)
         data = {"threads": args.threads, "decode": decode(model, folder, s), "per_position": per_position(model, s),
                 "batched": batched(model, s), "reading": reading(model, s)}
     name = "bench_quick" if args.quick else "bench" if args.model is None and args.threads == 2 else "bench-custom"
-    about = {"model": args.model or "SmolLM2-135M-Instruct (default)", "dtype": str(model.dtype).removeprefix("torch."),
+    about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "dtype": str(model.dtype).removeprefix("torch."),
              "seconds": round(time.time() - t0, 1)}
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"bench: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")

@@ -297,10 +297,10 @@ def main(argv=None):
     command, draw = COMMANDS[args.cmd]
     if args.cmd == "ppl":  # a tool, not an experiment: nothing to save
         return command(args)
-    t0 = time.time()
+    t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         data, model = command(args)
-    about = {"model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
+    about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
              "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
     path = harness.save(result_name(args, sub.choices[args.cmd]), data, about, printed.getvalue(), draw)
     print(f"{args.cmd}: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")

@@ -27,20 +27,20 @@ def atomic_write(path: pathlib.Path, text: str):
 
 
 def code_version() -> str:
-    """The git commit, with '+changes' when the working tree differs from it; 'unknown' outside git."""
+    """The git commit, with '+changes' when a tracked .py file differs from it; 'unknown' outside git."""
     try:
         git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
         commit = git("rev-parse", "--short", "HEAD")
-        return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "") if commit else "unknown"
+        return commit + ("+changes" if git("status", "--porcelain", "--", "*.py") else "") if commit else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
-    """results/<name>.json: `data` with `about` (how it was made: command, model, dtype, code version,
-    seconds) inside; results/<name>.log: what the run printed; results/<name>.png: draw(plt, data),
-    if matplotlib is installed. Returns the JSON's path."""
-    about = {"command": "python " + " ".join(sys.argv), "code_version": code_version(), **about}
+    """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
+    started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
+    results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
+    about = {"command": "python " + " ".join(sys.argv), **about}
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))
     if log:
