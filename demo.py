@@ -1,9 +1,12 @@
 """msrnn: a transformer is a multi-state RNN; bound its state and a policy decides what to forget.
 
-  python demo.py                  the guided tour (about 80 s on 2 CPU cores)
+  python demo.py                  the guided tour (about a minute on 2 CPU cores)
   python demo.py ppl --policy tova --size 256 --text FILE     perplexity under a policy
   python demo.py check mine.py:fn                             is your policy exact, causal, good?
-  python demo.py sweep | retention | passkey | memory         the paper's experiments
+  python demo.py sweep | retention | passkey | memory | t2r   the paper's experiments, and T2R
+
+Every command but ppl writes results/<command>.json and .log (and .png with matplotlib); with
+other settings than the defaults, results/runs/<command>-<what differs>.*.
 
 A policy is named the same way everywhere: full, window, sink (or sink:8), h2o, h2o_head, tova,
 tova_head, lookahead (or lookahead:256, the bound that reads ahead), or path/to/file.py:function.
