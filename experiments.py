@@ -333,13 +333,12 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
         key = "full cache" if size is None else f"{named.label}/{size}/{regime}"
         acc[key] = {"policy": named.label, "size": size, "regime": regime if size else None, "correct": right,
                     "total": len(prompts)}
-        log(f"  {named.label:>12} {size or '':>5} {regime if size else '':>4}: {right}/{len(prompts)}  "
-            f"[{time.time() - t0:.0f} s]")
+        log(f"{passkey_table({'results': {key: acc[key]}})}  [{time.time() - t0:.0f} s]")
     return {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
 
 
 def passkey_table(data) -> str:
-    return "\n".join(f"{r['policy']:>12} {r['size'] or '':>5} {r['regime'] or '':>4}: {r['correct']}/{r['total']}"
+    return "\n".join(f"  {r['policy']:>12} {r['size'] or '':>5} {r['regime'] or '':>4}: {r['correct']}/{r['total']}"
                      for r in data["results"].values())
 
 
