@@ -151,11 +151,47 @@ def test_bad_tensors_are_named(tmp_path, edit, message):
     ({"hidden_size": None}, "'hidden_size' is missing"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "'llama3' needs low_freq_factor"),
     ({"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
+    # nonsense that used to load and compute: each field is named with its value
+    ({"model_type": "mistral", "sliding_window": 0}, "field 'sliding_window' must be positive, got 0"),
+    ({"model_type": "mistral", "sliding_window": -4}, "field 'sliding_window' must be positive, got -4"),
+    ({"rope_theta": 0}, "field 'rope_theta' must be positive, got 0"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": 0}}, "field 'factor' must be positive, got 0"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0,
+                       "original_max_position_embeddings": 16}}, "needs high_freq_factor > low_freq_factor"),
+    ({"rms_norm_eps": -1e-5}, "field 'rms_norm_eps' must be positive, got -1e-05"),
+    ({"tie_word_embeddings": "false"}, "field 'tie_word_embeddings' must be true or false, got 'false'"),
+    ({"vocab_size": "61"}, "field 'vocab_size' must be an integer, got '61'"),
+    ({"num_hidden_layers": 2.5}, "field 'num_hidden_layers' must be an integer, got 2.5"),
+    ({"max_position_embeddings": "2048"}, "field 'max_position_embeddings' must be an integer"),
+    ({"head_dim": None, "hidden_size": 30}, "hidden_size=30 is not a multiple of num_attention_heads=4"),
+    ({"rope_scaling": "linear"}, "rope_scaling / rope_parameters must be an object"),
 ])
 def test_unsupported_config_is_named(tmp_path, over, message):
     model = random_model(tiny_config())
     folder = save(tmp_path / "m", model, config=hf_config(model.config, **over))
     with pytest.raises(CheckpointError, match=message):
+        load_weights.load_model(folder)
+
+
+@pytest.mark.parametrize("text, message", [("", "not valid JSON"), ("{\"vocab_size\": 61,", "not valid JSON"),
+                                           ("[1, 2]", "must hold a JSON object of fields, got list")])
+def test_config_that_is_not_json_is_named(tmp_path, text, message):
+    folder = save(tmp_path / "m", random_model(tiny_config()))
+    (folder / "config.json").write_text(text)
+    with pytest.raises(CheckpointError, match=f"config.json: {message}"):
+        load_weights.load_model(folder)
+
+
+def test_nonfinite_weights_and_bad_index_are_named(tmp_path):
+    model = random_model(tiny_config())
+    tensors = hf_tensors(model)
+    tensors["model.layers.1.mlp.down_proj.weight"] = tensors["model.layers.1.mlp.down_proj.weight"].clone()
+    tensors["model.layers.1.mlp.down_proj.weight"][3, 4] = float("nan")  # a copy: the model itself stays finite
+    with pytest.raises(CheckpointError, match=r"model.layers.1.mlp.down_proj.weight \(model.safetensors\) holds NaN"):
+        load_weights.load_model(save(tmp_path / "nan", model, tensors=tensors))
+    folder = save(tmp_path / "sharded", model, shards=2)
+    (folder / "model.safetensors.index.json").write_text('{"weights": {}}')
+    with pytest.raises(CheckpointError, match="model.safetensors.index.json: not a valid index"):
         load_weights.load_model(folder)
 
 
