@@ -218,6 +218,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     named = policies.named(policy)
     if named is policies.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
+    if not 0 <= layer < model.config.n_layers:
+        raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
     ids = book_chunks(tok, 1, length, books=(book,))
     T, n_layers = ids.shape[1], model.config.n_layers
     dropped_at = torch.full((n_layers, T), T)  # dropped_at[l, j]: the step that drops row j; T: held to the end
@@ -287,6 +289,8 @@ def passkey_prompts(tok, length, depths, keys):
     for key in keys:
         needle = tok.encode(f" The pass key is {key}. Remember it. {key} is the pass key. ").ids
         room = length - len(head) - len(tail) - len(needle)
+        if room < 0:
+            raise ValueError(f"a pass-key prompt needs at least {length - room} tokens, got a length of {length}")
         for d in depths:
             cut = int(room * d)
             prompts.append(head + filler[:cut] + needle + filler[cut:room] + tail)

@@ -99,9 +99,24 @@ def test_cli_errors_are_clear(capsys):
                           (["sweep", "--policies", "tova", "nope.py:fn"], "policy file nope.py not found"),
                           (["passkey", "--policies", "sink:1,2"], "sink takes 1 parameter"),
                           (["ppl", "--size", "8", "--text", "/nonexistent.txt"], "not found"),
-                          (["--model", "/nonexistent", "ppl"], "no such checkpoint folder")]:
+                          (["--model", "/nonexistent", "ppl"], "no such checkpoint folder"),
+                          (["passkey", "--length", "10"], "a pass-key prompt needs at least 57 tokens, got a length of 10"),
+                          (["retention", "--layer", "99"], "layer 99: the model has layers 0 to 29")]:
         with pytest.raises((SystemExit, Exception), match=message):
             demo.main(argv)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--chunks", "0"], "argument --chunks: must be at least 1, got 0"),
+    (["ppl", "--tokens", "-5", "--size", "3"], "argument --tokens: must be at least 2, got -5"),
+    (["memory", "--budget", "-1"], "argument --budget: must be a positive number, got -1"),
+    (["sweep", "--sizes", "64", "x"], "argument --sizes: 'x' is not an integer"),
+    (["t2r", "--window", "-1"], "argument --window: must be at least 0, got -1"),
+])
+def test_cli_numbers_are_range_checked(argv, message, capsys):
+    with pytest.raises(SystemExit):  # argparse: a one-line message, before any model is loaded
+        demo.main(argv)
+    assert message in capsys.readouterr().err
 
 
 @pytest.mark.model  # loads the default model itself
