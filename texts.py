@@ -23,22 +23,45 @@ BOOKS = {  # name -> sha256 of tests/testdata/<name>.txt
 }
 
 
+_VERIFIED = set()  # books whose cached file matched its pinned hash in this process
+
+
 def book(name: str) -> str:
-    """The text of one Canterbury book (see BOOKS), downloaded and verified on first use."""
+    """The text of one Canterbury book (see BOOKS), downloaded on first use and checked against its
+    pinned hash on the first read in each process (a few ms); a corrupt cached copy is fetched again."""
     if name not in BOOKS:
         raise ValueError(f"unknown book {name!r}; choose from {', '.join(BOOKS)}")
     folder = default_model.cache_root() / "texts"
+    file = folder / f"{name}.txt"
     if not all((folder / f"{b}.txt").is_file() for b in BOOKS):
         _fetch(folder)
-    return read(folder / f"{name}.txt")
+    elif name not in _VERIFIED and hashlib.sha256(file.read_bytes()).hexdigest() != BOOKS[name]:
+        print(f"[msrnn] {file} does not match its pinned sha256: fetching the books again", file=sys.stderr)
+        _fetch(folder)  # verifies every book as it unpacks them
+    _VERIFIED.add(name)
+    return read(file)
 
 
-def read(path) -> str:
-    """A user's text file, with Windows line ends made Unix ones (the books have CRLF)."""
+def read(path, encoding: str = "utf-8") -> str:
+    """A user's text file, with Windows line ends made Unix ones (the books have CRLF). A file that is
+    not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} not found")
-    return path.read_text(encoding="utf-8", errors="replace").replace("\r\n", "\n")
+    try:
+        text = path.read_text(encoding=encoding).replace("\r\n", "\n")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"text file {path} is not {encoding} (byte {e.start}: {e.reason}); "
+                         "convert it, or name its encoding (--encoding latin-1)") from None
+    except LookupError:
+        raise ValueError(f"unknown text encoding {encoding!r}") from None
+    if not text.strip():
+        raise ValueError(f"text file {path} is empty")
+    control = sum(c < " " and c not in "\n\t\f\v\r" for c in text)
+    if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
+        print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
+              file=sys.stderr)
+    return text
 
 
 def chunks(ids, length: int = 4096):
