@@ -131,8 +131,6 @@ def cmd_tour(args):
 # ---------------------------------------------------------------- the commands: each returns (data, model)
 
 def cmd_ppl(args):
-    if args.size is not None and args.size < 1:
-        raise SystemExit(f"error: --size must be at least 1, got {args.size}")
     policy = policies.named(args.policy)
     if (policy is policies.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
@@ -252,7 +250,7 @@ def parser():
 
     p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
-    p.add_argument("--size", type=int, help="multi-state size: rows kept per layer (omit for --policy full)")
+    p.add_argument("--size", type=at_least(1), help="multi-state size: rows kept per layer (omit for --policy full)")
     p.add_argument("--prompt", choices=("step", "full"), default="step",
                    help="step: evict from the first token (the MSRNN, default); full: read each chunk's first "
                         "--prompt-len tokens with full attention, then cut to --size once (the official TOVA code, kvpress)")

@@ -94,7 +94,6 @@ def test_cli_results_explain_themselves(real_model, tmp_path, capsys):
 @pytest.mark.usefixtures("books")
 def test_cli_errors_are_clear(capsys):
     for argv, message in [(["ppl", "--policy", "nope", "--size", "3"], "unknown policy 'nope'"),
-                          (["ppl", "--policy", "tova", "--size", "0"], "--size must be at least 1"),
                           (["ppl", "--policy", "tova"], "needs --size"),
                           (["ppl", "--policy", "sink:8", "--size", "8", "--tokens", "20"], "sinks=8 must be smaller"),
                           (["sweep", "--policies", "tova", "nope.py:fn"], "policy file nope.py not found"),
@@ -109,6 +108,7 @@ def test_cli_errors_are_clear(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["sweep", "--chunks", "0"], "argument --chunks: must be at least 1, got 0"),
+    (["ppl", "--policy", "tova", "--size", "0"], "argument --size: must be at least 1, got 0"),
     (["ppl", "--tokens", "-5", "--size", "3"], "argument --tokens: must be at least 2, got -5"),
     (["memory", "--budget", "-1"], "argument --budget: must be a positive number, got -1"),
     (["sweep", "--sizes", "64", "x"], "argument --sizes: 'x' is not an integer"),
