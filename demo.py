@@ -16,6 +16,7 @@ import hashlib
 import re
 import sys
 import time
+import warnings
 
 import torch
 
@@ -200,7 +201,7 @@ COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_chec
 def result_name(args, parser) -> str:
     """The command's name for its default configuration; otherwise runs/ and a name that says what
     differs, so a run with other settings or another model never overwrites the results README shows."""
-    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "model") and v != parser.get_default(k)]
+    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "model", "debug") and v != parser.get_default(k)]
     changed += [("model", args.model)] if args.model is not None else []
     if not changed:
         return args.cmd
@@ -238,9 +239,12 @@ def parser():
     """The command line. Long, but flat: one declaration per option, nothing to follow."""
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    debug_help = "on an error, show the full traceback rather than one line"
     ap.add_argument("--model", help=model_help)
+    ap.add_argument("--debug", action="store_true", help=debug_help)
     common = argparse.ArgumentParser(add_help=False)  # --model after the subcommand works too
     common.add_argument("--model", default=argparse.SUPPRESS, help=model_help)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     sub = ap.add_subparsers(dest="cmd", metavar="command")
     one = "full, a name from policies.py (" + ", ".join(policies.POLICIES) + "), with parameters as in sink:8, " \
           "or path/to/file.py:function"
@@ -333,7 +337,15 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # A user gets one line per problem: our errors name the file, field or argument; anything else is
+    # shown with its type, and --debug shows the traceback of either
+    warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
     try:
         main()
-    except (load_weights.CheckpointError, FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"error: {e}")
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted (results already saved are kept; the sweep resumes where it stopped)")
+    except Exception as e:
+        if "--debug" in sys.argv:
+            raise
+        ours = isinstance(e, (ValueError, OSError, MemoryError, load_weights.CheckpointError, RuntimeError))
+        raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")

@@ -102,7 +102,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     cache = cache_dir("sweep", model, ids)
     settings = [(policies.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
     file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is policies.FULL else p.key}-{s}.json"
-    todo = [(p, s) for p, s in settings if not file(p, s).exists()]
+    done = {(p, s): row for p, s in settings if (row := harness.read_cached(file(p, s))) is not None}
+    todo = [setting for setting in settings if setting not in done]
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
         f"{', '.join(p.label for p in named)}; {len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
     start = time.time()
@@ -116,11 +117,12 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     for a, row in results:
         p, s = args[a]
         harness.atomic_write(file(p, s), json.dumps(row))
+        done[p, s] = row
         log(f"  {p.label if p else 'shorter':>12} {s:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
             f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")
     ppl = {}  # display name -> size -> the setting's result
     for p, s in settings:
-        ppl.setdefault("shorter" if p is None else p.label, {})[s] = json.loads(file(p, s).read_text())
+        ppl.setdefault("shorter" if p is None else p.label, {})[s] = done[p, s]
     labels = [p.label for p in named]
     return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
             "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "cache": cache.name,

@@ -8,8 +8,10 @@ import io
 import json
 import pathlib
 import statistics
+import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -18,12 +20,37 @@ ROOT = pathlib.Path(__file__).resolve().parent
 RESULTS = ROOT / "results"  # next to the code, wherever it is run from
 
 
-def atomic_write(path: pathlib.Path, text: str):
-    """Write a whole file or nothing: an interrupted run must not leave half a result to be read back."""
+@contextlib.contextmanager
+def atomic(path: pathlib.Path):
+    """Write a whole file or nothing: `with atomic(path) as tmp:` writes tmp, which becomes `path` only
+    when the block ends without an error, so an interrupted run never leaves half a file to be read back.
+    The temporary name is unique, so two processes writing the same file do not mix their bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield pathlib.Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write(path: pathlib.Path, text: str):
+    with atomic(path) as tmp:
+        tmp.write_text(text)
+
+
+def read_cached(path: pathlib.Path):
+    """A cached JSON result, or None when it is missing or unreadable (then it is measured again: a
+    file damaged by hand or by a crash of an older version must not block every later run)."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        print(f"[msrnn] ignoring the unreadable cached result {path} ({e}); measuring it again", file=sys.stderr)
+        return None
 
 
 def code_version() -> str:
@@ -55,7 +82,8 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
         plt.figure(figsize=(6.4, 4.2))
         draw(plt, data)
         plt.tight_layout()
-        plt.savefig(RESULTS / f"{name}.png", dpi=120)
+        with atomic(RESULTS / f"{name}.png") as tmp:
+            plt.savefig(tmp, dpi=120, format="png")
         plt.close()
     return path
 

@@ -12,6 +12,7 @@ handed it and updates it in place; msrnn.prefill reads a whole text with the tra
 position-wise parts (attention_inputs, after_attention, output) around the multi-state's attention.
 """
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,7 @@ class Config:
     rope_scaling: dict | None = None   # {"rope_type": "linear" | "llama3", ...} or None
     sliding_window: int | None = None  # Mistral: a query sees itself and the W-1 tokens before it
     tie_embeddings: bool = False
+    max_positions: int | None = None   # max_position_embeddings: the longest context it was trained for
 
 
 @dataclass
@@ -166,6 +168,7 @@ def output(model: Model, x: torch.Tensor) -> torch.Tensor:
 
 def causal_mask(T: int, window: int | None = None) -> torch.Tensor:
     """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < window with a sliding window."""
+    check_memory(T * T, f"a ({T}, {T}) attention mask")
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     mask = j <= i
     if window is not None:
@@ -213,9 +216,11 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention: the
     tests' references and t2r.py's linear attention use it.
     """
+    check_tokens(model, tokens)
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens
+    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
     T, window = tokens.shape[1], model.config.sliding_window
+    check_positions(model, T)
     cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
     causal = None if window is None else causal_mask(T, window)      # None: the kernel's own causal mask
     x = model.embed[tokens]                                          # (B, T, dim)
@@ -225,3 +230,54 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
         x = after_attention(model, L, x, o)
     logits = output(model, x)
     return logits[0] if single else logits
+
+
+# ---------------------------------------------------------------- checks at the boundary
+# The entry points (forward here; run, feed, prefill, masked_forward, generate in msrnn.py) check
+# their inputs once, so that the step itself stays the equation and a bad input gets a message
+# that names it rather than a wrong answer (a negative id would silently index the last rows).
+
+def check_tokens(model: Model, tokens, dims=(1, 2)) -> torch.Tensor:
+    """tokens as (B, T): an integer tensor (T,) or (B, T), T >= 1, of ids 0 <= id < vocab_size."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype.is_floating_point or tokens.dtype.is_complex \
+            or tokens.dtype == torch.bool:
+        got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be an integer tensor of token ids, got {got}")
+    if tokens.dim() not in dims or tokens.shape[-1] == 0 or tokens.numel() == 0:
+        want = " or ".join({1: "(T,)", 2: "(B, T)"}[d] for d in dims)
+        raise ValueError(f"tokens must have shape {want} with at least one token, got {tuple(tokens.shape)}")
+    lo, hi = tokens.aminmax()
+    if lo < 0 or hi >= model.config.vocab_size:
+        bad = lo.item() if lo < 0 else hi.item()
+        raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
+    return tokens.view(1, -1) if tokens.dim() == 1 else tokens
+
+
+def check_positions(model: Model, end: int):
+    """A warning, not an error, when a run reaches past max_position_embeddings: a bounded multi-state
+    still gives each token its absolute position, so RoPE angles the model never saw in training can
+    come up, and quality may drop; studying that is legitimate, doing it unawares is not."""
+    n = model.config.max_positions
+    if n is not None and end > n:
+        warnings.warn(f"positions up to {end - 1} are past the model's max_position_embeddings ({n}); "
+                      "it was not trained on them and quality may drop", stacklevel=3)
+
+
+def check_memory(nbytes: int, what: str):
+    """Refuse, before allocating, something larger than the memory available now (Linux's MemAvailable,
+    or the cgroup's limit where lower): a clear error rather than the kernel killing the process."""
+    if nbytes < 2 ** 28:  # small things are not worth the look
+        return
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        with open("/sys/fs/cgroup/memory.max") as f, open("/sys/fs/cgroup/memory.current") as g:
+            limit = f.read().strip()
+            if limit != "max":
+                available = min(available, int(limit) - int(g.read()))
+    except (OSError, StopIteration, ValueError):
+        pass
+    if available is not None and nbytes > available:
+        raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only {available / 2 ** 30:.1f} GiB "
+                          "of memory is available")

@@ -116,13 +116,13 @@ def read_config(path) -> llama.Config:
     if head_dim is None and dim % heads:
         raise CheckpointError(f"{file}: hidden_size={dim} is not a multiple of num_attention_heads={heads}, "
                               "and head_dim is not given")
-    field("max_position_embeddings", int, None)  # read for its type only: positions past it still run
     return llama.Config(
         vocab_size=field("vocab_size", int), dim=dim, n_layers=field("num_hidden_layers", int),
         n_heads=heads, n_kv_heads=kv_heads, head_dim=head_dim or dim // heads,
         ffn_dim=field("intermediate_size", int), norm_eps=field("rms_norm_eps", float, 1e-6), rope_theta=theta,
         rope_scaling=scaling, sliding_window=field("sliding_window", int, None) if d["model_type"] == "mistral" else None,
-        tie_embeddings=field("tie_word_embeddings", bool, False))
+        tie_embeddings=field("tie_word_embeddings", bool, False),
+        max_positions=field("max_position_embeddings", int, None))  # past it, a warning (llama.check_positions)
 
 
 def _safetensors_files(path: Path) -> list[Path]:

@@ -68,8 +68,8 @@ class MultiState:
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        if self.n == self.k.shape[2] and (self.size is None or t < self.oneshot):
-            self._grow()  # only an unbounded state (or a one-shot prompt) grows: doubled, amortised O(1)
+        if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size or t < self.oneshot):
+            self._grow()  # doubled, amortised O(1); a bounded state stops at size + 1 slots (after a one-shot prompt)
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
             self.k[:, :, i], self.v[:, :, i], self.pos[:, :, i], self.score[:, :, i] = k, v, t, 0.0
@@ -138,6 +138,12 @@ class MultiState:
 
     def _grow(self, at_least=0):
         cap = max(2 * self.k.shape[2], 16, at_least)
+        if self.size is not None and self.n < self.oneshot:  # a one-shot prompt: every row until the cut
+            cap = max(at_least, min(cap, self.oneshot))
+        elif self.size is not None:  # allocated as it fills, so a large size costs nothing on a short text
+            cap = max(at_least, min(cap, self.size + 1))
+        B, H, _, hd = self.k.shape
+        llama.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 16), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score = pad(self.pos, -1), pad(self.score, 0.0)
@@ -214,12 +220,17 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
     """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None.
     oneshot > 0: the first `oneshot` tokens are read with full attention, then the state is cut to
     `size` rows by the policy at the last of them (the one-shot regime); 0 evicts at every step."""
-    if size is not None and (not isinstance(size, int) or size < 1):
+    integer = lambda x: isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
+    if size is not None and (not integer(size) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
-    if not isinstance(oneshot, int) or oneshot < 0 or (oneshot and size is None):
+    if not integer(batch) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if not integer(oneshot) or oneshot < 0 or (oneshot and size is None):
         raise ValueError(f"oneshot must be a prompt length >= 0 for a bounded state, got {oneshot!r} (size {size})")
     c = model.config
-    cap = 16 if size is None else size + 1  # a bounded state holds size + 1 rows while it attends
+    # slots are allocated as rows arrive (MultiState._grow); a bounded state ends at size + 1 slots,
+    # since it holds size + 1 rows while it attends
+    cap = 16 if size is None else min(size + 1, 16)
     def empty(layer):
         z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype)
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
@@ -239,8 +250,10 @@ def _check(policy, size):
 def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
     """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
     _check(policy, state.layers[0].size)
+    llama.check_tokens(model, tokens, dims=(2,))
     if tokens.shape[0] != state.layers[0].free.shape[0]:
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
+    llama.check_positions(model, state.t + tokens.shape[1])
     return torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
 
 
@@ -250,8 +263,9 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. oneshot: see init_state.
     """
     _check(policy, size)
+    llama.check_tokens(model, tokens)
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens
+    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
     logits = feed(model, tokens, init_state(model, tokens.shape[0], size, oneshot), policy)
     return logits[0] if single else logits
 
@@ -266,16 +280,16 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     Pass `state` to continue from it instead: its size, regime and position carry on, and it is
     updated in place, so a caller can watch it grow.
     """
-    prompt = prompt.view(1, -1) if prompt.dim() == 1 else prompt
+    prompt = llama.check_tokens(model, prompt)                       # (B, T)
     if regime not in ("step", "full"):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    _check_sampling(model, max_new, temperature, top_k, seed)
     if state is None:
         _check(policy, size)
         state = init_state(model, prompt.shape[0], size, prompt.shape[1] if regime == "full" and size else 0)
     elif regime != "step":
         raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
-    if prompt.shape[1] == 0:
-        raise ValueError("generate needs at least one prompt token to condition on")
+    llama.check_positions(model, state.t + prompt.shape[1] + max_new)
     gen = torch.Generator().manual_seed(seed)
     logits = feed(model, prompt, state, policy)[:, -1]
     for i in range(max_new):
@@ -292,9 +306,23 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             logits = llama.step(model, tok, state, policy)
 
 
+def _check_sampling(model, max_new, temperature, top_k, seed):
+    integer = lambda x: isinstance(x, int) and not isinstance(x, bool)
+    if not integer(max_new) or max_new < 0:
+        raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a number >= 0 (0 is greedy), got {temperature!r}")
+    if top_k is not None and (not integer(top_k) or not 1 <= top_k <= model.config.vocab_size):
+        raise ValueError(f"top_k must be None or an integer from 1 to the vocabulary size "
+                         f"{model.config.vocab_size}, got {top_k!r}")
+    if not integer(seed):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+
+
 @torch.no_grad()
 def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
-    """`feed` for a whole sequence from an empty state, faster: (logits (B, T, vocab), state).
+    """`feed` for a whole sequence (B, T) or (T,) from an empty state, faster: (logits (B, T, vocab) or
+    (T, vocab), state).
 
     Only attention carries state from one position to the next; projections, RoPE and MLPs act on
     each position alone, so they run on all positions at once (matrix-matrix products, the
@@ -304,7 +332,11 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     as `feed`. Logits and state are the token-by-token run's (test_policies.py).
     """
     _check(policy, size)
+    llama.check_tokens(model, tokens)
+    single = tokens.dim() == 1
+    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
     B, T = tokens.shape
+    llama.check_positions(model, T)
     state = init_state(model, B, size, oneshot)
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
@@ -318,12 +350,13 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
         o = torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
         x = llama.after_attention(model, L, x, o)
     state.t = T
-    return llama.output(model, x), state
+    logits = llama.output(model, x)
+    return logits[0] if single else logits, state
 
 
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
-    """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T).
+    """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T) or (T,), as `prefill`.
 
     Each layer computes all queries and keys at once, derives row by row which keys every query
     may see under the policy (static for window/sink, from that layer's attention for H2O and TOVA:
@@ -331,7 +364,11 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
     _check(policy, size)
+    llama.check_tokens(model, tokens)
+    single = tokens.dim() == 1
+    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
     B, T = tokens.shape
+    llama.check_positions(model, T)
     state = init_state(model, B, size, oneshot)
     causal = llama.causal_mask(T, model.config.sliding_window)       # (T, T) the model's own mask
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
@@ -344,13 +381,16 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
             o = llama.softmax_attention(q, k, v, held_mask(ms, q, k, v, policy) & causal)
         x = llama.after_attention(model, L, x, o)
     state.t = T
-    return llama.output(model, x), state
+    logits = llama.output(model, x)
+    return logits[0] if single else logits, state
 
 
 def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     """held[b, h, 0, i, j]: whether row j is in the multi-state when query i attends, (B, Hkv or 1, 1, T, T).
     These are the policy's decisions, made step by step by MultiState.attend from this layer's attention."""
-    B, H, _, T, _ = q.shape
+    B, H, G, T, _ = q.shape
+    # this mask, and softmax_attention's copy of it per query head with float scores beside it
+    llama.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
     out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool)           # column T collects freed slots (pos -1)
     for i in range(T):
         live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1

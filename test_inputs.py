@@ -1,0 +1,178 @@
+"""Nothing silent: a bad input to the core, a damaged cache, an interrupted write, an allocation that
+cannot fit each get an error that names the culprit (or the right answer), never a wrong result.
+The loader's bad checkpoints are in test_loader.py, the CLI's bad arguments in test_experiments.py."""
+import json
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import default_model
+import harness
+import llama
+import msrnn
+import policies
+from conftest import EXACT, assert_close, random_model, tiny_config, tokens
+
+MODEL = random_model(tiny_config())  # vocabulary 61
+
+ENTRY_POINTS = {  # every way into the core that takes token ids
+    "forward": lambda x: llama.forward(MODEL, x),
+    "run": lambda x: msrnn.run(MODEL, x, policies.tova, 4),
+    "prefill": lambda x: msrnn.prefill(MODEL, x, policies.tova, 4),
+    "masked_forward": lambda x: msrnn.masked_forward(MODEL, x, policies.tova, 4),
+    "generate": lambda x: next(msrnn.generate(MODEL, x, 2)),
+    "feed": lambda x: msrnn.feed(MODEL, x, msrnn.init_state(MODEL, 1)),
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.parametrize("bad, message", [
+    (torch.tensor([[3, -1, 5]]), r"token id -1 is outside the vocabulary \(0 <= id < 61\)"),  # used to wrap around
+    (torch.tensor([[3, 61]]), "token id 61 is outside the vocabulary"),
+    (torch.tensor([[1.0, 2.0]]), "must be an integer tensor of token ids, got torch.float32"),
+    ([[1, 2]], "must be an integer tensor of token ids, got list"),
+    (torch.zeros(1, 0, dtype=torch.long), r"with at least one token, got \(1, 0\)"),
+    (torch.zeros(1, 2, 3, dtype=torch.long), r"tokens must have shape .*got \(1, 2, 3\)"),
+])
+def test_bad_tokens_are_named(entry, bad, message):
+    with pytest.raises(ValueError, match=message):
+        ENTRY_POINTS[entry](bad)
+
+
+def test_every_entry_point_takes_one_sequence_or_a_batch():
+    x = tokens(1, 12)
+    full = msrnn.run(MODEL, x[0], policies.tova, 4)  # (T, vocab)
+    for view in (msrnn.prefill, msrnn.masked_forward):  # a 1-D tensor once failed to unpack
+        one, _ = view(MODEL, x[0], policies.tova, 4)
+        assert one.shape == (12, 61)
+        assert_close(one, full, atol=EXACT, msg=view.__name__)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(size=True), "size must be a positive integer or None, got True"),  # True once meant 1
+    (dict(size=2.0), "size must be a positive integer or None, got 2.0"),
+    (dict(size=0), "size must be a positive integer or None, got 0"),
+    (dict(batch=0), "batch must be a positive integer, got 0"),
+    (dict(size=4, oneshot=True), "oneshot must be a prompt length >= 0"),
+])
+def test_bad_state_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        msrnn.init_state(MODEL, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(temperature=-1.0), "temperature must be a number >= 0"),  # once sampled from garbage
+    (dict(temperature=float("nan")), "temperature must be a number >= 0"),
+    (dict(temperature="1"), "temperature must be a number >= 0"),
+    (dict(temperature=1.0, top_k=0), "top_k must be None or an integer from 1 to the vocabulary size 61, got 0"),
+    (dict(temperature=1.0, top_k=62), "top_k must be None or an integer from 1 to the vocabulary size 61, got 62"),
+    (dict(temperature=1.0, top_k=2.5), "top_k must be .* got 2.5"),
+    (dict(max_new=-1), "max_new must be an integer >= 0, got -1"),
+    (dict(seed="x"), "seed must be an integer, got 'x'"),
+])
+def test_bad_sampling_arguments_are_named(kwargs, message):
+    args = {"max_new": 3, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        next(msrnn.generate(MODEL, tokens(1, 4), **args))
+
+
+def test_top_k_of_the_whole_vocabulary_is_plain_sampling():
+    plain = torch.cat(list(msrnn.generate(MODEL, tokens(1, 4), 6, temperature=0.8, seed=3)))
+    assert torch.equal(plain, torch.cat(list(msrnn.generate(MODEL, tokens(1, 4), 6, temperature=0.8, top_k=61, seed=3))))
+
+
+def test_positions_past_the_trained_context_warn():
+    model = random_model(tiny_config(max_positions=16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # within the context: no warning at all
+        msrnn.run(model, tokens(1, 16), policies.tova, 4)
+    for run in (lambda: llama.forward(model, tokens(1, 17)), lambda: msrnn.run(model, tokens(1, 17), policies.tova, 4),
+                lambda: msrnn.prefill(model, tokens(1, 20)), lambda: list(msrnn.generate(model, tokens(1, 10), 8))):
+        with pytest.warns(UserWarning, match=r"past the model's max_position_embeddings \(16\)"):
+            run()
+
+
+def test_a_huge_size_on_a_short_text_allocates_only_what_it_holds():
+    """size 10**6 once allocated 44 GiB up front for 64 tokens: slots now come as rows arrive, and a
+    bounded state stops growing at size + 1 slots."""
+    x = tokens(1, 64)
+    logits, state = msrnn.prefill(MODEL, x, policies.tova, 10 ** 6)
+    assert state.layers[0].k.shape[2] <= 64
+    assert_close(logits, llama.forward(MODEL, x), atol=EXACT)  # never full: the transformer itself
+    small = msrnn.init_state(MODEL, 1, 20)
+    msrnn.feed(MODEL, tokens(1, 50), small, policies.tova)
+    assert all(ms.k.shape[2] == 21 for ms in small)  # 16, then capped at size + 1 rather than 32
+
+
+def test_what_cannot_fit_in_memory_is_refused_before_allocating():
+    with pytest.raises(MemoryError, match=r"a \(1000000, 1000000\) attention mask needs 931.3 GiB, but only .* GiB "
+                                          "of memory is available"):
+        llama.causal_mask(10 ** 6)
+    # an unbounded state of 10**7 sequences that holds 16 rows (views of one number) must not double
+    huge = lambda *shape, dtype=torch.float32: torch.zeros((), dtype=dtype).expand(10 ** 7, *shape)
+    ms = msrnn.MultiState(k=huge(8, 16, 128), v=huge(8, 16, 128), pos=huge(8, 16, dtype=torch.long), score=huge(8, 16),
+                          free=torch.zeros(1, 8, dtype=torch.long), n=16)
+    with pytest.raises(MemoryError, match=r"a multi-state of 32 rows needs 2.*GiB, but only"):
+        ms._grow()
+
+
+# ---------------------------------------------------------------- caches and files
+
+def fake_conversion(calls):
+    """default_model's download and conversion, replaced by three small files (no network)."""
+    def convert(gguf_path, out, log):
+        calls.append(out)
+        for name in default_model.FILES:
+            (out / name).write_text(f"{name} {len(calls)}")
+    return {"_fetch_gguf": lambda tmp, log: tmp / "model.gguf", "_convert": convert}
+
+
+def test_a_corrupt_model_cache_is_converted_again(tmp_path, monkeypatch, capsys):
+    calls = []
+    for name, fn in fake_conversion(calls).items():
+        monkeypatch.setattr(default_model, name, fn)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
+    monkeypatch.setattr(default_model, "_VERIFIED", set())
+    folder = default_model.default_model_dir()
+    assert len(calls) == 1 and json.loads((folder / "sha256.json").read_text()).keys() == set(default_model.FILES)
+    assert default_model.default_model_dir() == folder and len(calls) == 1  # intact: used as it is
+    weights = folder / "model.safetensors"
+    weights.write_text(weights.read_text().replace("1", "9"))  # the same size, other bytes
+    default_model._VERIFIED.clear()  # a new process
+    default_model.default_model_dir()
+    assert len(calls) == 2 and weights.read_text() == "model.safetensors 2"
+    assert "model.safetensors changed since conversion (sha256): converting the model again" in capsys.readouterr().err
+
+
+def test_an_unwritable_cache_names_the_folder_and_the_variable(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("MSRNN_CACHE", str(blocker / "cache"))  # a folder inside a file cannot be made
+    monkeypatch.setattr(default_model, "_VERIFIED", set())
+    with pytest.raises(default_model.CacheError, match=r"cannot write to the cache folder .*a-file/cache .*set MSRNN_CACHE"):
+        default_model.default_model_dir()
+
+
+def test_writes_are_atomic_and_a_damaged_cached_result_is_measured_again(tmp_path, capsys):
+    target = tmp_path / "result.json"
+    harness.atomic_write(target, '{"ppl": 1.0}')
+    with pytest.raises(KeyboardInterrupt):
+        with harness.atomic(target) as tmp:
+            tmp.write_text('{"ppl": 2')  # half written, then interrupted
+            raise KeyboardInterrupt
+    assert target.read_text() == '{"ppl": 1.0}' and list(tmp_path.iterdir()) == [target]  # no temporary left
+    assert harness.read_cached(target) == {"ppl": 1.0} and harness.read_cached(tmp_path / "none.json") is None
+    target.write_text('{"ppl": 2')  # damaged by an older version or by hand: measured again, not fatal
+    assert harness.read_cached(target) is None
+    assert f"ignoring the unreadable cached result {target}" in capsys.readouterr().err
+
+
+def test_the_cli_shows_one_line_not_a_traceback(tmp_path):
+    cmd = [sys.executable, "demo.py", "--model", str(tmp_path / "nowhere"), "ppl"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=harness.ROOT)
+    assert out.returncode == 1 and out.stderr == f"error: {tmp_path / 'nowhere'}: no such checkpoint folder\n"
+    debug = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, cwd=harness.ROOT)
+    assert "Traceback" in debug.stderr and "CheckpointError" in debug.stderr
