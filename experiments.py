@@ -355,6 +355,8 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     a decode step's cost depends on how many rows there are, not on their content."""
     state = msrnn.init_state(model, batch, size)
     g = torch.Generator().manual_seed(0)
+    llama.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
+                       f"a state of {batch} sequences")
     for ms in state:
         cap = n_rows + 64 if size is None else size + 1  # room to decode without growing
         shape = (batch, ms.k.shape[1], cap, ms.k.shape[3])

@@ -104,6 +104,9 @@ class FutureAttention:
     def __init__(self, model, tokens, horizon=0):
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
         self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
+        c, (B, T) = model.config, tokens.shape
+        llama.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
+                           f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
         self.mask = llama.causal_mask(self.T, model.config.sliding_window)         # (T, T) the model's own, sliding window too
         self.qk = []
 
