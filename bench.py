@@ -32,21 +32,22 @@ SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, f
 def weight_limit(model, repeat=20) -> float:
     """Seconds for one token's matrix-vector products alone: every weight read once, nothing else."""
     ws = [w for L in model.layers for w in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)] + [model.lm_head]
-    xs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=model.dtype) for w in ws}
+    xs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=model.dtype, device=model.device) for w in ws}
     return harness.median_time(lambda: [F.linear(xs[w.shape[1]], w) for w in ws], repeat)
 
 
-def transformers_decoder(folder):
-    """A function giving transformers' greedy tokens/s on the same folder, or None if it is not installed."""
+def transformers_decoder(folder, model):
+    """A function giving transformers' greedy tokens/s on the same folder, dtype and device as `model`,
+    or None if it is not installed."""
     try:
         import transformers
     except ImportError:
         return None
-    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=model.dtype).to(model.device).eval()
 
     @torch.no_grad()
     def decode(n):  # tokens/s after a 16-token prompt, the prompt's own cost taken out, as for ours
-        x, kw = torch.arange(100, 116)[None], dict(do_sample=False, pad_token_id=0)
+        x, kw = torch.arange(100, 116, device=model.device)[None], dict(do_sample=False, pad_token_id=0)
         t_prompt = harness.median_time(lambda: hf.generate(x, min_new_tokens=1, max_new_tokens=1, **kw), 3)
         t_all = harness.median_time(lambda: hf.generate(x, min_new_tokens=n, max_new_tokens=n, **kw), 3)
         return (n - 1) / (t_all - t_prompt)
@@ -56,7 +57,7 @@ def transformers_decoder(folder):
 def decode(model, folder, s) -> dict:
     """1. Batch 1, unbounded, 16 rows held. The three are alternated and the best of each kept: this
     machine's speed drifts by ±20% over minutes, and the comparison should not ride on the drift."""
-    hf_decode = transformers_decoder(folder) if s["transformers"] else None
+    hf_decode = transformers_decoder(folder, model) if s["transformers"] else None
     ours, hf, limit = 0.0, None, float("inf")
     for _ in range(s["rounds"]):
         limit = min(limit, weight_limit(model))
@@ -124,18 +125,21 @@ def draw(plt, data):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="checkpoint folder (default SmolLM2-135M-Instruct)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=harness.at_least(1), default=2)
+    ap.add_argument("--dtype", choices=list(load_weights.DTYPES), default="float32")
+    ap.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps, or auto")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     s = SETTINGS["quick" if args.quick else "full"]
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
-        model = load_weights.load_model(args.model)
+        model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
         folder = load_weights.checkpoint_folder(args.model)
         data = {"threads": args.threads, "decode": decode(model, folder, s), "per_position": per_position(model, s),
                 "batched": batched(model, s), "reading": reading(model, s)}
-    name = "bench_quick" if args.quick else "bench" if args.model is None and args.threads == 2 else "bench-custom"
+    default = args.model is None and args.threads == 2 and args.dtype == "float32" and args.device == "cpu"
+    name = "bench_quick" if args.quick else "bench" if default else f"bench-{args.dtype}-{model.device.type}"
     about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "dtype": str(model.dtype).removeprefix("torch."),
              "seconds": round(time.time() - t0, 1)}
     path = harness.save(name, data, about, printed.getvalue(), draw)

@@ -33,11 +33,12 @@ import texts
 
 def load(args):
     t0 = time.time()
-    model = load_weights.load_model(args.model)
+    model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
     tok = load_weights.load_tokenizer(args.model)
     c = model.config
     print(f"model: {args.model or 'SmolLM2-135M-Instruct (default)'} - {c.n_layers} layers, {c.n_heads} query / "
-          f"{c.n_kv_heads} KV heads of {c.head_dim}; loaded in {time.time() - t0:.1f} s", flush=True)
+          f"{c.n_kv_heads} KV heads of {c.head_dim}; {args.dtype} on {model.device}; loaded in {time.time() - t0:.1f} s",
+          flush=True)
     return model, tok
 
 
@@ -201,8 +202,9 @@ COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_chec
 def result_name(args, parser) -> str:
     """The command's name for its default configuration; otherwise runs/ and a name that says what
     differs, so a run with other settings or another model never overwrites the results README shows."""
-    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "model", "debug") and v != parser.get_default(k)]
-    changed += [("model", args.model)] if args.model is not None else []
+    common = {"model": None, "dtype": "float32", "device": "cpu"}  # options of every command, and their defaults
+    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", *common) and v != parser.get_default(k)]
+    changed += [(k, getattr(args, k)) for k, default in common.items() if getattr(args, k) != default]
     if not changed:
         return args.cmd
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
@@ -212,39 +214,20 @@ def result_name(args, parser) -> str:
     return f"runs/{args.cmd}-{slug}"
 
 
-def at_least(low):
-    """An argparse type: an integer >= low, or a one-line error naming the value."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
-        return value
-    return parse
-
-
-def positive(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
 def parser():
     """The command line. Long, but flat: one declaration per option, nothing to follow."""
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     debug_help = "on an error, show the full traceback rather than one line"
-    ap.add_argument("--model", help=model_help)
-    ap.add_argument("--debug", action="store_true", help=debug_help)
-    common = argparse.ArgumentParser(add_help=False)  # --model after the subcommand works too
-    common.add_argument("--model", default=argparse.SUPPRESS, help=model_help)
-    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
+    dtype_help = "the float the model computes in: float32 (default), bfloat16, float16 or float64"
+    device_help = "cpu (default), cuda, cuda:N, mps, or auto (cuda where there is a GPU)"
+    # the options of every command go before it or after it; after it, they must not reset a value given before
+    common = argparse.ArgumentParser(add_help=False)
+    for p, default in ((ap, lambda value: value), (common, lambda value: argparse.SUPPRESS)):
+        p.add_argument("--model", default=default(None), help=model_help)
+        p.add_argument("--dtype", choices=list(load_weights.DTYPES), default=default("float32"), help=dtype_help)
+        p.add_argument("--device", default=default("cpu"), help=device_help)
+        p.add_argument("--debug", action="store_true", default=default(False), help=debug_help)
     sub = ap.add_subparsers(dest="cmd", metavar="command")
     one = "full, a name from policies.py (" + ", ".join(policies.POLICIES) + "), with parameters as in sink:8, " \
           "or path/to/file.py:function"
@@ -254,17 +237,17 @@ def parser():
 
     p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
-    p.add_argument("--size", type=at_least(1), help="multi-state size: rows kept per layer (omit for --policy full)")
+    p.add_argument("--size", type=harness.at_least(1), help="multi-state size: rows kept per layer (omit for --policy full)")
     p.add_argument("--prompt", choices=("step", "full"), default="step",
                    help="step: evict from the first token (the MSRNN, default); full: read each chunk's first "
                         "--prompt-len tokens with full attention, then cut to --size once (the official TOVA code, kvpress)")
-    p.add_argument("--prompt-len", type=at_least(0), help="tokens of each chunk that are the prompt; only the tokens after it "
+    p.add_argument("--prompt-len", type=harness.at_least(0), help="tokens of each chunk that are the prompt; only the tokens after it "
                    "are scored (default: half the chunk with --prompt full, else 0)")
     p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
     p.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
     p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
-    p.add_argument("--tokens", type=at_least(2), default=None, help="use only the first N tokens of the text")
-    p.add_argument("--chunk", type=at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")
+    p.add_argument("--tokens", type=harness.at_least(2), default=None, help="use only the first N tokens of the text")
+    p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")
 
     p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
     p.add_argument("policy", nargs="*", default=list(policies.POLICIES) + ["lookahead:256"],
@@ -272,42 +255,42 @@ def parser():
     p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
 
     p = sub.add_parser("sweep", parents=[common], help="perplexity vs multi-state size, every policy (Table 3)")
-    p.add_argument("--sizes", type=at_least(1), nargs="+", default=[64, 128, 256, 512, 1024, 2048])
-    p.add_argument("--chunks", type=at_least(1), default=4, help="4,096-token chunks of the books (default 4)")
-    p.add_argument("--chunk", type=at_least(2), default=4096, help="tokens per chunk (default 4096)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[64, 128, 256, 512, 1024, 2048])
+    p.add_argument("--chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of the books (default 4)")
+    p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk (default 4096)")
     p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova", "lookahead", "lookahead:256"],
                    help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
-    p.add_argument("--jobs", type=at_least(1), default=2, help="processes of one thread each (default 2: faster on 2 cores)")
+    p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2: faster on 2 cores)")
 
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
-    p.add_argument("--size", type=at_least(1), default=256)
-    p.add_argument("--length", type=at_least(2), default=2048)
-    p.add_argument("--layer", type=at_least(0), default=15, help="the layer drawn in the heatmap")
+    p.add_argument("--size", type=harness.at_least(1), default=256)
+    p.add_argument("--length", type=harness.at_least(2), default=2048)
+    p.add_argument("--layer", type=harness.at_least(0), default=15, help="the layer drawn in the heatmap")
 
     p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
-    p.add_argument("--sizes", type=at_least(1), nargs="+", default=[128, 512])
-    p.add_argument("--length", type=at_least(1), default=2048, help="prompt tokens (default 2048)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[128, 512])
+    p.add_argument("--length", type=harness.at_least(1), default=2048, help="prompt tokens (default 2048)")
     p.add_argument("--policies", nargs="+", default=["sink", "h2o", "tova", "lookahead"],
                    help=f"each: {one} (default: sink h2o tova lookahead)")
     p.add_argument("--prompt", nargs="+", choices=("step", "full"), default=["step", "full"],
                    help="prompt regimes: step (evict while reading), full (read in full, cut once); default both")
 
     p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
-    p.add_argument("--sizes", type=at_least(1), nargs="+", default=[256, 512, 1024, 2048])
-    p.add_argument("--context", type=at_least(1), default=4096)
-    p.add_argument("--budget", type=positive, default=1.0, help="cache memory budget in GiB (default 1)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[256, 512, 1024, 2048])
+    p.add_argument("--context", type=harness.at_least(1), default=4096)
+    p.add_argument("--budget", type=harness.positive, default=1.0, help="cache memory budget in GiB (default 1)")
 
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
                        "trained on CPU, compared with TOVA by bytes of state")
-    p.add_argument("--r", type=at_least(1), nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
-    p.add_argument("--window", type=at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
-    p.add_argument("--window-r", type=at_least(1), default=16, help="the hybrid's feature size (default 16)")
-    p.add_argument("--steps", type=at_least(0), default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
-    p.add_argument("--finetune", type=at_least(0), default=0, help="next-token finetune steps after the transfer (default 0)")
-    p.add_argument("--train-chunks", type=at_least(1), default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
-    p.add_argument("--eval-chunks", type=at_least(1), default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
-    p.add_argument("--sizes", type=at_least(1), nargs="+", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
+    p.add_argument("--r", type=harness.at_least(1), nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
+    p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
+    p.add_argument("--window-r", type=harness.at_least(1), default=16, help="the hybrid's feature size (default 16)")
+    p.add_argument("--steps", type=harness.at_least(0), default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
+    p.add_argument("--finetune", type=harness.at_least(0), default=0, help="next-token finetune steps after the transfer (default 0)")
+    p.add_argument("--train-chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
+    p.add_argument("--eval-chunks", type=harness.at_least(1), default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
     p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
     return ap, sub
 
@@ -320,6 +303,7 @@ def main(argv=None):
         args = ap.parse_args([*argv, "tour"])
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
+    load_weights.device(args.device)  # and the device
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
     for spec in [chosen] if isinstance(chosen, str) else chosen:
         policies.named(spec)  # a bad policy name or file fails before the model is loaded

@@ -42,9 +42,11 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0) -> torch.Te
 
 
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """(B, T - 1) losses from logits (B, T, vocab). One sequence at a time, so the vocabulary
-    stays the last, contiguous dimension: 7x faster than cross_entropy on the (B, vocab, T) view."""
-    return torch.stack([F.cross_entropy(x[:-1], y[1:], reduction="none") for x, y in zip(logits, ids)])
+    """(B, T - 1) losses, on the CPU, from logits (B, T, vocab) on any device, in float32 at least. One
+    sequence at a time, so the vocabulary stays the last, contiguous dimension: 7x faster than
+    cross_entropy on the (B, vocab, T) view."""
+    ids, wide = ids.to(logits.device), llama.wide(logits.dtype)
+    return torch.stack([F.cross_entropy(x[:-1].to(wide), y[1:], reduction="none") for x, y in zip(logits, ids)]).cpu()
 
 
 def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
@@ -230,7 +232,7 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     def recording(rows):
         scores = scored(rows)
         gone = msrnn.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
-        dropped_at[rows.layer, rows.pos[0, 0, gone]] = rows.t
+        dropped_at[rows.layer, rows.pos[0, 0, gone].cpu()] = rows.t
         return scores
 
     msrnn.prefill(model, ids, recording, size)
@@ -317,7 +319,7 @@ def answer_ids(model, prompts, policy, size, n, regime="step"):
     logits, state = msrnn.prefill(model, prompts, policy, size, oneshot)
     out = [logits[:, -1].argmax(-1)]
     out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
-    return torch.stack(out, 1)                                       # (B, n)
+    return torch.stack(out, 1).cpu()                                 # (B, n)
 
 
 @torch.no_grad()
@@ -360,9 +362,9 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     for ms in state:
         cap = n_rows + 64 if size is None else size + 1  # room to decode without growing
         shape = (batch, ms.k.shape[1], cap, ms.k.shape[3])
-        ms.k, ms.v = (torch.randn(shape, generator=g, dtype=model.dtype) * 0.1 for _ in range(2))
-        ms.pos = torch.arange(cap).expand(shape[:3]).contiguous()
-        ms.score = torch.zeros(shape[:3], dtype=model.dtype)
+        ms.k, ms.v = ((torch.randn(shape, generator=g, dtype=model.dtype) * 0.1).to(model.device) for _ in range(2))
+        ms.pos = torch.arange(cap, device=model.device).expand(shape[:3]).contiguous()
+        ms.score = torch.zeros(shape[:3], dtype=ms.score.dtype, device=model.device)
         ms.n = n_rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
         ms.free.zero_()
     state.t = n_rows
@@ -374,7 +376,7 @@ def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8
     """Tokens per second of batched decoding from a state holding `n_rows` rows: the median of `steps`
     steps (at most 63 for an unbounded state, which has room for 64 more rows)."""
     state = synthetic_state(model, batch, n_rows, size)
-    tokens = torch.zeros(batch, dtype=torch.long)  # a step costs the same whatever the token
+    tokens = torch.zeros(batch, dtype=torch.long, device=model.device)  # a step costs the same whatever the token
     return batch / harness.median_time(lambda: llama.step(model, tokens, state, policy), steps)
 
 

@@ -2,6 +2,7 @@
 record about the run that made them, a transcript of what a run printed, one way to time code, and
 a pool of worker processes. Nothing here changes a number.
 """
+import argparse
 import contextlib
 import hashlib
 import io
@@ -126,15 +127,44 @@ def fingerprint(*parts) -> str:
 
 def median_time(fn, repeat: int, warmup: int = 1) -> float:
     """Seconds per call of fn(): the median of `repeat` calls after `warmup` untimed ones. The median,
-    because this machine's speed drifts and a burst of other work should not decide the number."""
+    because this machine's speed drifts and a burst of other work should not decide the number.
+    On a GPU, the time includes waiting for the work fn() queued."""
+    sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+# ---------------------------------------------------------------- command-line numbers
+
+def at_least(low):
+    """An argparse type: an integer >= low, or a one-line error naming the value."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    return parse
+
+
+def positive(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
 
 
 # ---------------------------------------------------------------- worker processes

@@ -11,6 +11,7 @@ Weights are plain tensors in dataclasses. The multi-state lives outside (msrnn.p
 handed it and updates it in place; msrnn.prefill reads a whole text with the transformer view's
 position-wise parts (attention_inputs, after_attention, output) around the multi-state's attention.
 """
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -70,6 +71,30 @@ class Model:
     def dtype(self):
         return self.embed.dtype
 
+    @property
+    def device(self):
+        return self.embed.device
+
+    def to(self, device=None, dtype=None) -> "Model":
+        """A copy on another device and/or in another float type. Each layer is rebuilt, so its fused
+        matrices stay fused and the named ones their views; RoPE frequencies stay float64 on the CPU."""
+        move = lambda x: x.to(device=device, dtype=dtype)
+        layers = [Layer(**{f.name: move(getattr(L, f.name)) for f in dataclasses.fields(Layer)}) for L in self.layers]
+        embed = move(self.embed)
+        return dataclasses.replace(self, embed=embed, layers=layers, norm=move(self.norm),
+                                   lm_head=embed if self.lm_head is self.embed else move(self.lm_head))
+
+
+# Which float each tensor is kept in, decided here for every device and dtype. Weights, activations,
+# keys and values (the multi-state, the memory of the paper's Table 1) are in the model's dtype. The
+# few reductions that lose digits in bfloat16 or float16 run in float32, as in the reference
+# implementations, and are cast back: RMSNorm, softmax, and what the policies read (the attention
+# TOVA averages, the score H2O accumulates, kept in float32). A float64 model keeps float64
+# throughout, so the exactness tests are unaffected. RoPE angles are computed in float64 on the CPU.
+def wide(dtype: torch.dtype) -> torch.dtype:
+    """float32 for the half types, else the dtype itself (float32, float64)."""
+    return torch.promote_types(dtype, torch.float32)
+
 
 def rope_frequencies(cfg: Config) -> torch.Tensor:
     """RoPE inverse frequencies (Su et al. 2021), with Llama 3's or linear scaling."""
@@ -89,9 +114,11 @@ def rope_frequencies(cfg: Config) -> torch.Tensor:
 
 
 def rope_angles(model: Model, positions: torch.Tensor):
-    """cos and sin of position * frequency, (..., head_dim/2), in the model's dtype."""
+    """cos and sin of position * frequency, (..., head_dim/2), in the model's dtype and on its device.
+    positions: an integer tensor on the CPU."""
     angles = positions.to(torch.float64)[..., None] * model.inv_freq  # float64 so large t stays exact
-    return angles.cos().to(model.dtype), angles.sin().to(model.dtype)
+    move = lambda x: x.to(device=model.device, dtype=model.dtype)
+    return move(angles.cos()), move(angles.sin())
 
 
 def rope(x, cos, sin):
@@ -101,8 +128,9 @@ def rope(x, cos, sin):
 
 
 def rms_norm(x, weight, eps):
-    # RMSNorm (Zhang & Sennrich 2019); the model runs in float32 or float64, never lower
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    # RMSNorm (Zhang & Sennrich 2019), in float32 at least (see `wide`), then the weight in x's dtype
+    h = x.to(wide(x.dtype))
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 
 
 def mlp(L: Layer, h):
@@ -166,10 +194,10 @@ def output(model: Model, x: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------- transformer view
 
-def causal_mask(T: int, window: int | None = None) -> torch.Tensor:
+def causal_mask(T: int, window: int | None = None, device=None) -> torch.Tensor:
     """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < window with a sliding window."""
     check_memory(T * T, f"a ({T}, {T}) attention mask")
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    i, j = torch.arange(T, device=device)[:, None], torch.arange(T, device=device)[None, :]
     mask = j <= i
     if window is not None:
         mask &= i - j < window
@@ -216,14 +244,13 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention: the
     tests' references and t2r.py's linear attention use it.
     """
-    check_tokens(model, tokens)
+    ids = check_tokens(model, tokens)                                # (B, T) on the model's device
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
-    T, window = tokens.shape[1], model.config.sliding_window
+    T, window = ids.shape[1], model.config.sliding_window
     check_positions(model, T)
     cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
-    causal = None if window is None else causal_mask(T, window)      # None: the kernel's own causal mask
-    x = model.embed[tokens]                                          # (B, T, dim)
+    causal = None if window is None else causal_mask(T, window, model.device)  # None: the kernel's own causal mask
+    x = model.embed[ids]                                             # (B, T, dim)
     for i, L in enumerate(model.layers):
         q, k, v = attention_inputs(model, L, x, cos, sin)
         o = softmax_attention(q, k, v, causal) if attention is None else attention(i, q, k, v)
@@ -238,7 +265,8 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
 # that names it rather than a wrong answer (a negative id would silently index the last rows).
 
 def check_tokens(model: Model, tokens, dims=(1, 2)) -> torch.Tensor:
-    """tokens as (B, T): an integer tensor (T,) or (B, T), T >= 1, of ids 0 <= id < vocab_size."""
+    """tokens as (B, T) on the model's device: an integer tensor (T,) or (B, T), on any device, T >= 1,
+    of ids 0 <= id < vocab_size."""
     if not isinstance(tokens, torch.Tensor) or tokens.dtype.is_floating_point or tokens.dtype.is_complex \
             or tokens.dtype == torch.bool:
         got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
@@ -246,11 +274,12 @@ def check_tokens(model: Model, tokens, dims=(1, 2)) -> torch.Tensor:
     if tokens.dim() not in dims or tokens.shape[-1] == 0 or tokens.numel() == 0:
         want = " or ".join({1: "(T,)", 2: "(B, T)"}[d] for d in dims)
         raise ValueError(f"tokens must have shape {want} with at least one token, got {tuple(tokens.shape)}")
-    lo, hi = tokens.aminmax()
-    if lo < 0 or hi >= model.config.vocab_size:
-        bad = lo.item() if lo < 0 else hi.item()
-        raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
-    return tokens.view(1, -1) if tokens.dim() == 1 else tokens
+    if tokens.device.type != "meta":  # meta tensors (test_devices.py) have shapes but no values
+        lo, hi = tokens.aminmax()
+        if lo < 0 or hi >= model.config.vocab_size:
+            bad = lo.item() if lo < 0 else hi.item()
+            raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
+    return (tokens.view(1, -1) if tokens.dim() == 1 else tokens).to(model.device)
 
 
 def check_positions(model: Model, end: int):

@@ -22,11 +22,29 @@ LAYER_NAMES = {
     "mlp.up_proj.weight": "w_up",
     "mlp.down_proj.weight": "w_down",
 }
-DISK_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+DISK_DTYPES = ("F64", "F32", "F16", "BF16")  # safetensors' names of the float types
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
 
 class CheckpointError(ValueError):
     pass
+
+
+def device(name: str = "cpu") -> torch.device:
+    """'cpu', 'cuda' (or 'cuda:1'), 'mps', or 'auto': CUDA where there is a GPU, else the CPU.
+    A device this machine does not have is named, rather than failing deep inside torch."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r} (cpu, cuda, cuda:N, mps or auto)") from None
+    available = {"cpu": lambda: True, "cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
+    if not available.get(dev.type, lambda: True)() or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
+        raise ValueError(f"device {name!r} is not available on this machine (try --device auto, or cpu)")
+    return dev
 
 
 def _shapes(c: llama.Config) -> dict:
@@ -141,23 +159,18 @@ def _safetensors_files(path: Path) -> list[Path]:
     raise CheckpointError(f"{path}: no *.safetensors weights{hint}")
 
 
-def _read_tensors(path: Path, wanted: dict) -> dict:
-    tensors, seen = {}, {}
+def _read_tensors(path: Path, wanted: dict, dtype, device) -> dict:
+    """Every wanted tensor, checked, in `dtype` on `device`. Each is copied out of its file on its own,
+    with the file opened for it alone, so the memory map of a shard is let go tensor by tensor: loading
+    holds the model once, plus one tensor, whatever the shard sizes (test_loader.py measures it)."""
+    seen = {}  # name -> file; the headers first, so nothing is read from a checkpoint that is incomplete
     for file in _safetensors_files(path):
         if not file.is_file():
             raise CheckpointError(f"{file}: listed in model.safetensors.index.json but missing")
-        try:
-            with safe_open(file, framework="pt") as f:
-                for name in f.keys():
-                    if name in seen:
-                        raise CheckpointError(f"{file}: tensor {name} also in {seen[name]}")
-                    seen[name] = file.name
-                    if name in wanted:
-                        tensors[name] = f.get_tensor(name)
-        except CheckpointError:
-            raise
-        except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
-            raise CheckpointError(f"{file}: cannot read safetensors file ({e})") from None
+        for name in _open(file).keys():
+            if name in seen:
+                raise CheckpointError(f"{file}: tensor {name} also in {seen[name].name}")
+            seen[name] = file
     # a tied checkpoint may still store lm_head.weight; old LLaMA ones store RoPE tables: both unused
     unknown = sorted(n for n in set(seen) - set(wanted)
                      if n != "lm_head.weight" and not n.endswith("rotary_emb.inv_freq"))
@@ -166,28 +179,50 @@ def _read_tensors(path: Path, wanted: dict) -> dict:
         raise CheckpointError(f"{path}: missing tensors: {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else ""))
     if unknown:
         raise CheckpointError(f"{path}: unexpected tensors: {', '.join(unknown[:5])}" + (" ..." if len(unknown) > 5 else ""))
-    for name, t in tensors.items():
-        if tuple(t.shape) != wanted[name]:
-            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has shape {tuple(t.shape)}, expected {wanted[name]}")
-        if t.dtype not in DISK_DTYPES:
-            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) has dtype {t.dtype}, expected a float type")
-        # a corrupt file must not compute NaN silently; min and max carry any NaN or inf, and cost one pass
-        # (38 ms for the default model, against 240 ms for isfinite(t).all(), which builds a mask)
-        if not torch.isfinite(torch.stack(torch.aminmax(t))).all():
-            raise CheckpointError(f"{path}: tensor {name} ({seen[name]}) holds NaN or infinite values")
+    tensors = {}
+    for name, shape in wanted.items():
+        file = seen[name]
+        where = f"{path}: tensor {name} ({file.name})"
+        disk = _open(file).get_slice(name)  # its header: shape and dtype, before any byte is read
+        if tuple(disk.get_shape()) != shape:
+            raise CheckpointError(f"{where} has shape {tuple(disk.get_shape())}, expected {shape}")
+        if disk.get_dtype() not in DISK_DTYPES:
+            raise CheckpointError(f"{where} has dtype {disk.get_dtype()}, expected a float type "
+                                  f"({', '.join(DISK_DTYPES)})")
+        try:
+            x = _open(file).get_tensor(name).to(device=device, dtype=dtype, copy=True)
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise CheckpointError(f"{where}: cannot read it ({e})") from None
+        # a corrupt file (or a value past float16's range) must not compute NaN silently; min and max carry
+        # any NaN or inf and cost one pass (38 ms for the default model, 240 ms for isfinite(x).all())
+        if not torch.isfinite(torch.stack(torch.aminmax(x))).all():
+            raise CheckpointError(f"{where} holds NaN or infinite values" + (f" in {dtype}" if dtype != torch.float32 else ""))
+        tensors[name] = x
     return tensors
 
 
-def load_model(path=None, dtype=torch.float32) -> llama.Model:
-    """A checkpoint folder as llama.Model, computed in `dtype` (float32, or float64 for exact tests).
+def _open(file: Path):
+    try:
+        return safe_open(file, framework="pt")
+    except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
+        raise CheckpointError(f"{file}: cannot read safetensors file ({e})") from None
+
+
+def load_model(path=None, dtype=torch.float32, device="cpu") -> llama.Model:
+    """A checkpoint folder as llama.Model, in `dtype` (float32; float64 for exact tests; bfloat16 or
+    float16 as the paper's GPUs ran) on `device`, read straight into them tensor by tensor.
 
     path=None is the default model, SmolLM2-135M-Instruct, prepared on first use (default_model.py).
     """
     path = checkpoint_folder(path)
+    if dtype not in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"dtype must be float64, float32, bfloat16 or float16, got {dtype}")
     c = read_config(path)
-    t = _read_tensors(path, _shapes(c))
-    w = {name: x.to(dtype) for name, x in t.items()}
-    layers = [llama.Layer(**{field: w[f"model.layers.{i}.{name}"] for name, field in LAYER_NAMES.items()})
+    w = _read_tensors(path, _shapes(c), dtype, torch.device(device))
+    # each layer's matrices are fused as it is built (llama.Layer), and its separate copies let go at once
+    layers = [llama.Layer(**{field: w.pop(f"model.layers.{i}.{name}") for name, field in LAYER_NAMES.items()})
               for i in range(c.n_layers)]
     embed = w["model.embed_tokens.weight"]
     # Tied: the output projection is the embedding (a stored lm_head.weight is ignored, as transformers does)

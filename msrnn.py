@@ -52,7 +52,7 @@ class MultiState:
         q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> attention output (B, Hkv, G, hd)."""
         K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
         attn = self.attention(q, K, pos, t)                          # (B, Hkv, G, n)
-        out = attn @ V                                               # (B, Hkv, G, hd)
+        out = attn.to(V.dtype) @ V                                   # (B, Hkv, G, hd)
         if self.size is not None:  # after attending, so that the current token may be the one dropped
             # H2O's score: the attention each row receives, summed over steps and the KV head's G queries
             self.score[:, :, :self.n] += attn.sum(2)
@@ -60,11 +60,12 @@ class MultiState:
         return out
 
     def attention(self, q, K, pos, t):
-        """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n)."""
+        """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n), in float32
+        at least (llama.wide): the policies read them."""
         scores = q @ K.mT / math.sqrt(q.shape[-1])                  # (B, Hkv, G, n)
         if self.window is not None:  # rows W or more steps old are invisible to the model itself
             scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
-        return scores.softmax(-1)
+        return scores.softmax(-1, dtype=self.score.dtype)
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
@@ -110,16 +111,16 @@ class MultiState:
         f = q.shape[3]
         if f > self.k.shape[2]:
             self._grow(f)  # unbounded, or a one-shot prompt longer than size + 1
-        self.k[:, :, :f], self.v[:, :, :f], self.pos[:, :, :f], self.n = k, v, torch.arange(f), f
-        visible = llama.causal_mask(f, self.window)                   # (f, f)
+        self.k[:, :, :f], self.v[:, :, :f], self.pos[:, :, :f], self.n = k, v, torch.arange(f, device=k.device), f
+        visible = llama.causal_mask(f, self.window, k.device)         # (f, f)
         if self.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)
             return llama.softmax_attention(q, k[:, :, None], v[:, :, None], None if self.window is None else visible)
         out = torch.empty_like(q)
         for i0 in range(0, f, self.FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
             i1 = min(i0 + self.FILL_BLOCK, f)
             scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
-            attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1)
-            out[:, :, :, i0:i1] = attn @ v[:, :, None, :i1]
+            attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1, dtype=self.score.dtype)
+            out[:, :, :, i0:i1] = attn.to(v.dtype) @ v[:, :, None, :i1]
             self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
         self.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
         return out
@@ -127,8 +128,8 @@ class MultiState:
     def _cut(self, drop):
         """Drop slots `drop` (B, Hkv, n - size); keep the rest in slot order, in fresh buffers of size + 1 slots."""
         B, H, n = *drop.shape[:2], self.n
-        kept = torch.ones(B, H, n, dtype=torch.bool).scatter_(-1, drop, False)
-        keep = torch.arange(n).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slot indices
+        kept = torch.ones(B, H, n, dtype=torch.bool, device=drop.device).scatter_(-1, drop, False)
+        keep = torch.arange(n, device=drop.device).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slot indices
         def gather(x):                                               # (B, Hkv, cap[, hd]) -> (B, Hkv, size + 1[, hd])
             idx = keep if x.dim() == 3 else keep[..., None].expand(-1, -1, -1, x.shape[-1])
             out = x.gather(2, idx)
@@ -232,10 +233,10 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
     # since it holds size + 1 rows while it attends
     cap = 16 if size is None else min(size + 1, 16)
     def empty(layer):
-        z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype)
-        return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1),
-                          score=torch.zeros(batch, c.n_kv_heads, cap, dtype=model.dtype),
-                          free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long), size=size,
+        z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype, device=model.device)
+        return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1, device=model.device),
+                          score=torch.zeros(batch, c.n_kv_heads, cap, dtype=llama.wide(model.dtype), device=model.device),
+                          free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long, device=model.device), size=size,
                           window=c.sliding_window, layer=layer, oneshot=oneshot)
     return State([empty(i) for i in range(c.n_layers)])
 
@@ -250,7 +251,7 @@ def _check(policy, size):
 def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
     """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
     _check(policy, state.layers[0].size)
-    llama.check_tokens(model, tokens, dims=(2,))
+    tokens = llama.check_tokens(model, tokens, dims=(2,))            # on the model's device
     if tokens.shape[0] != state.layers[0].free.shape[0]:
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
     llama.check_positions(model, state.t + tokens.shape[1])
@@ -263,10 +264,9 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. oneshot: see init_state.
     """
     _check(policy, size)
-    llama.check_tokens(model, tokens)
+    ids = llama.check_tokens(model, tokens)                          # (B, T) on the model's device
+    logits = feed(model, ids, init_state(model, ids.shape[0], size, oneshot), policy)
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
-    logits = feed(model, tokens, init_state(model, tokens.shape[0], size, oneshot), policy)
     return logits[0] if single else logits
 
 
@@ -290,17 +290,18 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     elif regime != "step":
         raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
     llama.check_positions(model, state.t + prompt.shape[1] + max_new)
-    gen = torch.Generator().manual_seed(seed)
+    # the random numbers come from the model's device (meta tensors, test_devices.py, have none to give)
+    gen = torch.Generator(model.device).manual_seed(seed) if model.device.type != "meta" else None
     logits = feed(model, prompt, state, policy)[:, -1]
     for i in range(max_new):
         if temperature == 0:
             tok = logits.argmax(-1)
         else:
-            logits = logits / temperature
+            logits = logits.to(llama.wide(logits.dtype)) / temperature
             if top_k is not None:
                 kth = logits.topk(top_k, -1).values[:, -1:]
                 logits = logits.masked_fill(logits < kth, float("-inf"))
-            tok = torch.multinomial(logits.softmax(-1).float(), 1, generator=gen)[:, 0]
+            tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
             logits = llama.step(model, tok, state, policy)
@@ -332,15 +333,14 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     as `feed`. Logits and state are the token-by-token run's (test_policies.py).
     """
     _check(policy, size)
-    llama.check_tokens(model, tokens)
+    ids = llama.check_tokens(model, tokens)                          # (B, T) on the model's device
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
-    B, T = tokens.shape
+    B, T = ids.shape
     llama.check_positions(model, T)
     state = init_state(model, B, size, oneshot)
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
-    x = model.embed[tokens]                                          # (B, T, dim)
+    x = model.embed[ids]                                             # (B, T, dim)
     for L, ms in zip(model.layers, state.layers):
         q, k, v = llama.attention_inputs(model, L, x, cos, sin)      # (B, Hkv, G, T, hd), (B, Hkv, 1, T, hd) x2
         first = ms.fill(q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], policy)  # (B, Hkv, G, f, hd)
@@ -364,15 +364,14 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
     _check(policy, size)
-    llama.check_tokens(model, tokens)
+    ids = llama.check_tokens(model, tokens)                          # (B, T) on the model's device
     single = tokens.dim() == 1
-    tokens = tokens.view(1, -1) if single else tokens               # (B, T)
-    B, T = tokens.shape
+    B, T = ids.shape
     llama.check_positions(model, T)
     state = init_state(model, B, size, oneshot)
-    causal = llama.causal_mask(T, model.config.sliding_window)       # (T, T) the model's own mask
+    causal = llama.causal_mask(T, model.config.sliding_window, model.device)  # (T, T) the model's own mask
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
-    x = model.embed[tokens]                                          # (B, T, dim)
+    x = model.embed[ids]                                             # (B, T, dim)
     for L, ms in zip(model.layers, state.layers):
         q, k, v = llama.attention_inputs(model, L, x, cos, sin)      # (B, Hkv, G, T, hd), (B, Hkv, 1, T, hd) x2
         if policy is None:  # unbounded: every row is kept, and attention is the transformer's
@@ -391,11 +390,12 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     B, H, G, T, _ = q.shape
     # this mask, and softmax_attention's copy of it per query head with float scores beside it
     llama.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
-    out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool)           # column T collects freed slots (pos -1)
+    out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool, device=q.device)  # column T collects freed slots (pos -1)
     for i in range(T):
         live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1
         out[:, :, 0, i].scatter_(-1, live.where(live >= 0, T), True)
         out[:, :, 0, i, i] = True                                    # and the current token
         ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)
     out = out[..., :T]
-    return out[:, :1] if (out == out[:, :1]).all() else out  # a layer-wise policy: one mask is cheaper to apply
+    # a layer-wise policy: one mask is cheaper to apply (meta tensors, test_devices.py, have no values to compare)
+    return out[:, :1] if out.device.type != "meta" and (out == out[:, :1]).all() else out

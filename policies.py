@@ -107,7 +107,7 @@ class FutureAttention:
         c, (B, T) = model.config, tokens.shape
         llama.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
                            f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
-        self.mask = llama.causal_mask(self.T, model.config.sliding_window)         # (T, T) the model's own, sliding window too
+        self.mask = llama.causal_mask(self.T, model.config.sliding_window, model.device)  # (T, T) the model's own, sliding window too
         self.qk = []
 
         def keep_qk(layer, q, k, v):                                 # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -119,7 +119,7 @@ class FutureAttention:
         """Head-averaged attention of queries i0 .. i1-1 over all T positions, (B, i1 - i0, T)."""
         q, k = self.qk[layer]
         s = q[:, :, :, i0:i1] @ k[:, :, :, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
-        a = s.masked_fill(~self.mask[i0:i1, :i1], -math.inf).softmax(-1).mean((1, 2))
+        a = s.masked_fill(~self.mask[i0:i1, :i1], -math.inf).softmax(-1, dtype=llama.wide(s.dtype)).mean((1, 2))
         return torch.nn.functional.pad(a, (0, self.T - i1))         # later positions receive nothing
 
     def after(self, layer, t):
@@ -130,7 +130,7 @@ class FutureAttention:
             return self.attention(layer, t + 1, end).sum(1)              # no queries after the last step: zeros
         if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
             q = self.qk[layer][0]
-            self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T)
+            self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T, dtype=llama.wide(q.dtype))
             for i0 in range(self.T - (self.T - 1) % self.BLOCK - 1, -1, -self.BLOCK):
                 i1 = min(i0 + self.BLOCK, self.T)
                 self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]

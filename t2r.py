@@ -82,10 +82,11 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, m, hd or r)
     kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, m, ..): a zero block first
     two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2m, ..): previous + own block
-    dist = torch.arange(m)[:, None] + m - torch.arange(2 * m)        # (m, 2m) query position - key position
+    pos = lambda n: torch.arange(n, device=q.device)
+    dist = pos(m)[:, None] + m - pos(2 * m)                          # (m, 2m) query position - key position
     A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, m, 2m) linear weights
     if window:
-        key_pos = (torch.arange(n)[:, None] - 1) * m + torch.arange(2 * m)  # (n, 2m); < 0 in the zero block
+        key_pos = (pos(n)[:, None] - 1) * m + pos(2 * m)             # (n, 2m); < 0 in the zero block
         seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, m, 2m) the window
         s = (qb @ two(kb).transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~seen, float("-inf"))
         A = A + (s - s.amax(-1, keepdim=True)).exp()                 # the query's own key is always seen
@@ -110,7 +111,8 @@ def forward(model: llama.Model, maps: FeatureMaps, tokens):
 def softmax(model, q, k, v):
     """The layer's own causal softmax attention, as llama.forward computes it."""
     c = model.config
-    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else llama.causal_mask(q.shape[3], c.sliding_window))
+    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else
+                                   llama.causal_mask(q.shape[3], c.sliding_window, q.device))
 
 
 # ---------------------------------------------------------------- RNN view
@@ -153,7 +155,7 @@ class LinearState:
 def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
     """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
     c, w = model.config, maps.window
-    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype)
+    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
     multi = msrnn.init_state(model, batch).layers
     return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
                                     zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
@@ -190,7 +192,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
     layers = [int(i) for i in meta["layers"].split(",") if i]
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: swaps layers {layers}, the model has {model.config.n_layers}")
-    maps = FeatureMaps(model.config, int(meta["r"]), meta["kind"], int(meta["window"]), layers, dtype=model.dtype)
+    maps = FeatureMaps(model.config, int(meta["r"]), meta["kind"], int(meta["window"]), layers,
+                       dtype=model.dtype).to(model.device)
     want = dict(maps.named_parameters())
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
@@ -256,7 +259,8 @@ def finetune_maps(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3
     for step in range(steps):
         x = chunks[torch.randint(len(chunks), (1,), generator=g)][0]
         opt.zero_grad()
-        loss = F.cross_entropy(forward(model, maps, x[None])[0, :-1], x[1:])
+        logits = forward(model, maps, x[None])[0, :-1]
+        loss = F.cross_entropy(logits.to(llama.wide(logits.dtype)), x[1:].to(logits.device))
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -291,8 +295,8 @@ def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetun
                          ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
         log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
 
-    runs = [FeatureMaps(model.config, n) for n in r] + [FeatureMaps(model.config, kind="elu")]
-    runs += [FeatureMaps(model.config, window_r, window=window)] if window else []
+    new = lambda *a, **kw: FeatureMaps(model.config, *a, dtype=model.dtype, **kw).to(model.device)
+    runs = [new(n) for n in r] + [new(kind="elu")] + ([new(window_r, window=window)] if window else [])
     for maps in runs:
         file = harness.RESULTS / f"t2r_{maps.kind}_r{maps.r}_w{maps.window}.safetensors"
         t0, losses, ft = time.time(), [], []
@@ -310,7 +314,7 @@ def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetun
             save(maps, file)
         train_s = round(time.time() - t0)
         with torch.no_grad():
-            nll = F.cross_entropy(forward(model, maps, test)[:, :-1].transpose(1, 2), test[:, 1:], reduction="none")
+            nll = experiments.next_token_nll(forward(model, maps, test), test)
         record(name(maps), "hybrid" if maps.window else maps.kind, nll, state_bytes(model, maps),
                train_s=train_s, transfer_loss=losses, finetune_loss=ft)
 
