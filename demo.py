@@ -4,6 +4,7 @@
   python demo.py ppl --policy tova --size 256 --text FILE     perplexity under a policy
   python demo.py check mine.py:fn                             is your policy exact, causal, good?
   python demo.py sweep | retention | passkey | memory | t2r   the paper's experiments, and T2R
+  python demo.py view --policy sink tova                      a page: what each policy keeps, step by step
 
 Every command but ppl writes results/<command>.json and .log (and .png with matplotlib); with
 other settings than the defaults, results/runs/<command>-<what differs>.*.
@@ -13,6 +14,8 @@ tova_head, lookahead (or lookahead:256, the bound that reads ahead), or path/to/
 """
 import argparse
 import hashlib
+import json
+import os
 import re
 import sys
 import time
@@ -116,6 +119,20 @@ def tour_retention(model, tok, length=512, size=64, layer=15):
         print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in share.tolist()) + f" t={t}")
 
 
+def tour_view(model, tok, length=512, size=64):
+    say("6. See it", "The page below shows, step by step and layer by layer, what Window+4 and TOVA keep of the\n"
+        "same text; open it in any browser (python demo.py view makes one for any text and policies):")
+    ids = torch.tensor(tok.encode(texts.book("alice29")).ids[:length])
+    print(indent(os.path.relpath(write_page(experiments.view(model, tok, ids, size=size), harness.RESULTS / "tour-view.html"))))
+
+
+def write_page(data, path):
+    """viewer.html with `data` inline: one file that needs no network."""
+    page = (harness.ROOT / "viewer.html").read_text()
+    harness.atomic_write(path, page.replace("/*DATA*/null", json.dumps(data).replace("</", "<\\/")))
+    return path
+
+
 def cmd_tour(args):
     t0 = time.time()
     chosen = {"names": args.policies} if args.policies else {}
@@ -125,6 +142,7 @@ def cmd_tour(args):
     tour_perplexity(model, tok, **chosen)
     tour_passkey(model, tok, **chosen)
     tour_retention(model, tok)
+    tour_view(model, tok)
     say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
         "tables and figures.")
     return {}, model
@@ -173,6 +191,17 @@ def cmd_retention(args):
     return data, model
 
 
+def cmd_view(args):
+    text = texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
+    model, tok = load(args)
+    ids = torch.tensor(tok.encode(text).ids[: args.tokens])
+    data = experiments.view(model, tok, ids, names=args.policy, size=args.size)
+    for p in data["policies"]:
+        print(f"{p['label']}: {p['summary']['recent_share']:.0%} of kept rows among the {args.size} most recent, "
+              f"the first token held to the end in {p['summary']['first_token_kept_to_end_layers']}/{data['n_layers']} layers")
+    return data, model
+
+
 def cmd_passkey(args):
     model, tok = load(args)
     data = experiments.passkey(model, tok, sizes=args.sizes, names=args.policies, length=args.length,
@@ -196,14 +225,15 @@ def cmd_t2r(args):
 
 COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
             "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
-            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, t2r.draw)}
+            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, t2r.draw),
+            "view": (cmd_view, None)}
 
 
 def result_name(args, parser) -> str:
     """The command's name for its default configuration; otherwise runs/ and a name that says what
     differs, so a run with other settings or another model never overwrites the results README shows."""
     common = {"model": None, "dtype": "float32", "device": "cpu"}  # options of every command, and their defaults
-    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", *common) and v != parser.get_default(k)]
+    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", "screenshot", *common) and v != parser.get_default(k)]
     changed += [(k, getattr(args, k)) for k, default in common.items() if getattr(args, k) != default]
     if not changed:
         return args.cmd
@@ -268,6 +298,16 @@ def parser():
     p.add_argument("--length", type=harness.at_least(2), default=2048)
     p.add_argument("--layer", type=harness.at_least(0), default=15, help="the layer drawn in the heatmap")
 
+    p = sub.add_parser("view", parents=[common], help="a page to see what policies keep, step by step, layer by layer")
+    p.add_argument("--policy", nargs="+", default=["sink", "tova"], help=f"one or more (the page shows two side by "
+                   f"side): {one} (default: sink tova)")
+    p.add_argument("--size", type=harness.at_least(1), default=64, help="multi-state size (default 64)")
+    p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
+    p.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
+    p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
+    p.add_argument("--tokens", type=harness.at_least(2), default=512, help="the first N tokens of the text (default 512)")
+    p.add_argument("--screenshot", action="store_true", help="also a PNG of the page, taken by headless Chromium")
+
     p = sub.add_parser("passkey", parents=[common], help="passkey retrieval accuracy per policy and size")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[128, 512])
     p.add_argument("--length", type=harness.at_least(1), default=2048, help="prompt tokens (default 2048)")
@@ -316,6 +356,11 @@ def main(argv=None):
     about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
              "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
     path = harness.save(result_name(args, sub.choices[args.cmd]), data, about, printed.getvalue(), draw)
+    if args.cmd == "view":  # the page itself, beside its data
+        print(f"page: {write_page(data, path.with_suffix('.html'))}")
+        if args.screenshot:
+            harness.browse(path.with_suffix(".html"), f"layer=15&step={len(data['tokens']) * 2 // 3}",
+                           screenshot=path.with_suffix(".png"))
     print(f"{args.cmd}: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
     return data, model
 

@@ -216,44 +216,82 @@ def draw_sweep(plt, data):
 @torch.no_grad()
 def retention(model, tok, size=256, length=2048, layer=15, book="alice29", policy="tova") -> dict:
     """Run a policy (TOVA by default) on one chunk and record, in every layer, when each position is
-    dropped (the first KV head's choice, for a head-wise policy). A row never comes back, so that one
-    step per position says which rows are held at every step. Returns the paper's statistics over all
-    layers, and `dropped_at` of the chosen layer, for its picture."""
+    dropped. Returns the paper's statistics over all layers, and `dropped_at` of the chosen layer,
+    for its picture."""
     named = policies.named(policy)
     if named is policies.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     if not 0 <= layer < model.config.n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
     ids = book_chunks(tok, 1, length, books=(book,))
+    dropped_at, _ = drops(model, ids, named, size)
+    return {"policy": named.label, "size": size, "length": ids.shape[1], "layer": layer, "book": book,
+            **retention_stats(dropped_at, ids[0], size, tok), "dropped_at": dropped_at[layer].tolist()}
+
+
+def drops(model, ids, named, size):
+    """Run a policy on one sequence ids (1, T) and record, in every layer, the step that drops each
+    position (T: held to the end) and the score the policy gave it then: (n_layers, T) each. For a
+    head-wise policy, the first KV head's. A row never comes back, so one step per position says
+    which rows are held at every step (held_rows)."""
     T, n_layers = ids.shape[1], model.config.n_layers
-    dropped_at = torch.full((n_layers, T), T)  # dropped_at[l, j]: the step that drops row j; T: held to the end
+    dropped_at = torch.full((n_layers, T), T)
+    score = torch.full((n_layers, T), math.nan, dtype=torch.float64)
     scored = named.on(model, ids)
 
     def recording(rows):
         scores = scored(rows)
         gone = msrnn.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
-        dropped_at[rows.layer, rows.pos[0, 0, gone].cpu()] = rows.t
+        where = (rows.layer, rows.pos[0, 0, gone].cpu())
+        dropped_at[where], score[where] = rows.t, scores[0, 0, gone].double().cpu()
         return scores
 
     msrnn.prefill(model, ids, recording, size)
+    return dropped_at, score
+
+
+def retention_stats(dropped_at, ids, size, tok) -> dict:
+    """The paper's statistics of what a policy keeps (Fig. 7-9, Table 2), over all layers, from
+    dropped_at (n_layers, T) of the token ids (T,): how many held rows are among the `size` most
+    recent, whether the first tokens stay to the end, and which tokens stay longest."""
+    n_layers, T = dropped_at.shape
     held = held_rows(dropped_at)                                     # (n_layers, T, T)
     lifetime = held.sum(1).float()                                   # (n_layers, T) steps each token stayed
     steps_left = (T - torch.arange(T)).float()                       # steps it could have stayed
     recent = sum(held[:, t, max(0, t - size + 1): t + 1].sum().item() for t in range(size, T))
-    recent_share = recent / held[:, size:].sum().item()
+    recent_share = recent / max(1, held[:, size:].sum().item())
     # tokens kept longest, on average over their occurrences (all layers; seen at least 5 times, early enough)
     stay = (lifetime / steps_left).mean(0)                           # (T,) share of its remaining steps
     by_token = {}
     for j in range(T - size):
-        by_token.setdefault(ids[0, j].item(), []).append(stay[j].item())
+        by_token.setdefault(ids[j].item(), []).append(stay[j].item())
     ranked = sorted(((sum(v) / len(v), k, len(v)) for k, v in by_token.items() if len(v) >= 5), reverse=True)
     tokens = lambda part: [{"token": tok.decode([k]), "mean_share_kept": round(s, 3), "count": c} for s, k, c in part]
-    return {"policy": named.label, "size": size, "length": T, "layer": layer, "book": book,
-            "recent_share": recent_share,
+    return {"recent_share": recent_share,
             "first_tokens_kept_to_end_per_layer": [int(held[l, -1, :4].sum()) for l in range(n_layers)],
             "first_token_kept_to_end_layers": int(held[:, -1, 0].sum()),
-            "longest_kept_tokens": tokens(ranked[:15]), "shortest_kept_tokens": tokens(ranked[-5:]),
-            "dropped_at": dropped_at[layer].tolist()}
+            "longest_kept_tokens": tokens(ranked[:15]), "shortest_kept_tokens": tokens(ranked[-5:])}
+
+
+def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
+    """What each policy holds in every layer at every step of one text ids (T,), and the score that
+    decided each drop: the data of the page viewer.html draws (demo.py view), with the same
+    statistics `retention` prints."""
+    ids = ids.view(1, -1)
+    if ids.shape[1] <= size:
+        raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
+    data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
+            "policies": []}
+    for name in names:
+        named = policies.named(name)
+        if named is policies.FULL:
+            raise ValueError("view needs policies: with every row kept there is nothing to see")
+        dropped_at, score = drops(model, ids, named, size)
+        data["policies"].append({
+            "label": named.label, "dropped_at": dropped_at.tolist(),  # (n_layers, T); T: held to the end
+            "score": [[float(f"{x:.4g}") if math.isfinite(x) else None for x in layer] for layer in score.tolist()],
+            "summary": retention_stats(dropped_at, ids[0], size, tok)})
+    return data
 
 
 def held_rows(dropped_at) -> torch.Tensor:

@@ -27,7 +27,7 @@ def atomic(path: pathlib.Path):
     when the block ends without an error, so an interrupted run never leaves half a file to be read back.
     The temporary name is unique, so two processes writing the same file do not mix their bytes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)  # same type
     os.close(fd)
     try:
         yield pathlib.Path(tmp)
@@ -141,6 +141,28 @@ def median_time(fn, repeat: int, warmup: int = 1) -> float:
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
+
+# ---------------------------------------------------------------- a headless browser
+
+def chromium() -> str | None:
+    """The path of a Chromium (Debian's `chromium` package), or None."""
+    import shutil
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def browse(page: pathlib.Path, hash: str = "", screenshot: pathlib.Path | None = None, size=(1400, 1000)) -> str:
+    """Open a local page in headless Chromium: the DOM after its scripts ran, or with `screenshot`, a
+    PNG of it (written whole or not at all)."""
+    browser = chromium()
+    if browser is None:
+        raise RuntimeError("no Chromium found: `apt-get install chromium` (Debian) to take a screenshot")
+    url = page.resolve().as_uri() + (f"#{hash}" if hash else "")
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={size[0]},{size[1]}"]
+    if screenshot is None:
+        return subprocess.run([*cmd, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    with atomic(screenshot) as tmp:
+        subprocess.run([*cmd, f"--screenshot={tmp}", url], capture_output=True, timeout=120, check=True)
+    return ""
 
 # ---------------------------------------------------------------- command-line numbers
 
