@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import pathlib
+import shutil
 import statistics
 import os
 import subprocess
@@ -29,6 +30,7 @@ def atomic(path: pathlib.Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)  # same type
     os.close(fd)
+    os.chmod(tmp, 0o644)  # as an ordinary new file, not mkstemp's owner-only
     try:
         yield pathlib.Path(tmp)
         os.replace(tmp, path)
@@ -146,13 +148,12 @@ def median_time(fn, repeat: int, warmup: int = 1) -> float:
 
 def chromium() -> str | None:
     """The path of a Chromium (Debian's `chromium` package), or None."""
-    import shutil
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
 
 def browse(page: pathlib.Path, hash: str = "", screenshot: pathlib.Path | None = None, size=(1400, 1000)) -> str:
-    """Open a local page in headless Chromium: the DOM after its scripts ran, or with `screenshot`, a
-    PNG of it (written whole or not at all)."""
+    """Open a local page in headless Chromium, `hash` after the # of its address: the DOM after its
+    scripts ran, or with `screenshot`, a PNG of it (written whole or not at all)."""
     browser = chromium()
     if browser is None:
         raise RuntimeError("no Chromium found: `apt-get install chromium` (Debian) to take a screenshot")
@@ -163,6 +164,7 @@ def browse(page: pathlib.Path, hash: str = "", screenshot: pathlib.Path | None =
     with atomic(screenshot) as tmp:
         subprocess.run([*cmd, f"--screenshot={tmp}", url], capture_output=True, timeout=120, check=True)
     return ""
+
 
 # ---------------------------------------------------------------- command-line numbers
 

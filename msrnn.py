@@ -221,7 +221,6 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
     """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None.
     oneshot > 0: the first `oneshot` tokens are read with full attention, then the state is cut to
     `size` rows by the policy at the last of them (the one-shot regime); 0 evicts at every step."""
-    integer = lambda x: isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
     if size is not None and (not integer(size) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
     if not integer(batch) or batch < 1:
@@ -239,6 +238,10 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
                           free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long, device=model.device), size=size,
                           window=c.sliding_window, layer=layer, oneshot=oneshot)
     return State([empty(i) for i in range(c.n_layers)])
+
+
+def integer(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
 
 
 def _check(policy, size):
@@ -308,7 +311,6 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 
 
 def _check_sampling(model, max_new, temperature, top_k, seed):
-    integer = lambda x: isinstance(x, int) and not isinstance(x, bool)
     if not integer(max_new) or max_new < 0:
         raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
