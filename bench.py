@@ -1,7 +1,7 @@
 """Speed on a CPU: python bench.py [--quick] [--threads 2]  ->  results/bench.json, .log, .png
 
 1. decoding, batch 1, unbounded: ours vs transformers' generate (if installed) vs the weight-streaming
-   limit (one token's matrix-vector products alone);
+   limit (one token's matrix-vector products alone); 1b. the same, compiled, unbounded and TOVA 256;
 2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
 3. batched decoding with a bounded state;
 4. reading a text under a policy, as the perplexity experiments do: msrnn.prefill vs the masked
@@ -21,10 +21,10 @@ import msrnn
 import policies
 
 SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, for a smoke test
-    "full": dict(transformers=True, decode_steps=63, rounds=3, positions=[128, 512, 2048, 8192], curves=[("tova", 256), ("window", 256),
+    "full": dict(transformers=True, compile=True, decode_steps=63, rounds=3, positions=[128, 512, 2048, 8192], curves=[("tova", 256), ("window", 256),
                  ("tova", 1024)], position_steps=15, batches=[1, 4, 16], batch_size=256, batch_steps=6,
                  read=(2, 4096, 256), read_steps=128),
-    "quick": dict(transformers=False, decode_steps=4, rounds=1, positions=[128, 512], curves=[("tova", 32), ("window", 32)],
+    "quick": dict(transformers=False, compile=False, decode_steps=4, rounds=1, positions=[128, 512], curves=[("tova", 32), ("window", 32)],
                   position_steps=2, batches=[1, 2], batch_size=32, batch_steps=2, read=(2, 64, 16), read_steps=16),
 }
 
@@ -68,6 +68,26 @@ def decode(model, folder, s) -> dict:
           + (f", {ours / hf:.2f}x transformers" if hf else ""), flush=True)
     return {"ours_tokens_per_s": ours, "transformers_tokens_per_s": hf, "limit_tokens_per_s": 1 / limit,
             "vs_transformers": ours / hf if hf else None, "share_of_limit": ours * limit}
+
+
+def compiled(model, s, hf) -> dict:
+    """1b. The same decode steps compiled (msrnn.compiled_step), next to eager ones from the same state:
+    unbounded with 16 rows (line 1's setting) and a full TOVA 256 state, batch 1. The first steps of
+    each compile (twice: then the position and row count are symbolic) and are timed apart."""
+    step, limit, out = msrnn.compiled_step(), weight_limit(model), {}
+    for label, size, policy in (("unbounded", None, None), ("TOVA 256", 256, policies.tova)):
+        steps = min(s["decode_steps"], 60)  # an unbounded state has room for 64 more rows
+        t0 = time.time()
+        experiments.decode_speed(model, 1, 16, size, policy, steps=1, step=step, warmup=2)
+        compile_s = time.time() - t0
+        fast = experiments.decode_speed(model, 1, 16, size, policy, steps=steps, step=step)
+        eager = experiments.decode_speed(model, 1, 16, size, policy, steps=steps)
+        out[label] = {"compiled_tokens_per_s": fast, "eager_tokens_per_s": eager, "compile_s": compile_s,
+                      "share_of_limit": fast * limit, "vs_transformers": fast / hf if hf else None}
+        print(f"1b. compiled decode, {label}: {fast:.1f} tokens/s ({fast * limit:.0%} of the limit"
+              + (f", {fast / hf:.2f}x transformers" if hf else "") + f"), eager {eager:.1f}; compiled in {compile_s:.0f} s",
+              flush=True)
+    return out
 
 
 def per_position(model, s) -> dict:
@@ -136,7 +156,9 @@ def main(argv=None):
     with harness.transcript() as printed:
         model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
         folder = load_weights.checkpoint_folder(args.model)
-        data = {"threads": args.threads, "decode": decode(model, folder, s), "per_position": per_position(model, s),
+        data = {"threads": args.threads, "decode": decode(model, folder, s)}
+        hf = data["decode"]["transformers_tokens_per_s"]
+        data |= {"compiled": compiled(model, s, hf) if s["compile"] else None, "per_position": per_position(model, s),
                 "batched": batched(model, s), "reading": reading(model, s)}
     default = args.model is None and args.threads == 2 and args.dtype == "float32" and args.device == "cpu"
     name = "bench_quick" if args.quick else "bench" if default else f"bench-{args.dtype}-{model.device.type}"

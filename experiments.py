@@ -410,12 +410,13 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
 
 
 @torch.no_grad()
-def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8) -> float:
+def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8, step=llama.step, warmup=1) -> float:
     """Tokens per second of batched decoding from a state holding `n_rows` rows: the median of `steps`
-    steps (at most 63 for an unbounded state, which has room for 64 more rows)."""
+    steps after `warmup` untimed ones (at most 63 in all for an unbounded state, which has room for 64
+    more rows). step: llama.step, or msrnn.compiled_step()."""
     state = synthetic_state(model, batch, n_rows, size)
     tokens = torch.zeros(batch, dtype=torch.long, device=model.device)  # a step costs the same whatever the token
-    return batch / harness.median_time(lambda: llama.step(model, tokens, state, policy), steps)
+    return batch / harness.median_time(lambda: step(model, tokens, state, policy), steps, warmup)
 
 
 def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8, log=quiet) -> dict:

@@ -12,7 +12,10 @@ prompt with full attention and keeps the `size` best rows once, after its last t
 """
 import inspect
 import math
+import os
+import shutil
 import traceback
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -73,7 +76,9 @@ class MultiState:
             self._grow()  # doubled, amortised O(1); a bounded state stops at size + 1 slots (after a one-shot prompt)
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
-            self.k[:, :, i], self.v[:, :, i], self.pos[:, :, i], self.score[:, :, i] = k, v, t, 0.0
+            # written as slices i:i+1, so that torch.compile follows a changing i rather than recompiling for each
+            self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
+            self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1] = t, 0.0
         else:  # full: the slot the policy freed last step, which a head-wise policy chose per KV head
             slot = self.free[..., None]                              # (B, Hkv, 1)
             idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])     # (B, Hkv, 1, hd)
@@ -275,13 +280,14 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
 
 @torch.no_grad()
 def generate(model, prompt, max_new: int, policy=None, size=None, state=None, temperature: float = 0.0,
-             top_k: int | None = None, seed: int = 0, regime: str = "step"):
+             top_k: int | None = None, seed: int = 0, regime: str = "step", compile: bool = False):
     """Yield (B,) new tokens one at a time: greedy when temperature is 0, sampled otherwise.
 
     prompt: (T,) or (B, T), at least one token, fed first. regime "step" evicts from the first token
     on; "full" reads the prompt with full attention and cuts the state to `size` once, after it.
     Pass `state` to continue from it instead: its size, regime and position carry on, and it is
-    updated in place, so a caller can watch it grow.
+    updated in place, so a caller can watch it grow. compile: decode with `compiled_step` (the
+    prompt is read as always); worth its compile time only for long generations.
     """
     prompt = llama.check_tokens(model, prompt)                       # (B, T)
     if regime not in ("step", "full"):
@@ -296,6 +302,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     # the random numbers come from the model's device (meta tensors, test_devices.py, have none to give)
     gen = torch.Generator(model.device).manual_seed(seed) if model.device.type != "meta" else None
     logits = feed(model, prompt, state, policy)[:, -1]
+    step = compiled_step() if compile else llama.step
     for i in range(max_new):
         if temperature == 0:
             tok = logits.argmax(-1)
@@ -307,7 +314,26 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = llama.step(model, tok, state, policy)
+            logits = step(model, tok, state, policy)
+
+
+_COMPILED = {}
+
+
+def compiled_step():
+    """llama.step compiled by torch.compile (inductor): the same code, its small operations fused.
+    Once a state is full (bounded) or growing by one row a step (unbounded), every step has the same
+    graph; the position and the row count become symbolic after the first recompile. The first steps
+    of a new state, and each doubling of an unbounded one, compile again (about 20 s each for the
+    default model on 2 cores). Without a C++ compiler, llama.step itself, with one warning."""
+    if "step" not in _COMPILED:
+        if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
+            warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: decoding uncompiled")
+            _COMPILED["step"] = llama.step
+        else:
+            torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
+            _COMPILED["step"] = torch.compile(llama.step)
+    return _COMPILED["step"]
 
 
 def _check_sampling(model, max_new, temperature, top_k, seed):

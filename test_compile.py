@@ -1,0 +1,53 @@
+"""The compiled decode step (msrnn.compiled_step: torch.compile of llama.step) computes what the eager
+step does: the same rows held, logits within float32 rounding, and within 1e-10 in float64."""
+import pytest
+import torch
+
+import llama
+import msrnn
+import policies
+from conftest import EXACT, assert_close, random_model, tiny_config, tokens
+
+if msrnn.compiled_step() is llama.step:
+    pytest.skip("no C++ compiler for torch.compile here", allow_module_level=True)
+
+FLOAT32 = 1e-4  # logits up to about 7: a few float32 roundings, summed in another order by the fused kernels
+
+
+def decode(step, model, policy, size, prompt, steps):
+    """Logits of `steps` greedy decode steps after the prompt (read eagerly), and the state."""
+    state = msrnn.init_state(model, prompt.shape[0], size)
+    logits = msrnn.feed(model, prompt, state, policy)[:, -1]
+    out = []
+    for _ in range(steps):
+        logits = step(model, logits.argmax(-1), state, policy)
+        out.append(logits)
+    return torch.stack(out, 1), state
+
+
+@pytest.mark.parametrize("name", [None, "tova", "tova_head", "h2o", "sink"])
+def test_compiled_decoding_is_the_eager_step(name):
+    """Over 40 steps: a bounded state full from the start, an unbounded one that doubles twice."""
+    model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
+    policy, size = (policies.POLICIES[name], 8) if name else (None, None)
+    prompt = tokens(2, 12)
+    eager, eager_state = decode(llama.step, model, policy, size, prompt, 40)
+    compiled, compiled_state = decode(msrnn.compiled_step(), model, policy, size, prompt, 40)
+    assert_close(compiled, eager, atol=FLOAT32, msg=f"{name}: compiled vs eager logits")
+    for a, b in zip(compiled_state, eager_state):
+        assert torch.equal(a.pos, b.pos), f"{name}: the same rows held"
+
+
+def test_compiled_decoding_in_float64_is_exact():
+    """float64: compiled and eager steps agree to 1e-10 (the eager one is the transformer: test_equivalence.py)."""
+    model = random_model(tiny_config())
+    prompt = tokens(1, 10)
+    compiled, _ = decode(msrnn.compiled_step(), model, None, None, prompt, 20)
+    assert_close(compiled, decode(llama.step, model, None, None, prompt, 20)[0], atol=EXACT)
+
+
+def test_generate_compiled():
+    model = random_model(tiny_config(), dtype=torch.float32)
+    prompt = tokens(1, 6)
+    eager = torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4)))
+    assert torch.equal(torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4, compile=True))), eager)
