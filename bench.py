@@ -1,7 +1,8 @@
 """Speed on a CPU: python bench.py [--quick] [--threads 2]  ->  results/bench.json, .log, .png
 
 1. decoding, batch 1, unbounded: ours vs transformers' generate (if installed) vs the weight-streaming
-   limit (one token's matrix-vector products alone); 1b. the same, compiled, unbounded and TOVA 256;
+   limit (one token's matrix-vector products alone); 1b. the same, compiled, unbounded and TOVA 256
+   (batch 1 and 16); 1c. the model's bytes at the bandwidth of a large copy, next to the limit;
 2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
 3. batched decoding with a bounded state;
 4. reading a text under a policy, as the perplexity experiments do: msrnn.prefill vs the masked
@@ -34,6 +35,18 @@ def weight_limit(model, repeat=20) -> float:
     ws = [w for L in model.layers for w in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)] + [model.lm_head]
     xs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=model.dtype, device=model.device) for w in ws}
     return harness.median_time(lambda: [F.linear(xs[w.shape[1]], w) for w in ws], repeat)
+
+
+def copy_floor(model, repeat=10) -> tuple[float, float]:
+    """(tokens/s, bytes/s): the bandwidth of a large tensor copy here (256 MiB read and written: both
+    count), and the tokens/s if a step cost nothing but reading the model's bytes at it."""
+    src = torch.ones(2 ** 26, dtype=torch.float32, device=model.device)
+    dst = torch.empty_like(src)
+    bandwidth = 2 * src.numel() * 4 / harness.median_time(lambda: dst.copy_(src), repeat)
+    weights = sum(x.numel() * x.element_size() for x in [model.embed, model.norm, *([] if model.lm_head is model.embed
+              else [model.lm_head])]) + sum(w.numel() * w.element_size() for L in model.layers for w in
+              (L.attn_norm, L.w_qkv, L.wo, L.mlp_norm, L.w_gate_up, L.w_down))
+    return bandwidth / weights, bandwidth
 
 
 def transformers_decoder(folder, model):
@@ -75,18 +88,23 @@ def compiled(model, s, hf) -> dict:
     unbounded with 16 rows (line 1's setting) and a full TOVA 256 state, batch 1. The first steps of
     each compile (twice: then the position and row count are symbolic) and are timed apart."""
     step, limit, out = msrnn.compiled_step(), weight_limit(model), {}
-    for label, size, policy in (("unbounded", None, None), ("TOVA 256", 256, policies.tova)):
+    for label, batch, size, policy in (("unbounded", 1, None, None), ("TOVA 256", 1, 256, policies.tova),
+                                       ("TOVA 256, batch 16", 16, 256, policies.tova)):
         steps = min(s["decode_steps"], 60)  # an unbounded state has room for 64 more rows
         t0 = time.time()
-        experiments.decode_speed(model, 1, 16, size, policy, steps=1, step=step, warmup=2)
+        experiments.decode_speed(model, batch, 16, size, policy, steps=1, step=step, warmup=2)
         compile_s = time.time() - t0
-        fast = experiments.decode_speed(model, 1, 16, size, policy, steps=steps, step=step)
-        eager = experiments.decode_speed(model, 1, 16, size, policy, steps=steps)
+        fast = experiments.decode_speed(model, batch, 16, size, policy, steps=steps, step=step)
+        eager = experiments.decode_speed(model, batch, 16, size, policy, steps=steps)
         out[label] = {"compiled_tokens_per_s": fast, "eager_tokens_per_s": eager, "compile_s": compile_s,
                       "share_of_limit": fast * limit, "vs_transformers": fast / hf if hf else None}
-        print(f"1b. compiled decode, {label}: {fast:.1f} tokens/s ({fast * limit:.0%} of the limit"
-              + (f", {fast / hf:.2f}x transformers" if hf else "") + f"), eager {eager:.1f}; compiled in {compile_s:.0f} s",
+        vs = f" ({fast * limit:.0%} of the limit" + (f", {fast / hf:.2f}x transformers)" if hf else ")") if batch == 1 else ""
+        print(f"1b. compiled decode, {label}: {fast:.1f} tokens/s{vs}, eager {eager:.1f}; compiled in {compile_s:.0f} s",
               flush=True)
+    floor, bandwidth = copy_floor(model)
+    out |= {"copy_floor_tokens_per_s": floor, "copy_bytes_per_s": bandwidth}
+    print(f"1c. a large copy moves {bandwidth / 1e9:.1f} GB/s; the model's bytes at that rate: {floor:.1f} tokens/s "
+          f"(the weight-streaming limit: {1 / limit:.1f})", flush=True)
     return out
 
 
