@@ -1,5 +1,7 @@
 """Any device, any float: the same code in bfloat16 and float16 against float64, and every tensor the
 core makes on the model's own device (checked on a second device that needs no GPU: `meta`)."""
+import time
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -129,9 +131,13 @@ def test_default_model_in_bfloat16(real_model, tokenizer, gpl3):
     model = load_weights.load_model(dtype=torch.bfloat16)
     assert model.dtype == torch.bfloat16 and model.layers[0].w_qkv.dtype == torch.bfloat16
     ids = torch.tensor(tokenizer.encode(gpl3[:8000]).ids)
-    ppl = {m.dtype: torch.nn.functional.cross_entropy(llama.forward(m, ids)[:-1].float(), ids[1:]).exp().item()
-           for m in (real_model, model)}
-    print(f"GPL-3, {len(ids)} tokens: perplexity {ppl[torch.float32]:.3f} in float32, {ppl[torch.bfloat16]:.3f} in bfloat16")
+    ppl, seconds = {}, {}
+    for m in (real_model, model):
+        t0 = time.time()
+        ppl[m.dtype] = torch.nn.functional.cross_entropy(llama.forward(m, ids)[:-1].float(), ids[1:]).exp().item()
+        seconds[m.dtype] = time.time() - t0
+    print(f"GPL-3, {len(ids)} tokens: perplexity {ppl[torch.float32]:.3f} in float32 ({seconds[torch.float32]:.1f} s), "
+          f"{ppl[torch.bfloat16]:.3f} in bfloat16 ({seconds[torch.bfloat16]:.1f} s)")
     assert abs(ppl[torch.bfloat16] / ppl[torch.float32] - 1) < 0.01
     prompt = torch.tensor(tokenizer.encode("The capital of France is").ids)
     assert tokenizer.decode([t.item() for t in msrnn.generate(model, prompt, 1)]) == " Paris"

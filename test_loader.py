@@ -117,6 +117,7 @@ def test_loading_a_bf16_checkpoint_holds_it_once(tmp_path):
                                   cwd=pathlib.Path(__file__).parent).stdout)
     finally:
         shutil.rmtree(folder)  # 2 GB: not kept among pytest's last three runs
+    print(f"loading {size / 2 ** 30:.2f} GiB of bfloat16 files as bfloat16: peak {peak / 2 ** 30:.2f} GiB ({peak / size:.2f}x)")
     assert size > 2e9 and peak < 1.3 * size, f"peak {peak / 2 ** 30:.2f} GiB for {size / 2 ** 30:.2f} GiB of files"
 
 
