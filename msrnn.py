@@ -360,12 +360,8 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     at once (MultiState.fill); then it steps through the positions with the same MultiState.attend
     as `feed`. Logits and state are the token-by-token run's (test_policies.py).
     """
-    _check(policy, size)
-    ids = llama.check_tokens(model, tokens)                          # (B, T) on the model's device
-    single = tokens.dim() == 1
+    ids, single, state = _start(model, tokens, policy, size, oneshot)  # ids (B, T) on the model's device
     B, T = ids.shape
-    llama.check_positions(model, T)
-    state = init_state(model, B, size, oneshot)
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
     x = model.embed[ids]                                             # (B, T, dim)
@@ -382,6 +378,15 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     return logits[0] if single else logits, state
 
 
+def _start(model, tokens, policy, size, oneshot):
+    """What prefill and masked_forward begin with: their arguments checked, tokens as (B, T) on the
+    model's device, whether they came as (T,), and an empty state."""
+    _check(policy, size)
+    ids = llama.check_tokens(model, tokens)
+    llama.check_positions(model, ids.shape[1])
+    return ids, tokens.dim() == 1, init_state(model, ids.shape[0], size, oneshot)
+
+
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
     """The transformer view of a finite MSRNN: (logits, state) for tokens (B, T) or (T,), as `prefill`.
@@ -391,12 +396,8 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     Oren et al. 2024, app. E), and attends under that mask with ordinary softmax attention. The
     returned state is the one the token-by-token run reaches, so generation can continue from it.
     """
-    _check(policy, size)
-    ids = llama.check_tokens(model, tokens)                          # (B, T) on the model's device
-    single = tokens.dim() == 1
+    ids, single, state = _start(model, tokens, policy, size, oneshot)  # ids (B, T) on the model's device
     B, T = ids.shape
-    llama.check_positions(model, T)
-    state = init_state(model, B, size, oneshot)
     causal = llama.causal_mask(T, model.config.sliding_window, model.device)  # (T, T) the model's own mask
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
     x = model.embed[ids]                                             # (B, T, dim)
