@@ -30,22 +30,25 @@ SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, f
 }
 
 
+def streamed(model) -> list:
+    """The matrices a decode step reads for one token: every layer's, and the unembedding."""
+    return [w for L in model.layers for w in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)] + [model.lm_head]
+
+
 def weight_limit(model, repeat=20) -> float:
     """Seconds for one token's matrix-vector products alone: every weight read once, nothing else."""
-    ws = [w for L in model.layers for w in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)] + [model.lm_head]
+    ws = streamed(model)
     xs = {w.shape[1]: torch.randn(1, w.shape[1], dtype=model.dtype, device=model.device) for w in ws}
     return harness.median_time(lambda: [F.linear(xs[w.shape[1]], w) for w in ws], repeat)
 
 
 def copy_floor(model, repeat=10) -> tuple[float, float]:
     """(tokens/s, bytes/s): the bandwidth of a large tensor copy here (256 MiB read and written: both
-    count), and the tokens/s if a step cost nothing but reading the model's bytes at it."""
+    count), and the tokens/s if a step cost nothing but reading the matrices the limit reads at it."""
     src = torch.ones(2 ** 26, dtype=torch.float32, device=model.device)
     dst = torch.empty_like(src)
     bandwidth = 2 * src.numel() * 4 / harness.median_time(lambda: dst.copy_(src), repeat)
-    weights = sum(x.numel() * x.element_size() for x in [model.embed, model.norm, *([] if model.lm_head is model.embed
-              else [model.lm_head])]) + sum(w.numel() * w.element_size() for L in model.layers for w in
-              (L.attn_norm, L.w_qkv, L.wo, L.mlp_norm, L.w_gate_up, L.w_down))
+    weights = sum(w.numel() * w.element_size() for w in streamed(model))  # the bytes the limit reads
     return bandwidth / weights, bandwidth
 
 

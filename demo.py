@@ -150,12 +150,17 @@ def cmd_tour(args):
 
 # ---------------------------------------------------------------- the commands: each returns (data, model)
 
+def read_text(args) -> str:
+    """The text of --text (in --encoding), else of --book."""
+    return texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
+
+
 def cmd_ppl(args):
     policy = policies.named(args.policy)
     if (policy is policies.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
-    text = texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
+    text = read_text(args)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
     t0 = time.time()
@@ -192,7 +197,7 @@ def cmd_retention(args):
 
 
 def cmd_view(args):
-    text = texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
+    text = read_text(args)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids[: args.tokens])
     data = experiments.view(model, tok, ids, names=args.policy, size=args.size)
@@ -265,7 +270,12 @@ def parser():
     p.add_argument("--policies", nargs="+", help=f"each: {one} (default: window sink h2o tova for perplexity, "
                    "window sink tova for the pass key)")
 
-    p = sub.add_parser("ppl", parents=[common], help="perplexity of a text under a policy and multi-state size")
+    text = argparse.ArgumentParser(add_help=False)  # the commands that read a text: read_text
+    text.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
+    text.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
+    text.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
+
+    p = sub.add_parser("ppl", parents=[common, text], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
     p.add_argument("--size", type=harness.at_least(1), help="multi-state size: rows kept per layer (omit for --policy full)")
     p.add_argument("--prompt", choices=("step", "full"), default="step",
@@ -273,9 +283,6 @@ def parser():
                         "--prompt-len tokens with full attention, then cut to --size once (the official TOVA code, kvpress)")
     p.add_argument("--prompt-len", type=harness.at_least(0), help="tokens of each chunk that are the prompt; only the tokens after it "
                    "are scored (default: half the chunk with --prompt full, else 0)")
-    p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
-    p.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
-    p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
     p.add_argument("--tokens", type=harness.at_least(2), default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")
 
@@ -298,13 +305,10 @@ def parser():
     p.add_argument("--length", type=harness.at_least(2), default=2048)
     p.add_argument("--layer", type=harness.at_least(0), default=15, help="the layer drawn in the heatmap")
 
-    p = sub.add_parser("view", parents=[common], help="a page to see what policies keep, step by step, layer by layer")
+    p = sub.add_parser("view", parents=[common, text], help="a page to see what policies keep, step by step, layer by layer")
     p.add_argument("--policy", nargs="+", default=["sink", "tova"], help=f"one or more (the page shows two side by "
                    f"side): {one} (default: sink tova)")
     p.add_argument("--size", type=harness.at_least(1), default=64, help="multi-state size (default 64)")
-    p.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
-    p.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
-    p.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
     p.add_argument("--tokens", type=harness.at_least(2), default=512, help="the first N tokens of the text (default 512)")
     p.add_argument("--screenshot", action="store_true", help="also a PNG of the page, taken by headless Chromium")
 

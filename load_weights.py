@@ -183,14 +183,15 @@ def _read_tensors(path: Path, wanted: dict, dtype, device) -> dict:
     for name, shape in wanted.items():
         file = seen[name]
         where = f"{path}: tensor {name} ({file.name})"
-        disk = _open(file).get_slice(name)  # its header: shape and dtype, before any byte is read
+        f = _open(file)  # opened for this tensor alone: its memory map goes with it
+        disk = f.get_slice(name)  # its header: shape and dtype, before any byte is read
         if tuple(disk.get_shape()) != shape:
             raise CheckpointError(f"{where} has shape {tuple(disk.get_shape())}, expected {shape}")
         if disk.get_dtype() not in DISK_DTYPES:
             raise CheckpointError(f"{where} has dtype {disk.get_dtype()}, expected a float type "
                                   f"({', '.join(DISK_DTYPES)})")
         try:
-            x = _open(file).get_tensor(name).to(device=device, dtype=dtype, copy=True)
+            x = f.get_tensor(name).to(device=device, dtype=dtype, copy=True)
         except CheckpointError:
             raise
         except Exception as e:
@@ -200,6 +201,7 @@ def _read_tensors(path: Path, wanted: dict, dtype, device) -> dict:
         if not torch.isfinite(torch.stack(torch.aminmax(x))).all():
             raise CheckpointError(f"{where} holds NaN or infinite values" + (f" in {dtype}" if dtype != torch.float32 else ""))
         tensors[name] = x
+        del f
     return tensors
 
 

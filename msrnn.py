@@ -10,6 +10,7 @@ A policy scores the held rows; the state drops the lowest-scored row at every st
 MSRNN, the default), or, in the one-shot regime of the official TOVA code and kvpress, reads a
 prompt with full attention and keeps the `size` best rows once, after its last token.
 """
+import functools
 import inspect
 import math
 import os
@@ -317,23 +318,18 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             logits = step(model, tok, state, policy)
 
 
-_COMPILED = {}
-
-
+@functools.cache
 def compiled_step():
     """llama.step compiled by torch.compile (inductor): the same code, its small operations fused.
     Once a state is full (bounded) or growing by one row a step (unbounded), every step has the same
     graph; the position and the row count become symbolic after the first recompile. The first steps
     of a new state, and each doubling of an unbounded one, compile again (about 20 s each for the
     default model on 2 cores). Without a C++ compiler, llama.step itself, with one warning."""
-    if "step" not in _COMPILED:
-        if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
-            warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: decoding uncompiled")
-            _COMPILED["step"] = llama.step
-        else:
-            torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
-            _COMPILED["step"] = torch.compile(llama.step)
-    return _COMPILED["step"]
+    if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
+        warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: decoding uncompiled")
+        return llama.step
+    torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
+    return torch.compile(llama.step)
 
 
 def _check_sampling(model, max_new, temperature, top_k, seed):
