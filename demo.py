@@ -165,6 +165,7 @@ def cmd_ppl(args):
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
     t0 = time.time()
     r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
+                               compile=args.compile,
                                progress=lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr))
     scored = f" after a prompt of {prompt_len} read {'in full, then cut once' if args.prompt == 'full' else 'per step'}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
@@ -184,7 +185,7 @@ def cmd_check(args):
 def cmd_sweep(args):
     model, tok = load(args)
     data = experiments.sweep(model, tok, sizes=args.sizes, names=args.policies, n_chunks=args.chunks,
-                             chunk=args.chunk, jobs=args.jobs, log=print)
+                             chunk=args.chunk, jobs=args.jobs, compile=args.compile, log=print)
     print("\n" + experiments.sweep_table(data))
     return data, model
 
@@ -236,9 +237,10 @@ COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_chec
 
 def result_name(args, parser) -> str:
     """The command's name for its default configuration; otherwise runs/ and a name that says what
-    differs, so a run with other settings or another model never overwrites the results README shows."""
+    differs, so a run with other settings or another model never overwrites the results README shows.
+    --compile is not a setting: it computes the same numbers (to float32 rounding), sooner."""
     common = {"model": None, "dtype": "float32", "device": "cpu"}  # options of every command, and their defaults
-    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", "screenshot", *common) and v != parser.get_default(k)]
+    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", "screenshot", "compile", *common) and v != parser.get_default(k)]
     changed += [(k, getattr(args, k)) for k, default in common.items() if getattr(args, k) != default]
     if not changed:
         return args.cmd
@@ -256,6 +258,8 @@ def parser():
     debug_help = "on an error, show the full traceback rather than one line"
     dtype_help = "the float the model computes in: float32 (default), bfloat16, float16 or float64"
     device_help = "cpu (default), cuda, cuda:N, mps, or auto (cuda where there is a GPU)"
+    compile_help = ("read each text's steps with torch.compile: the same numbers to float32 rounding, faster "
+                    "once compiled (a C++ compiler is needed; 10-60 s of compiling first, less when cached)")
     # the options of every command go before it or after it; after it, they must not reset a value given before
     common = argparse.ArgumentParser(add_help=False)
     for p, default in ((ap, lambda value: value), (common, lambda value: argparse.SUPPRESS)):
@@ -285,6 +289,7 @@ def parser():
                    "are scored (default: half the chunk with --prompt full, else 0)")
     p.add_argument("--tokens", type=harness.at_least(2), default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")
+    p.add_argument("--compile", action="store_true", help=compile_help)
 
     p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
     p.add_argument("policy", nargs="*", default=list(policies.POLICIES) + ["lookahead:256"],
@@ -298,6 +303,7 @@ def parser():
     p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova", "lookahead", "lookahead:256"],
                    help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
     p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2: faster on 2 cores)")
+    p.add_argument("--compile", action="store_true", help=compile_help)
 
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")

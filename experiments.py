@@ -30,15 +30,16 @@ def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "a
 
 
 @torch.no_grad()
-def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0) -> torch.Tensor:
+def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=False) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
     Runs msrnn.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
     times faster (bench.py): projections and MLPs see all tokens at once. policy: a function, or
     a name or policies.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
+    compile: prefill's steps compiled (msrnn.compiled).
     """
     named = policies.named(policy) if policy is not None else policies.FULL
-    return next_token_nll(msrnn.prefill(model, ids, named.on(model, ids), size, oneshot)[0], ids)
+    return next_token_nll(msrnn.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
 
 
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -62,7 +63,7 @@ def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, progress=None, regime="step",
-               prompt_len=0) -> dict:
+               prompt_len=0, compile=False) -> dict:
     """Perplexity of a token sequence (T,) cut into chunks of `chunk` tokens (each read from scratch).
 
     prompt_len > 0 scores only the tokens after each chunk's first prompt_len, which are the prompt:
@@ -76,7 +77,7 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
     losses = []
     for i, p in enumerate(x for x in pieces if len(x) > max(1, prompt_len)):
-        losses.append(nll(model, p[None], policy, size, oneshot)[0, max(0, prompt_len - 1):])
+        losses.append(nll(model, p[None], policy, size, oneshot, compile)[0, max(0, prompt_len - 1):])
         if progress:
             progress(i + 1, len(pieces))
     loss = torch.cat(losses)
@@ -88,14 +89,14 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
           names=("window", "sink", "h2o", "tova", "lookahead", "lookahead:256"),
-          n_chunks=4, chunk=4096, batch=4, jobs=1, log=quiet) -> dict:
+          n_chunks=4, chunk=4096, batch=4, jobs=1, compile=False, log=quiet) -> dict:
     """Perplexity of every policy at every size on the same n_chunks chunks of real books, next to the
     full cache and the shorter-context baseline.
 
     names: policies as demo.py takes them ('tova', 'sink:8', 'mine.py:fn') or functions. Each setting
     is saved as soon as it is measured (cache_dir) and not measured again, so an interrupted sweep
     resumes. jobs=2 measures settings in two single-threaded processes (harness.pool_map), the
-    costliest first.
+    costliest first. compile: prefill's steps compiled (the same numbers, to float32 rounding, faster).
     """
     ids = book_chunks(tok, n_chunks, chunk)
     named = [policies.named(n) for n in names]
@@ -111,7 +112,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     start = time.time()
     # a job is the arguments of `measure`; a policy named by a string can go to a worker process, a
     # function defined on the fly cannot and is measured here
-    args = {(p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch): (p, s)
+    args = {(p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch, compile): (p, s)
             for p, s in sorted(todo, key=lambda setting: -setting[1])}  # the longest first
     sendable = [a for a in args if a[0] is None or isinstance(a[0], str)]
     results = itertools.chain(harness.pool_map(measure, (model, ids), sendable, jobs),
@@ -127,7 +128,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
         ppl.setdefault("shorter" if p is None else p.label, {})[s] = done[p, s]
     labels = [p.label for p in named]
     return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
-            "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "cache": cache.name,
+            "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "compile": compile, "cache": cache.name,
             "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
@@ -146,15 +147,15 @@ def weights(model) -> list:
     return [model.embed, *per_layer, model.norm, model.lm_head]
 
 
-def measure(model, ids, policy, size, batch) -> dict:
+def measure(model, ids, policy, size, batch, compile=False) -> dict:
     """One setting of the sweep: perplexity over the chunks ids (n, T), `batch` chunks at a time.
-    policy: a name or policies.Named, or None for the shorter-context baseline."""
+    policy: a name or policies.Named, or None for the shorter-context baseline. compile: see nll."""
     start = time.time()
     named = policy and policies.named(policy)
     if named is None:
         losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
     else:
-        losses = [nll(model, x, named, None if named is policies.FULL else size) for x in ids.split(batch)]
+        losses = [nll(model, x, named, None if named is policies.FULL else size, compile=compile) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
     return {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
             "seconds": time.time() - start}

@@ -55,21 +55,25 @@ class MultiState:
         """One step of a layer's multi-state: append the current token's row, attend, drop a row.
         q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> attention output (B, Hkv, G, hd)."""
         K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
-        attn = self.attention(q, K, pos, t)                          # (B, Hkv, G, n)
+        attn = self.attention(q / math.sqrt(q.shape[-1]) @ K.mT, pos, t)  # (B, Hkv, G, n)
         out = attn.to(V.dtype) @ V                                   # (B, Hkv, G, hd)
-        if self.size is not None:  # after attending, so that the current token may be the one dropped
-            # H2O's score: the attention each row receives, summed over steps and the KV head's G queries
-            self.score[:, :, :self.n] += attn.sum(2)
-            self.evict(attn, t, policy)
+        self.keep(attn, t, policy)
         return out
 
-    def attention(self, q, K, pos, t):
-        """Softmax attention weights of the current query over the held rows, (B, Hkv, G, n), in float32
-        at least (llama.wide): the policies read them."""
-        scores = q @ K.mT / math.sqrt(q.shape[-1])                  # (B, Hkv, G, n)
+    def attention(self, scores, pos, t):
+        """Softmax attention weights of the current query over the held rows, from its scores q·k/√hd
+        (B, Hkv, G, n), in float32 at least (llama.wide): the policies read them."""
         if self.window is not None:  # rows W or more steps old are invisible to the model itself
             scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
         return scores.softmax(-1, dtype=self.score.dtype)
+
+    def keep(self, attn, t, policy):
+        """After attending (so that the current token may be the one dropped): add to each row's score
+        the attention it received, H2O's score, summed over the KV head's G queries; then let the
+        policy drop a row if more than `size` remain."""
+        if self.size is not None:
+            self.score[:, :, :self.n] += attn.sum(2)
+            self.evict(attn, t, policy)
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
@@ -81,12 +85,10 @@ class MultiState:
             self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
             self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1] = t, 0.0
         else:  # full: the slot the policy freed last step, which a head-wise policy chose per KV head
-            slot = self.free[..., None]                              # (B, Hkv, 1)
-            idx = slot[..., None].expand(-1, -1, 1, k.shape[-1])     # (B, Hkv, 1, hd)
-            self.k.scatter_(2, idx, k[:, :, None])
-            self.v.scatter_(2, idx, v[:, :, None])
-            self.pos.scatter_(2, slot, t)
-            self.score.scatter_(2, slot, 0.0)  # a new row has received no attention yet
+            # (indexing rather than scatter_, which torch.compile makes a copy of the whole buffer)
+            slot = self._slots()                                     # [b, h, free[b, h]] for every (b, h)
+            self.k[slot], self.v[slot], self.pos[slot] = k, v, t
+            self.score[slot] = 0.0  # a new row has received no attention yet
         # slots [0, n) are all live here: the slot freed last step was just refilled
         n = self.n
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
@@ -99,13 +101,19 @@ class MultiState:
             return
         scores = score_rows(policy, Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t,
                                          self.size, self.layer))  # (B, 1 or Hkv, n)
-        drop = lowest(scores, n - self.size)                         # (B, 1 or Hkv, n - size)
         B, H = self.free.shape
         if n > self.size + 1:  # the one-shot cut
-            return self._cut(drop.expand(B, H, -1))
-        # the dropped row's slot is where the next token goes; -1 marks it empty until then
-        self.free.copy_(drop[..., 0].expand(B, H))
-        self.pos.scatter_(2, self.free[..., None], -1)
+            return self._cut(lowest(scores, n - self.size).expand(B, H, -1))  # (B, Hkv, n - size)
+        # the dropped row's slot is where the next token goes; -1 marks it empty until then. (argmin is
+        # lowest(scores, 1), written out: torch.compile would learn n == size + 1 from the count, which
+        # its code generation fails on once the size varies.)
+        self.free.copy_(scores.argmin(-1).expand(B, H))
+        self.pos[self._slots()] = -1
+
+    def _slots(self):
+        """An index for the slot `free` names in each (sequence, KV head): x[self._slots()] is (B, Hkv, ...)."""
+        B, H = self.free.shape
+        return torch.arange(B, device=self.free.device)[:, None], torch.arange(H, device=self.free.device), self.free
 
     FILL_BLOCK = 256  # queries `fill` handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
 
@@ -115,8 +123,8 @@ class MultiState:
         ends) nothing is dropped, so these steps are the transformer's: each query attends to every row
         so far, under the model's own mask, and each row's score is the attention it received."""
         f = q.shape[3]
-        if f > self.k.shape[2]:
-            self._grow(f)  # unbounded, or a one-shot prompt longer than size + 1
+        if f >= self.k.shape[2]:
+            self._grow(f + 1)  # room for the next step's row too: a bounded state ends at size + 1 slots
         self.k[:, :, :f], self.v[:, :, :f], self.pos[:, :, :f], self.n = k, v, torch.arange(f, device=k.device), f
         visible = llama.causal_mask(f, self.window, k.device)         # (f, f)
         if self.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)
@@ -130,6 +138,39 @@ class MultiState:
             self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
         self.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
         return out
+
+    STEP_BLOCK = 64  # steps `attend_block` takes at once
+
+    def attend_block(self, q, k, v, t, policy, step=None):
+        """The steps at positions t .. t+b-1 when all their queries are known ahead (prefill): what
+        `attend` gives at each in turn, but the held keys and values are read once for the block
+        rather than at every step. A large state then costs two matrix-matrix products per block, not
+        its whole memory traffic per step. q (B, Hkv, G, b, hd); k, v (B, Hkv, b, hd) -> (B, Hkv, G, b, hd).
+        For a state allocated to its full size + 1 slots, as `fill` leaves it; step: scored_step, or it compiled."""
+        B, H, G, b, hd = q.shape
+        n0 = self.n
+        K = torch.cat([self.k[:, :, :n0], k], 2)                     # (B, Hkv, n0 + b, hd): every row the block
+        V = torch.cat([self.v[:, :, :n0], v], 2)                     # can see, the held ones, then the new ones
+        S = (q.reshape(B, H, G * b, hd) / math.sqrt(hd) @ K.mT).view(B, H, G, b, n0 + b)  # (B, Hkv, G, b, n0 + b)
+        col = torch.arange(self.k.shape[2], device=q.device).repeat(B, H, 1)  # (B, Hkv, slots): the row of K in each
+        attn = []
+        for j in range(b):
+            a, col = (step or MultiState.scored_step)(self, S[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
+            attn.append(a)
+        A = torch.stack(attn, 3).to(V.dtype).view(B, H, G * b, n0 + b)  # (B, Hkv, G, b, n0 + b) -> (B, Hkv, G b, n0 + b)
+        return (A @ V).view(B, H, G, b, hd)                          # (B, Hkv, G b, hd) -> (B, Hkv, G, b, hd)
+
+    def scored_step(self, S, k, v, t, c, col, policy):
+        """One step of attend_block: `attend`, with the query's scores read from S (B, Hkv, G, n0 + b), its
+        scores against the block's rows, rather than computed from the keys. col (B, Hkv, slots): which
+        row of the block each slot holds; the row written now is row c. -> (the attention spread over
+        the block's rows (B, Hkv, G, n0 + b), col)."""
+        _, _, pos = self.append(k, v, t)                             # (B, Hkv, n)
+        col = col.masked_fill(self.pos == t, c)                      # the slot just written holds row c
+        idx = col[:, :, None, :self.n].expand(-1, -1, S.shape[2], -1)  # (B, Hkv, G, n)
+        attn = self.attention(S.gather(-1, idx), pos, t)             # (B, Hkv, G, n)
+        self.keep(attn, t, policy)
+        return torch.zeros_like(S, dtype=attn.dtype).scatter(-1, idx, attn), col
 
     def _cut(self, drop):
         """Drop slots `drop` (B, Hkv, n - size); keep the rest in slot order, in fresh buffers of size + 1 slots."""
@@ -318,18 +359,24 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             logits = step(model, tok, state, policy)
 
 
-@functools.cache
 def compiled_step():
-    """llama.step compiled by torch.compile (inductor): the same code, its small operations fused.
-    Once a state is full (bounded) or growing by one row a step (unbounded), every step has the same
-    graph; the position and the row count become symbolic after the first recompile. The first steps
-    of a new state, and each doubling of an unbounded one, compile again (about 20 s each for the
-    default model on 2 cores). Without a C++ compiler, llama.step itself, with one warning."""
+    """llama.step compiled (see `compiled`). Once a state is full (bounded) or growing by one row a step
+    (unbounded), every step has the same graph; the position and the row count become symbolic after
+    the first recompile. The first steps of a new state, and each doubling of an unbounded one,
+    compile again (about 20 s each for the default model on 2 cores)."""
+    return compiled(llama.step)
+
+
+@functools.cache
+def compiled(fn):
+    """fn compiled by torch.compile (inductor): the same code, its small operations fused into a few
+    C++ loops, so that a step costs its memory traffic rather than ~2,000 operator calls. Without a
+    C++ compiler, fn itself, with one warning."""
     if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
-        warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: decoding uncompiled")
-        return llama.step
+        warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: running uncompiled")
+        return fn
     torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
-    return torch.compile(llama.step)
+    return torch.compile(fn)
 
 
 def _check_sampling(model, max_new, temperature, top_k, seed):
@@ -345,7 +392,8 @@ def _check_sampling(model, max_new, temperature, top_k, seed):
 
 
 @torch.no_grad()
-def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
+def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0,
+            compile: bool = False):
     """`feed` for a whole sequence (B, T) or (T,) from an empty state, faster: (logits (B, T, vocab) or
     (T, vocab), state).
 
@@ -354,20 +402,23 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     transformer's way). Attention is the multi-state: its first `size` steps drop nothing (in the
     one-shot regime, nothing before the prompt's last token), so they are causal attention, computed
     at once (MultiState.fill); then it steps through the positions with the same MultiState.attend
-    as `feed`. Logits and state are the token-by-token run's (test_policies.py).
+    as `feed`. Logits and state are the token-by-token run's (test_policies.py). compile: that step
+    compiled (`compiled`), one graph for every layer and position once the state is full.
     """
     ids, single, state = _start(model, tokens, policy, size, oneshot)  # ids (B, T) on the model's device
     B, T = ids.shape
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
     cos, sin = llama.rope_angles(model, torch.arange(T))             # (T, head_dim/2)
+    step = compiled(MultiState.scored_step) if compile else MultiState.scored_step
     x = model.embed[ids]                                             # (B, T, dim)
     for L, ms in zip(model.layers, state.layers):
         q, k, v = llama.attention_inputs(model, L, x, cos, sin)      # (B, Hkv, G, T, hd), (B, Hkv, 1, T, hd) x2
         first = ms.fill(q[:, :, :, :f], k[:, :, 0, :f], v[:, :, 0, :f], policy)  # (B, Hkv, G, f, hd)
-        # then a step per position; position-major copies make each step's slices contiguous
-        q, k, v = (y[:, :, :, f:].movedim(3, 0).contiguous() for y in (q, k, v))  # (T - f, B, Hkv, G or 1, hd)
-        steps = [ms.attend(q[i], k[i, :, :, 0], v[i, :, :, 0], f + i, policy) for i in range(T - f)]
-        o = torch.cat([first, torch.stack(steps, 3)], 3) if steps else first  # (B, Hkv, G, T, hd)
+        # then a step per position, in blocks that read the state once each
+        b = ms.STEP_BLOCK
+        rest = [ms.attend_block(q[:, :, :, i:i + b], k[:, :, 0, i:i + b], v[:, :, 0, i:i + b], i, policy, step)
+                for i in range(f, T, b)]                             # (B, Hkv, G, b, hd) each
+        o = torch.cat([first, *rest], 3)                             # (B, Hkv, G, T, hd)
         x = llama.after_attention(model, L, x, o)
     state.t = T
     logits = llama.output(model, x)

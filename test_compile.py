@@ -1,5 +1,6 @@
-"""The compiled decode step (msrnn.compiled_step: torch.compile of llama.step) computes what the eager
-step does: the same rows held, logits within float32 rounding, and within 1e-10 in float64."""
+"""The compiled steps compute what the eager ones do: the decode step (msrnn.compiled_step, torch.compile
+of llama.step) and prefill's (compile=True, MultiState.scored_step compiled) hold the same rows and
+give logits within float32 rounding, and within 1e-10 in float64. Tiny models: compiling is the cost."""
 import pytest
 import torch
 
@@ -51,3 +52,25 @@ def test_generate_compiled():
     prompt = tokens(1, 6)
     eager = torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4)))
     assert torch.equal(torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4, compile=True))), eager)
+
+
+@pytest.mark.parametrize("name", ["window", "sink", "h2o", "h2o_head", "tova", "tova_head", "lookahead"])
+def test_compiled_prefill_is_the_eager_one(name, monkeypatch):
+    """Every built-in policy, layer- and head-wise, and the lookahead: 52 steps in blocks of 16, the
+    last one short, with the model's own sliding window for TOVA."""
+    monkeypatch.setattr(msrnn.MultiState, "STEP_BLOCK", 16)
+    model = random_model(tiny_config(sliding_window=6 if name == "tova" else None), dtype=torch.float32)
+    x = tokens(2, 60)
+    policy = policies.named(name).on(model, x)
+    eager, eager_state = msrnn.prefill(model, x, policy, 8)
+    compiled, compiled_state = msrnn.prefill(model, x, policy, 8, compile=True)
+    assert_close(compiled, eager, atol=FLOAT32, msg=f"{name}: compiled vs eager logits")
+    for a, b in zip(compiled_state, eager_state):
+        assert torch.equal(a.pos, b.pos), f"{name}: the same rows held"
+
+
+def test_compiled_prefill_in_float64_is_exact():
+    model = random_model(tiny_config())
+    x = tokens(2, 40)
+    assert_close(msrnn.prefill(model, x, policies.tova, 6, compile=True)[0], msrnn.run(model, x, policies.tova, 6),
+                 atol=EXACT)

@@ -175,8 +175,10 @@ def test_masked_prefill_hands_over_the_recurrent_state(name):
 
 @pytest.mark.parametrize("name", sorted(ALL))
 @pytest.mark.parametrize("size,window", [(1, None), (5, None), (16, None), (40, None), (7, 5), (5, 9)])
-def test_prefill_is_the_token_by_token_run(name, size, window):
-    # prefill: parallel projections, the first `size` steps at once, then stepped attention
+def test_prefill_is_the_token_by_token_run(name, size, window, monkeypatch):
+    # prefill: parallel projections, the first `size` steps at once, then stepped attention in blocks
+    # (MultiState.attend_block), here of 7 steps, so that a text has several and the last is short
+    monkeypatch.setattr(msrnn.MultiState, "STEP_BLOCK", 7)
     model = random_model(tiny_config(sliding_window=window) if window else tiny_config(), seed=2)
     if not valid(name, size):
         pytest.skip("sinks >= size")
