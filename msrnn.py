@@ -115,7 +115,7 @@ class MultiState:
         B, H = self.free.shape
         return torch.arange(B, device=self.free.device)[:, None], torch.arange(H, device=self.free.device), self.free
 
-    FILL_BLOCK = 256  # queries `fill` handles at once: its memory is O(FILL_BLOCK * size), not O(size²)
+    FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 
     def fill(self, q, k, v, policy):
         """The first f steps of an empty multi-state, at once: q (B, Hkv, G, f, hd), k, v (B, Hkv, f, hd)
@@ -129,17 +129,20 @@ class MultiState:
         visible = llama.causal_mask(f, self.window, k.device)         # (f, f)
         if self.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)
             return llama.softmax_attention(q, k[:, :, None], v[:, :, None], None if self.window is None else visible)
+        B, H, G, _, hd = q.shape
         out = torch.empty_like(q)
         for i0 in range(0, f, self.FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
             i1 = min(i0 + self.FILL_BLOCK, f)
-            scores = q[:, :, :, i0:i1] @ k[:, :, None, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
+            qb = q[:, :, :, i0:i1].reshape(B, H, G * (i1 - i0), hd)   # (B, Hkv, G b, hd): G heads share a KV head
+            scores = (qb / math.sqrt(hd) @ k[:, :, :i1].mT).view(B, H, G, i1 - i0, i1)  # (B, Hkv, G, b, i1)
             attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1, dtype=self.score.dtype)
-            out[:, :, :, i0:i1] = attn.to(v.dtype) @ v[:, :, None, :i1]
+            o = attn.to(v.dtype).view(B, H, G * (i1 - i0), i1) @ v[:, :, :i1]  # (B, Hkv, G b, hd)
+            out[:, :, :, i0:i1] = o.view(B, H, G, i1 - i0, hd)
             self.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
         self.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
         return out
 
-    STEP_BLOCK = 64  # steps `attend_block` takes at once
+    STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
 
     def attend_block(self, q, k, v, t, policy, step=None):
         """The steps at positions t .. t+b-1 when all their queries are known ahead (prefill): what
