@@ -77,8 +77,7 @@ class MultiState:
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size or t < self.oneshot):
-            self._grow()  # doubled, amortised O(1); a bounded state stops at size + 1 slots (after a one-shot prompt)
+        self.make_room(t)
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
             # written as slices i:i+1, so that torch.compile follows a changing i rather than recompiling for each
@@ -149,7 +148,8 @@ class MultiState:
         `attend` gives at each in turn, but the held keys and values are read once for the block
         rather than at every step. A large state then costs two matrix-matrix products per block, not
         its whole memory traffic per step. q (B, Hkv, G, b, hd); k, v (B, Hkv, b, hd) -> (B, Hkv, G, b, hd).
-        For a state allocated to its full size + 1 slots, as `fill` leaves it; step: scored_step, or it compiled."""
+        The state must have its size + 1 slots already, as `fill` leaves them (the block cannot grow it);
+        step: scored_step, or it compiled."""
         B, H, G, b, hd = q.shape
         n0 = self.n
         K = torch.cat([self.k[:, :, :n0], k], 2)                     # (B, Hkv, n0 + b, hd): every row the block
@@ -186,6 +186,12 @@ class MultiState:
             return torch.cat([out, out[:, :, :1]], 2)  # slot `size` is written by the next token
         self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
         self.n = self.size
+
+    def make_room(self, t):
+        """Grow the buffers if the row of position t would find no free slot: doubled, amortised O(1);
+        a bounded state stops at size + 1 slots (after a one-shot prompt)."""
+        if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size or t < self.oneshot):
+            self._grow()
 
     def _grow(self, at_least=0):
         cap = max(2 * self.k.shape[2], 16, at_least)
@@ -363,11 +369,20 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 
 
 def compiled_step():
-    """llama.step compiled (see `compiled`). Once a state is full (bounded) or growing by one row a step
-    (unbounded), every step has the same graph; the position and the row count become symbolic after
-    the first recompile. The first steps of a new state, and each doubling of an unbounded one,
-    compile again (about 20 s each for the default model on 2 cores)."""
-    return compiled(llama.step)
+    """llama.step compiled (see `compiled`): a function with its signature. Once a state is full
+    (bounded) or growing by one row a step (unbounded), every step has the same graph: the position
+    and the row count become symbolic after the first recompiles (about 20 s each for the default
+    model on 2 cores). A state that must grow is grown before the compiled step, not in it, so that
+    each doubling of an unbounded state is not a graph of its own."""
+    fast = compiled(llama.step)
+    if fast is llama.step:
+        return fast
+
+    def step(model, tokens, state, policy=None):
+        for ms in state.layers:
+            ms.make_room(state.t)
+        return fast(model, tokens, state, policy)
+    return step
 
 
 @functools.cache
@@ -404,9 +419,10 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     each position alone, so they run on all positions at once (matrix-matrix products, the
     transformer's way). Attention is the multi-state: its first `size` steps drop nothing (in the
     one-shot regime, nothing before the prompt's last token), so they are causal attention, computed
-    at once (MultiState.fill); then it steps through the positions with the same MultiState.attend
-    as `feed`. Logits and state are the token-by-token run's (test_policies.py). compile: that step
-    compiled (`compiled`), one graph for every layer and position once the state is full.
+    at once (MultiState.fill); then it steps through the positions as `feed` does, in blocks that
+    read the held keys and values once each (MultiState.attend_block). Logits and state are the
+    token-by-token run's (test_policies.py). compile: each step compiled (`compiled`), a few graphs
+    for every layer, position and block.
     """
     ids, single, state = _start(model, tokens, policy, size, oneshot)  # ids (B, T) on the model's device
     B, T = ids.shape

@@ -74,3 +74,19 @@ def test_compiled_prefill_in_float64_is_exact():
     x = tokens(2, 40)
     assert_close(msrnn.prefill(model, x, policies.tova, 6, compile=True)[0], msrnn.run(model, x, policies.tova, 6),
                  atol=EXACT)
+
+
+def test_a_growing_state_stops_compiling():
+    """An unbounded state doubles its slots as rows arrive (MultiState._grow). Once the position and
+    the row count are symbolic, neither a new row nor a doubling compiles again: after the first 40
+    steps (16 and 32 slots), 150 more, through the doublings to 64, 128 and 256 slots, add no graph."""
+    model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
+    state, token = msrnn.init_state(model, 1), torch.zeros(1, dtype=torch.long)
+    step = msrnn.compiled_step()
+    for _ in range(40):
+        step(model, token, state)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for _ in range(150):
+        step(model, token, state)
+    assert state.layers[0].k.shape[2] == 256
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
