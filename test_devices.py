@@ -10,7 +10,7 @@ from torch.utils._pytree import tree_leaves
 import llama
 import msrnn
 import policies
-from conftest import assert_close, random_model, tiny_config, tokens
+from conftest import random_model, tiny_config, tokens
 
 CONFIGS = {"LLaMA": tiny_config(), "Mistral": tiny_config(sliding_window=7)}
 # |logit error| allowed, as shares of the largest |logit| (about 6.5 here): (mean, largest). Measured on

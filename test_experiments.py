@@ -1,5 +1,6 @@
 """Smoke tests: every experiment and CLI command runs end to end on a tiny input."""
 import json
+import re
 import shutil
 import subprocess
 
@@ -125,7 +126,11 @@ def test_cli_ppl(tmp_path, capsys):
     text = tmp_path / "t.txt"
     text.write_text("It was a bright cold day in April, and the clocks were striking thirteen. " * 8)
     demo.main(["ppl", "--policy", "tova", "--size", "16", "--text", str(text), "--chunk", "64"])
-    assert "perplexity" in capsys.readouterr().out
+    eager = capsys.readouterr().out
+    demo.main(["ppl", "--policy", "tova", "--size", "16", "--text", str(text), "--chunk", "64", "--compile"])
+    compiled = capsys.readouterr().out
+    ppl = lambda out: float(re.search(r"perplexity ([\d.]+)", out).group(1))
+    assert ppl(compiled) == pytest.approx(ppl(eager), rel=1e-3)  # float32 rounding, summed in another order
 
 
 def test_bench_quick(real_model):

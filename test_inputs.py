@@ -176,3 +176,10 @@ def test_the_cli_shows_one_line_not_a_traceback(tmp_path):
     assert out.returncode == 1 and out.stderr == f"error: {tmp_path / 'nowhere'}: no such checkpoint folder\n"
     debug = subprocess.run(cmd + ["--debug"], capture_output=True, text=True, cwd=harness.ROOT)
     assert "Traceback" in debug.stderr and "CheckpointError" in debug.stderr
+
+
+def test_without_a_cxx_compiler_compile_runs_uncompiled_with_one_warning(monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    with pytest.warns(UserWarning, match=r"needs a C\+\+ compiler") as caught:
+        fn = msrnn.compiled.__wrapped__(llama.step)  # past the cache of the real answer
+    assert fn is llama.step and len(caught) == 1

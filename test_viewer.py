@@ -3,7 +3,6 @@ real browser (headless Chromium) draws exactly that, with no script error."""
 from html.parser import HTMLParser
 
 import pytest
-import torch
 
 import demo
 import experiments
