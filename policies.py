@@ -122,6 +122,9 @@ class FutureAttention:
         a = s.masked_fill(~self.mask[i0:i1, :i1], -math.inf).softmax(-1, dtype=llama.wide(s.dtype)).mean((1, 2))
         return torch.nn.functional.pad(a, (0, self.T - i1))         # later positions receive nothing
 
+    # Looked up by position in Python, not a tensor operation: torch.compile (prefill's compile=True)
+    # leaves it out of the graph, where it would otherwise be specialised to each step's t
+    @torch.compiler.disable
     def after(self, layer, t):
         if t >= self.T:
             raise ValueError(f"lookahead knows the {self.T} tokens it was built for; step {t} is past them")
