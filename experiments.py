@@ -36,9 +36,12 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
     Runs msrnn.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
     times faster (bench.py): projections and MLPs see all tokens at once. policy: a function, or
     a name or policies.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
-    compile: prefill's steps compiled (msrnn.compiled).
+    compile: prefill's steps compiled (msrnn.compiled), except for a bound that reads ahead: its table
+    lookup runs outside the graph and splits every step in two, which made it slower compiled (a
+    lookahead setting of the sweep took 290-320 s compiled, 210-270 s not).
     """
     named = policies.named(policy) if policy is not None else policies.FULL
+    compile = compile and not named.reads_ahead
     return next_token_nll(msrnn.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
 
 
