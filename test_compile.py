@@ -26,17 +26,21 @@ def decode(step, model, policy, size, prompt, steps):
     return torch.stack(out, 1), state
 
 
+def assert_same_run(compiled, eager, name):
+    """(logits, state) of a compiled and an eager run: logits within FLOAT32, the same rows held."""
+    assert_close(compiled[0], eager[0], atol=FLOAT32, msg=f"{name}: compiled vs eager logits")
+    for a, b in zip(compiled[1], eager[1]):
+        assert torch.equal(a.pos, b.pos), f"{name}: the same rows held"
+
+
 @pytest.mark.parametrize("name", [None, "tova", "tova_head", "h2o", "sink"])
 def test_compiled_decoding_is_the_eager_step(name):
     """Over 40 steps: a bounded state full from the start, an unbounded one that doubles twice."""
     model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
     policy, size = (policies.POLICIES[name], 8) if name else (None, None)
     prompt = tokens(2, 12)
-    eager, eager_state = decode(llama.step, model, policy, size, prompt, 40)
-    compiled, compiled_state = decode(msrnn.compiled_step(), model, policy, size, prompt, 40)
-    assert_close(compiled, eager, atol=FLOAT32, msg=f"{name}: compiled vs eager logits")
-    for a, b in zip(compiled_state, eager_state):
-        assert torch.equal(a.pos, b.pos), f"{name}: the same rows held"
+    assert_same_run(decode(msrnn.compiled_step(), model, policy, size, prompt, 40),
+                    decode(llama.step, model, policy, size, prompt, 40), name)
 
 
 def test_compiled_decoding_in_float64_is_exact():
@@ -62,11 +66,7 @@ def test_compiled_prefill_is_the_eager_one(name, monkeypatch):
     model = random_model(tiny_config(sliding_window=6 if name == "tova" else None), dtype=torch.float32)
     x = tokens(2, 60)
     policy = policies.named(name).on(model, x)
-    eager, eager_state = msrnn.prefill(model, x, policy, 8)
-    compiled, compiled_state = msrnn.prefill(model, x, policy, 8, compile=True)
-    assert_close(compiled, eager, atol=FLOAT32, msg=f"{name}: compiled vs eager logits")
-    for a, b in zip(compiled_state, eager_state):
-        assert torch.equal(a.pos, b.pos), f"{name}: the same rows held"
+    assert_same_run(msrnn.prefill(model, x, policy, 8, compile=True), msrnn.prefill(model, x, policy, 8), name)
 
 
 def test_compiled_prefill_in_float64_is_exact():
