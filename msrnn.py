@@ -156,9 +156,9 @@ class MultiState:
         V = torch.cat([self.v[:, :, :n0], v], 2)                     # can see, the held ones, then the new ones
         S = (q.reshape(B, H, G * b, hd) / math.sqrt(hd) @ K.mT).view(B, H, G, b, n0 + b)  # (B, Hkv, G, b, n0 + b)
         col = torch.arange(self.k.shape[2], device=q.device).repeat(B, H, 1)  # (B, Hkv, slots): the row of K in each
-        attn = []
+        step, attn = step or MultiState.scored_step, []
         for j in range(b):
-            a, col = (step or MultiState.scored_step)(self, S[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
+            a, col = step(self, S[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
             attn.append(a)
         A = torch.stack(attn, 3).to(V.dtype).view(B, H, G * b, n0 + b)  # (B, Hkv, G, b, n0 + b) -> (B, Hkv, G b, n0 + b)
         return (A @ V).view(B, H, G, b, hd)                          # (B, Hkv, G b, hd) -> (B, Hkv, G, b, hd)
