@@ -6,7 +6,7 @@
    1d. compile times, cold and warm, each in a fresh process; then a table of line 1 and 1b;
 2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
 3. batched decoding with a bounded state;
-4. reading a text under a policy, as the perplexity experiments do: msrnn.prefill vs the masked
+4. reading a text under a policy, as the perplexity experiments do: fast.prefill vs the masked
    transformer view vs token by token, prefill compiled, and prefill with the full cache.
 Every time is harness.median_time's; Table 1 (memory at a budget) is `python demo.py memory`.
 """
@@ -22,9 +22,11 @@ import torch
 import torch.nn.functional as F
 
 import experiments
+import fast
 import harness
 import load_weights
 import msrnn
+import names
 import policies
 
 SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, for a smoke test
@@ -93,23 +95,23 @@ def decode(model, folder, s) -> dict:
 
 
 def compiled(model, s, hf) -> dict:
-    """1b. The same decode steps compiled (msrnn.compiled_step), next to eager ones from the same state:
+    """1b. The same decode steps compiled (fast.compiled_step), next to eager ones from the same state:
     unbounded with 16 rows (line 1's setting) and a full TOVA 256 state, batch 1 and 16. The first
     steps of each compile (twice: then the position and row count are symbolic); 1d times that."""
-    step, limit, out = msrnn.compiled_step(), weight_limit(model), {}
+    step, limit, out = fast.compiled_step(), weight_limit(model), {}
     for label, batch, size, policy in (("unbounded", 1, None, None), ("TOVA 256", 1, 256, policies.tova),
                                        ("TOVA 256, batch 16", 16, 256, policies.tova)):
         steps = min(s["decode_steps"], 60)  # an unbounded state has room for 64 more rows
         experiments.decode_speed(model, batch, 16, size, policy, steps=1, step=step, warmup=2)  # compiles
-        fast, eager = 0.0, 0.0
+        best, eager = 0.0, 0.0
         for _ in range(s["rounds"]):  # alternated, the best of each, as in line 1
-            fast = max(fast, experiments.decode_speed(model, batch, 16, size, policy, steps=steps, step=step))
+            best = max(best, experiments.decode_speed(model, batch, 16, size, policy, steps=steps, step=step))
             eager = max(eager, experiments.decode_speed(model, batch, 16, size, policy, steps=steps))
-        out[label] = {"batch": batch, "compiled_tokens_per_s": fast, "eager_tokens_per_s": eager,
-                      "share_of_limit": fast * limit if batch == 1 else None,
-                      "vs_transformers": fast / hf if hf and batch == 1 else None}
-        vs = f" ({fast * limit:.0%} of the limit" + (f", {fast / hf:.2f}x transformers)" if hf else ")") if batch == 1 else ""
-        print(f"1b. compiled decode, {label}: {fast:.1f} tokens/s{vs}, eager {eager:.1f}", flush=True)
+        out[label] = {"batch": batch, "compiled_tokens_per_s": best, "eager_tokens_per_s": eager,
+                      "share_of_limit": best * limit if batch == 1 else None,
+                      "vs_transformers": best / hf if hf and batch == 1 else None}
+        vs = f" ({best * limit:.0%} of the limit" + (f", {best / hf:.2f}x transformers)" if hf else ")") if batch == 1 else ""
+        print(f"1b. compiled decode, {label}: {best:.1f} tokens/s{vs}, eager {eager:.1f}", flush=True)
     floor, bandwidth = copy_floor(model)
     out |= {"copy_floor_tokens_per_s": floor, "copy_bytes_per_s": bandwidth}
     print(f"1c. a large copy moves {bandwidth / 1e9:.1f} GB/s; the model's bytes at that rate: {floor:.1f} tokens/s "
@@ -137,13 +139,13 @@ def compile_times(args) -> dict:
 
 def first_compile(model) -> dict:
     """Seconds the first compiled calls take in this process, less what they cost once compiled."""
-    step, out = msrnn.compiled_step(), {}
+    step, out = fast.compiled_step(), {}
     for label, size, policy in (("decode unbounded", None, None), ("decode TOVA 256", 256, policies.tova)):
         t0 = time.time()
         experiments.decode_speed(model, 1, 16, size, policy, steps=1, step=step, warmup=2)  # 3 steps of ~25 ms
         out[label] = time.time() - t0
     ids = torch.randint(0, model.config.vocab_size, (1, 512), generator=torch.Generator().manual_seed(0))
-    prefill = lambda: msrnn.prefill(model, ids, policies.tova, 256, compile=True)
+    prefill = lambda: fast.prefill(model, ids, policies.tova, 256, compile=True)
     first = harness.median_time(prefill, 1, warmup=0)
     out["prefill TOVA 256"] = first - harness.median_time(prefill, 1, warmup=0)
     return out
@@ -172,7 +174,7 @@ def per_position(model, s) -> dict:
     for t in s["positions"]:
         for key, ms in curves.items():
             name, size = key.split()[0], (int(key.split()[1]) if " " in key else None)
-            policy = policies.named(name).fn
+            policy = names.named(name).fn
             ms.append(1e3 / experiments.decode_speed(model, 1, t, size, policy, steps=s["position_steps"]))
         print(f"2. t={t:5d}: " + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in curves.items()), flush=True)
     flat = {k: v[-1] / v[s["positions"].index(512)] - 1 for k, v in curves.items() if k != "full"}
@@ -197,12 +199,12 @@ def reading(model, s) -> dict:
     timed = lambda fn: harness.median_time(fn, 1, warmup=0)
     k = s["read_steps"]
     out = {"chunks": B, "tokens": T, "size": size,
-           "full_prefill_s": timed(lambda: msrnn.prefill(model, ids)),
-           "prefill_s": timed(lambda: msrnn.prefill(model, ids, policies.tova, size)),
+           "full_prefill_s": timed(lambda: fast.prefill(model, ids)),
+           "prefill_s": timed(lambda: fast.prefill(model, ids, policies.tova, size)),
            "masked_view_s": timed(lambda: msrnn.masked_forward(model, ids, policies.tova, size)),
            "token_by_token_s": timed(lambda: msrnn.run(model, ids[:, :k], policies.tova, size)) * T / k}
     if s["compile"]:  # timed after a first call, which compiles
-        out["prefill_compiled_s"] = harness.median_time(lambda: msrnn.prefill(model, ids, policies.tova, size, compile=True), 1)
+        out["prefill_compiled_s"] = harness.median_time(lambda: fast.prefill(model, ids, policies.tova, size, compile=True), 1)
     compiled = f" (compiled {out['prefill_compiled_s']:.1f} s)" if s["compile"] else ""
     print(f"4. reading {B} chunks x {T} tokens: full cache {out['full_prefill_s']:.1f} s; TOVA {size}: prefill "
           f"{out['prefill_s']:.1f} s{compiled}, masked view {out['masked_view_s']:.1f} s, token by token "

@@ -17,10 +17,13 @@ import time
 
 import torch
 
+import checks
 import experiments
+import fast
 import harness
 import llama
 import msrnn
+import names
 import policies
 
 EXACT = 1e-10
@@ -53,7 +56,7 @@ def recorded(policy, log):
 def drops(named, model, x, size):
     """The drop history of a prefill, as `recorded` logs it."""
     log = []
-    msrnn.prefill(model, x, recorded(named.on(model, x), log), size)
+    fast.prefill(model, x, recorded(named.on(model, x), log), size)
     return log
 
 
@@ -69,9 +72,9 @@ def exact(named, deterministic=True):
             for oneshot in (0, 24):
                 try:
                     views = [msrnn.run(model, x, policy, size, oneshot),
-                             msrnn.prefill(model, x, policy, size, oneshot)[0],
+                             fast.prefill(model, x, policy, size, oneshot)[0],
                              msrnn.masked_forward(model, x, policy, size, oneshot)[0]]
-                except msrnn.PolicyError as e:
+                except checks.PolicyError as e:
                     if not isinstance(getattr(e, "original", None), ValueError):
                         return "fail", str(e)
                     refused[size] = str(e.original)  # the policy refuses this size, with its own message
@@ -98,7 +101,7 @@ def causal(named, deterministic=True, t=24):
     for size in (5, 8, 12):
         try:
             before = [[d for d in drops(named, model, x, size) if d[1] < t] for x in (a, b)]
-        except msrnn.PolicyError as e:
+        except checks.PolicyError as e:
             return "fail", str(e)
         if before[0] != before[1]:
             layer, step = next(p or q for p, q in itertools.zip_longest(*before) if p != q)[:2]
@@ -113,7 +116,7 @@ def contract(named):
     try:
         first, again = drops(named, model, x, size), drops(named, model, x, size)
         alone = [drops(named, model, x[b:b + 1], size) for b in range(3)]
-    except msrnn.PolicyError as e:
+    except checks.PolicyError as e:
         return "fail", str(e)
     nan = next((d for d in first if d[4]), None)
     if nan:
@@ -136,10 +139,10 @@ def cost(named, size=256, calls=200):
                       keys=torch.randn(1, 3, n, 64, generator=g), t=t, size=size, layer=0)
 
     def micros(policy):  # as the state calls it, with its checks
-        return harness.median_time(lambda: msrnn.score_rows(policy, rows), calls, warmup=5) * 1e6
+        return harness.median_time(lambda: checks.score_rows(policy, rows), calls, warmup=5) * 1e6
     try:
         mine = micros(named.on(llama.random_model(MODELS["LLaMA"], seed=1), tokens(1, 2 * t, seed=6)))
-    except msrnn.PolicyError as e:
+    except checks.PolicyError as e:
         return "fail", str(e)
     return f"{mine:.0f} µs per call", f"size {size}; TOVA {micros(policies.tova):.0f} µs, Window {micros(policies.window):.0f} µs"
 
@@ -151,7 +154,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
     cache = cache or experiments.cache_dir("check", model, ids)
     table = {}
-    for p in (named, policies.named("sink"), policies.named("tova")):
+    for p in (named, names.named("sink"), names.named("tova")):
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
@@ -169,7 +172,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
 def check(policy, model=None, tok=None, log=print) -> dict:
     """Run every check on a policy (a name, 'file.py:fn', or a function) and print the verdict table.
     With the default model and tokenizer given, also its quality on a real book."""
-    named = policies.named(policy)
+    named = names.named(policy)
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
     out = {}
@@ -193,6 +196,15 @@ def check(policy, model=None, tok=None, log=print) -> dict:
     log(f"  checked in {out['seconds']:.0f} s")
     return out
 
+
+
+def failed(named, out) -> list[str]:
+    """The checks a result fails: exact and contract must pass, and causal too unless the policy is
+    declared to read ahead (a lookahead, for which "lookahead (not a policy)" is the expected verdict)."""
+    bad = [what for what in ("exact", "contract") if out[what][0] != "pass"]
+    if out["causal"][0] != "pass" and not (named.reads_ahead and out["causal"][0] == "lookahead (not a policy)"):
+        bad.append("causal")
+    return bad
 
 
 def summary(named, results, log=print):

@@ -11,9 +11,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+import checks
+import fast
 import harness
 import llama
 import msrnn
+import names
 import policies
 import texts
 
@@ -33,16 +36,16 @@ def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "a
 def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=False) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
-    Runs msrnn.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
+    Runs fast.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
     times faster (bench.py): projections and MLPs see all tokens at once. policy: a function, or
-    a name or policies.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
-    compile: prefill's steps compiled (msrnn.compiled), except for a bound that reads ahead: its table
+    a name or names.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
+    compile: prefill's steps compiled (fast.compiled), except for a bound that reads ahead: its table
     lookup runs outside the graph and splits every step in two, which made it slower compiled (a
     lookahead setting of the sweep took 290-320 s compiled, 210-270 s not).
     """
-    named = policies.named(policy) if policy is not None else policies.FULL
+    named = names.named(policy) if policy is not None else names.FULL
     compile = compile and not named.reads_ahead
-    return next_token_nll(msrnn.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
+    return next_token_nll(fast.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
 
 
 def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -102,12 +105,12 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     costliest first. compile: prefill's steps compiled (the same numbers, to float32 rounding, faster).
     """
     ids = book_chunks(tok, n_chunks, chunk)
-    named = [policies.named(n) for n in names]
+    named = [names.named(n) for n in names]
     if len({p.label for p in named}) < len(named):
         raise ValueError(f"two policies share a display name: {[p.label for p in named]}")
     cache = cache_dir("sweep", model, ids)
-    settings = [(policies.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
-    file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is policies.FULL else p.key}-{s}.json"
+    settings = [(names.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
+    file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is names.FULL else p.key}-{s}.json"
     done = {(p, s): row for p, s in settings if (row := harness.read_cached(file(p, s))) is not None}
     todo = [setting for setting in settings if setting not in done]
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
@@ -152,13 +155,13 @@ def weights(model) -> list:
 
 def measure(model, ids, policy, size, batch, compile=False) -> dict:
     """One setting of the sweep: perplexity over the chunks ids (n, T), `batch` chunks at a time.
-    policy: a name or policies.Named, or None for the shorter-context baseline. compile: see nll."""
+    policy: a name or names.Named, or None for the shorter-context baseline. compile: see nll."""
     start = time.time()
-    named = policy and policies.named(policy)
+    named = policy and names.named(policy)
     if named is None:
         losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
     else:
-        losses = [nll(model, x, named, None if named is policies.FULL else size, compile=compile) for x in ids.split(batch)]
+        losses = [nll(model, x, named, None if named is names.FULL else size, compile=compile) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
     return {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
             "seconds": time.time() - start}
@@ -222,8 +225,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     """Run a policy (TOVA by default) on one chunk and record, in every layer, when each position is
     dropped. Returns the paper's statistics over all layers, and `dropped_at` of the chosen layer,
     for its picture."""
-    named = policies.named(policy)
-    if named is policies.FULL:
+    named = names.named(policy)
+    if named is names.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     if not 0 <= layer < model.config.n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
@@ -250,7 +253,7 @@ def drops(model, ids, named, size):
         dropped_at[where], score[where] = rows.t, scores[0, 0, gone].double().cpu()
         return scores
 
-    msrnn.prefill(model, ids, recording, size)
+    fast.prefill(model, ids, recording, size)
     return dropped_at, score
 
 
@@ -287,8 +290,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
     data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
             "policies": []}
     for name in names:
-        named = policies.named(name)
-        if named is policies.FULL:
+        named = names.named(name)
+        if named is names.FULL:
             raise ValueError("view needs policies: with every row kept there is nothing to see")
         dropped_at, score = drops(model, ids, named, size)
         data["policies"].append({
@@ -345,11 +348,11 @@ def passkey_prompts(tok, length, depths, keys):
 
 @torch.no_grad()
 def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> list[str]:
-    """Greedy continuations (n tokens) of prompts (B, T) under a policy: msrnn.prefill reads the
+    """Greedy continuations (n tokens) of prompts (B, T) under a policy: fast.prefill reads the
     prompt (regime "full": with full attention, then cut to `size` once) and hands over its state,
     from which generation goes on token by token. A lookahead is built on the prompt followed by
     the full-cache model's own answer: the future it reads is the one the full cache would see."""
-    named = policies.named(policy) if policy is not None else policies.FULL
+    named = names.named(policy) if policy is not None else names.FULL
     text = prompts
     if named.reads_ahead:
         text = torch.cat([prompts, answer_ids(model, prompts, None, None, n)[:, :-1]], 1)
@@ -358,7 +361,7 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
 
 def answer_ids(model, prompts, policy, size, n, regime="step"):
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
-    logits, state = msrnn.prefill(model, prompts, policy, size, oneshot)
+    logits, state = fast.prefill(model, prompts, policy, size, oneshot)
     out = [logits[:, -1].argmax(-1)]
     out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
     return torch.stack(out, 1).cpu()                                 # (B, n)
@@ -369,11 +372,11 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
             depths=(0.1, 0.5, 0.9), keys=(71432, 50918), batch=6, regimes=("step",), log=quiet) -> dict:
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
-    The prompt goes through msrnn.prefill, which hands over its state; 6 tokens are then generated."""
+    The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
-    settings = [(policies.FULL, None, "step")] + [(policies.named(p), s, r) for r in regimes for p in names for s in sizes]
+    settings = [(names.FULL, None, "step")] + [(names.named(p), s, r) for r in regimes for p in names for s in sizes]
     log(f"passkey: {len(prompts)} prompts of {length} tokens, key at depths {list(depths)}")
     for named, size, regime in settings:
         right = 0
@@ -399,7 +402,7 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     a decode step's cost depends on how many rows there are, not on their content."""
     state = msrnn.init_state(model, batch, size)
     g = torch.Generator().manual_seed(0)
-    llama.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
+    checks.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
                        f"a state of {batch} sequences")
     for ms in state:
         cap = n_rows + 64 if size is None else size + 1  # room to decode without growing
@@ -417,7 +420,7 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
 def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8, step=llama.step, warmup=1) -> float:
     """Tokens per second of batched decoding from a state holding `n_rows` rows: the median of `steps`
     steps after `warmup` untimed ones (at most 63 in all for an unbounded state, which has room for 64
-    more rows). step: llama.step, or msrnn.compiled_step()."""
+    more rows). step: llama.step, or fast.compiled_step()."""
     state = synthetic_state(model, batch, n_rows, size)
     tokens = torch.zeros(batch, dtype=torch.long, device=model.device)  # a step costs the same whatever the token
     return batch / harness.median_time(lambda: step(model, tokens, state, policy), steps, warmup)

@@ -1,23 +1,23 @@
-"""A LLaMA / Mistral decoder with two views of the same weights.
+"""A LLaMA / Mistral decoder with two views of the same weights, each one loop over the layers.
 
-RNN view (`step`): one token at a time, every layer is
-    x_t, (K, V)_t = f(x_t, (K, V)_{t-1})                       (Oren et al. 2024)
-where (K, V) is the layer's multi-state, one key/value row per kept token.
+RNN view (`step`): one token at a time; in layer l,
+    x_t^l, (K, V)_t^l = f^l(x_t^l, (K, V)_{t-1}^l)            (Oren et al. 2024, eq. 4)
+where (K, V)^l is the layer's multi-state, one key/value row per kept token (msrnn.py).
 
-Transformer view (`forward`): all positions at once under an attention mask.
+Transformer view (`forward`): every position at once; `attention` says how each layer's queries
+read its keys and values: causal softmax by default, a masked or stepped one for the other views.
 
-With no compression policy the two compute the same function; test_equivalence.py proves it.
-Weights are plain tensors in dataclasses. The multi-state lives outside (msrnn.py): `step` is
-handed it and updates it in place; msrnn.prefill reads a whole text with the transformer view's
-position-wise parts (attention_inputs, after_attention, output) around the multi-state's attention.
+Both use the same projections (`qkv`) and MLP; with no compression policy they compute the same
+function, and test_equivalence.py proves it. Weights are plain tensors in dataclasses.
 """
 import dataclasses
 import math
-import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+import checks
 
 
 @dataclass
@@ -50,8 +50,8 @@ class Layer:
     w_down: torch.Tensor     # (dim, ffn_dim)
 
     def __post_init__(self):
-        # Speed only: q, k, v (and gate, up) read the same input, so one matrix each lets a decode
-        # step stream every weight once in 4 products instead of 7. The named ones become views.
+        # q, k, v (and gate, up) read the same input: one matrix each is one product instead of three
+        # (a decode step streams every weight once, in 4 products, not 7). The named ones become views.
         self.w_qkv = torch.cat([self.wq, self.wk, self.wv])          # (q + 2 kv, dim)
         self.wq, self.wk, self.wv = self.w_qkv.split([len(self.wq), len(self.wk), len(self.wv)])
         self.w_gate_up = torch.cat([self.w_gate, self.w_up])         # (2 ffn_dim, dim)
@@ -155,6 +155,26 @@ def random_model(cfg: Config, seed=0, dtype=torch.float64) -> Model:
                  lm_head=embed if cfg.tie_embeddings else r(cfg.vocab_size, cfg.dim), inv_freq=rope_frequencies(cfg))
 
 
+# ---------------------------------------------------------------- one layer's parts, shared by both views
+
+def qkv(model: Model, L: Layer, x: torch.Tensor, cos, sin):
+    """Queries, keys and values of hidden states x (..., dim) at positions with RoPE angles cos, sin
+    (..., head_dim/2): q (..., Hkv, G, hd); k, v (..., Hkv, hd). The G query heads of a group share a KV head."""
+    c = model.config
+    h = rms_norm(x, L.attn_norm, c.norm_eps)
+    qkv = F.linear(h, L.w_qkv).unflatten(-1, (c.n_heads + 2 * c.n_kv_heads, c.head_dim))  # (..., H + 2 Hkv, hd)
+    # RoPE at each token's absolute position, on queries and keys at once; a key keeps that rotation
+    # for as long as it is kept
+    qk = rope(qkv[..., :c.n_heads + c.n_kv_heads, :], cos[..., None, :], sin[..., None, :])
+    q = qk[..., :c.n_heads, :].unflatten(-2, (c.n_kv_heads, -1))   # (..., H, hd) -> (..., Hkv, G, hd)
+    return q, qk[..., c.n_heads:, :], qkv[..., c.n_heads + c.n_kv_heads:, :]
+
+
+def output(model: Model, x: torch.Tensor) -> torch.Tensor:
+    """The final norm and the unembedding: logits (..., vocab) for hidden states (..., dim)."""
+    return F.linear(rms_norm(x, model.norm, model.config.norm_eps), model.lm_head)
+
+
 # ---------------------------------------------------------------- RNN view
 
 def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor:
@@ -166,37 +186,24 @@ def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor
     multi-state, i.e. the transformer itself).
     """
     c, t = model.config, state.t
-    B, G = tokens.shape[0], c.n_heads // c.n_kv_heads
     cos, sin = rope_angles(model, torch.tensor(t))                   # (head_dim/2,)
     x = model.embed[tokens]                                          # (B, dim)
     for L, ms in zip(model.layers, state.layers):
-        # queries, keys and values of the current token
-        h = rms_norm(x, L.attn_norm, c.norm_eps)
-        qkv = F.linear(h, L.w_qkv).view(B, c.n_heads + 2 * c.n_kv_heads, c.head_dim)  # (B, H + 2 Hkv, hd)
-        # RoPE at the token's absolute position, on queries and keys at once; keys keep that
-        # rotation for as long as they are kept
-        qk = rope(qkv[:, :c.n_heads + c.n_kv_heads], cos, sin)
-        q = qk[:, :c.n_heads].view(B, c.n_kv_heads, G, c.head_dim)  # (B, Hkv, G, hd): G query heads share a KV head
-        k, v = qk[:, c.n_heads:], qkv[:, c.n_heads + c.n_kv_heads:]  # (B, Hkv, hd) each
+        q, k, v = qkv(model, L, x, cos, sin)                         # (B, Hkv, G, hd), (B, Hkv, hd) x2
         # append (k, v) to the multi-state, attend over all its rows, and let the policy drop one
         # if more than `size` remain (msrnn.MultiState.attend; t2r.py's linear state has its own)
-        o = ms.attend(q, k, v, t, policy).reshape(B, c.n_heads * c.head_dim)  # (B, Hkv, G, hd) -> (B, H*hd)
-        x = x + F.linear(o, L.wo)
+        o = ms.attend(q, k, v, t, policy)                            # (B, Hkv, G, hd)
+        x = x + F.linear(o.flatten(1), L.wo)                         # (B, Hkv, G, hd) -> (B, H*hd) -> (B, dim)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
     state.t += 1
     return output(model, x)
-
-
-def output(model: Model, x: torch.Tensor) -> torch.Tensor:
-    """The final norm and the unembedding: logits (..., vocab) for hidden states (..., dim)."""
-    return F.linear(rms_norm(x, model.norm, model.config.norm_eps), model.lm_head)
 
 
 # ---------------------------------------------------------------- transformer view
 
 def causal_mask(T: int, window: int | None = None, device=None) -> torch.Tensor:
     """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < window with a sliding window."""
-    check_memory(T * T, f"a ({T}, {T}) attention mask")
+    checks.check_memory(T * T, f"a ({T}, {T}) attention mask")
     i, j = torch.arange(T, device=device)[:, None], torch.arange(T, device=device)[None, :]
     mask = j <= i
     if window is not None:
@@ -217,96 +224,26 @@ def softmax_attention(q, k, v, mask=None):
     return o.view(B, H, G, T, hd)
 
 
-def attention_inputs(model: Model, L: Layer, x: torch.Tensor, cos, sin):
-    """Queries, keys and values of every position of x (B, T, dim), RoPE applied:
-    q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd), the 1 broadcasting over a KV head's G query heads."""
-    c = model.config
-    B, T, _ = x.shape
-    h = rms_norm(x, L.attn_norm, c.norm_eps)
-    q = F.linear(h, L.wq).view(B, T, c.n_kv_heads, -1, c.head_dim).permute(0, 2, 3, 1, 4)  # (B, Hkv, G, T, hd)
-    k = F.linear(h, L.wk).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)   # (B, Hkv, 1, T, hd)
-    v = F.linear(h, L.wv).view(B, T, c.n_kv_heads, 1, c.head_dim).permute(0, 2, 3, 1, 4)   # (B, Hkv, 1, T, hd)
-    return rope(q, cos, sin), rope(k, cos, sin), v
-
-
-def after_attention(model: Model, L: Layer, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
-    """The rest of a layer for every position: x (B, T, dim) plus the attention output o (B, Hkv, G, T, hd)
-    through the output projection, then the MLP."""
-    B, T, _ = x.shape
-    o = o.permute(0, 3, 1, 2, 4).reshape(B, T, -1)                   # (B, Hkv, G, T, hd) -> (B, T, H*hd)
-    x = x + F.linear(o, L.wo)
-    return x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
-
-
 def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
     """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
 
-    attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd) replaces causal softmax attention: the
-    tests' references and t2r.py's linear attention use it.
+    attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd), for q (B, Hkv, G, T, hd) and k, v
+    (B, Hkv, 1, T, hd), replaces causal softmax attention: the finite MSRNN's masked view and its
+    prefill (msrnn.py, fast.py), the lookahead's capture and t2r.py's linear attention use it.
     """
-    ids = check_tokens(model, tokens)                                # (B, T) on the model's device
-    single = tokens.dim() == 1
+    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
     T, window = ids.shape[1], model.config.sliding_window
-    check_positions(model, T)
+    checks.check_positions(model, T)
+    if attention is None:  # None: the fused kernel's own causal mask
+        causal = None if window is None else causal_mask(T, window, model.device)
+        attention = lambda i, q, k, v: softmax_attention(q, k, v, causal)
     cos, sin = rope_angles(model, torch.arange(T))                   # (T, head_dim/2)
-    causal = None if window is None else causal_mask(T, window, model.device)  # None: the kernel's own causal mask
     x = model.embed[ids]                                             # (B, T, dim)
     for i, L in enumerate(model.layers):
-        q, k, v = attention_inputs(model, L, x, cos, sin)
-        o = softmax_attention(q, k, v, causal) if attention is None else attention(i, q, k, v)
-        x = after_attention(model, L, x, o)
+        q, k, v = qkv(model, L, x, cos, sin)                         # (B, T, Hkv, G, hd), (B, T, Hkv, hd) x2
+        q, k, v = q.permute(0, 2, 3, 1, 4), k.transpose(1, 2)[:, :, None], v.transpose(1, 2)[:, :, None]
+        o = attention(i, q, k, v)                                    # (B, Hkv, G, T, hd); k, v were (B, Hkv, 1, T, hd)
+        x = x + F.linear(o.permute(0, 3, 1, 2, 4).flatten(2), L.wo)  # (B, Hkv, G, T, hd) -> (B, T, H*hd) -> (B, T, dim)
+        x = x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
     logits = output(model, x)
-    return logits[0] if single else logits
-
-
-# ---------------------------------------------------------------- checks at the boundary
-# The entry points (forward here; run, feed, prefill, masked_forward, generate in msrnn.py) check
-# their inputs once, so that the step itself stays the equation and a bad input gets a message
-# that names it rather than a wrong answer (a negative id would silently index the last rows).
-
-def check_tokens(model: Model, tokens, dims=(1, 2)) -> torch.Tensor:
-    """tokens as (B, T) on the model's device: an integer tensor (T,) or (B, T), on any device, T >= 1,
-    of ids 0 <= id < vocab_size."""
-    if not isinstance(tokens, torch.Tensor) or tokens.dtype.is_floating_point or tokens.dtype.is_complex \
-            or tokens.dtype == torch.bool:
-        got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-        raise ValueError(f"tokens must be an integer tensor of token ids, got {got}")
-    if tokens.dim() not in dims or tokens.shape[-1] == 0 or tokens.numel() == 0:
-        want = " or ".join({1: "(T,)", 2: "(B, T)"}[d] for d in dims)
-        raise ValueError(f"tokens must have shape {want} with at least one token, got {tuple(tokens.shape)}")
-    if tokens.device.type != "meta":  # meta tensors (test_devices.py) have shapes but no values
-        lo, hi = tokens.aminmax()
-        if lo < 0 or hi >= model.config.vocab_size:
-            bad = lo.item() if lo < 0 else hi.item()
-            raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
-    return (tokens.view(1, -1) if tokens.dim() == 1 else tokens).to(model.device)
-
-
-def check_positions(model: Model, end: int):
-    """A warning, not an error, when a run reaches past max_position_embeddings: a bounded multi-state
-    still gives each token its absolute position, so RoPE angles the model never saw in training can
-    come up, and quality may drop; studying that is legitimate, doing it unawares is not."""
-    n = model.config.max_positions
-    if n is not None and end > n:
-        warnings.warn(f"positions up to {end - 1} are past the model's max_position_embeddings ({n}); "
-                      "it was not trained on them and quality may drop", stacklevel=3)
-
-
-def check_memory(nbytes: int, what: str):
-    """Refuse, before allocating, something larger than the memory available now (Linux's MemAvailable,
-    or the cgroup's limit where lower): a clear error rather than the kernel killing the process."""
-    if nbytes < 2 ** 28:  # small things are not worth the look
-        return
-    available = None
-    try:
-        with open("/proc/meminfo") as f:
-            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-        with open("/sys/fs/cgroup/memory.max") as f, open("/sys/fs/cgroup/memory.current") as g:
-            limit = f.read().strip()
-            if limit != "max":
-                available = min(available, int(limit) - int(g.read()))
-    except (OSError, StopIteration, ValueError):
-        pass
-    if available is not None and nbytes > available:
-        raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only {available / 2 ** 30:.1f} GiB "
-                          "of memory is available")
+    return logits[0] if tokens.dim() == 1 else logits

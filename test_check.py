@@ -3,10 +3,10 @@ import pytest
 import torch
 
 import check
-import policies
+import names
 
 
-@pytest.mark.parametrize("name", [n for n in policies.POLICIES if n != "lookahead"])
+@pytest.mark.parametrize("name", [n for n in names.POLICIES if n != "lookahead"])
 def test_every_builtin_passes(name):
     out = check.check(name, log=lambda *_: None)
     for what in ("exact", "causal", "contract"):
@@ -57,3 +57,15 @@ def test_bad_policies_are_named_for_what_they_do(name):
     out = check.check(fn, log=lambda *_: None)
     assert out[what][0] == verdict, out
     assert __import__("re").search(message, out[what][1]), out[what]
+
+
+def test_the_exit_status_grades_a_policy(tmp_path, monkeypatch):
+    """`demo.py check` exits non-zero when a verdict fails, so that a course or CI can grade with it."""
+    import demo
+    import harness
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "mine.py").write_text("def knorm(rows):\n    return -rows.keys.norm(dim=-1)  # in layer 0, a token's key norm is the same at any position\n"
+                                      "def newest(rows):\n    return rows.pos.double()\n")
+    demo.main(["check", "--quick", f"{tmp_path}/mine.py:newest"])  # passes: no exit
+    with pytest.raises(SystemExit, match="check failed: knorm: exact"):
+        demo.main(["check", "--quick", f"{tmp_path}/mine.py:knorm", f"{tmp_path}/mine.py:newest"])

@@ -1,15 +1,17 @@
-"""The compiled steps compute what the eager ones do: the decode step (msrnn.compiled_step, torch.compile
-of llama.step) and prefill's (compile=True, MultiState.scored_step compiled) hold the same rows and
+"""The compiled steps compute what the eager ones do: the decode step (fast.compiled_step, torch.compile
+of llama.step) and prefill's (compile=True, fast.scored_step compiled) hold the same rows and
 give logits within float32 rounding, and within 1e-10 in float64. Tiny models: compiling is the cost."""
 import pytest
 import torch
 
+import fast
 import llama
 import msrnn
+import names
 import policies
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
-if msrnn.compiled_step() is llama.step:
+if fast.compiled_step() is llama.step:
     pytest.skip("no C++ compiler for torch.compile here", allow_module_level=True)
 
 FLOAT32 = 1e-4  # logits up to about 7: a few float32 roundings, summed in another order by the fused kernels
@@ -37,9 +39,9 @@ def assert_same_run(compiled, eager, name):
 def test_compiled_decoding_is_the_eager_step(name):
     """Over 40 steps: a bounded state full from the start, an unbounded one that doubles twice."""
     model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
-    policy, size = (policies.POLICIES[name], 8) if name else (None, None)
+    policy, size = (names.POLICIES[name], 8) if name else (None, None)
     prompt = tokens(2, 12)
-    assert_same_run(decode(msrnn.compiled_step(), model, policy, size, prompt, 40),
+    assert_same_run(decode(fast.compiled_step(), model, policy, size, prompt, 40),
                     decode(llama.step, model, policy, size, prompt, 40), name)
 
 
@@ -47,7 +49,7 @@ def test_compiled_decoding_in_float64_is_exact():
     """float64: compiled and eager steps agree to 1e-10 (the eager one is the transformer: test_equivalence.py)."""
     model = random_model(tiny_config())
     prompt = tokens(1, 10)
-    compiled, _ = decode(msrnn.compiled_step(), model, None, None, prompt, 20)
+    compiled, _ = decode(fast.compiled_step(), model, None, None, prompt, 20)
     assert_close(compiled, decode(llama.step, model, None, None, prompt, 20)[0], atol=EXACT)
 
 
@@ -55,24 +57,24 @@ def test_generate_compiled():
     model = random_model(tiny_config(), dtype=torch.float32)
     prompt = tokens(1, 6)
     eager = torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4)))
-    assert torch.equal(torch.cat(list(msrnn.generate(model, prompt, 12, policies.tova, 4, compile=True))), eager)
+    assert torch.equal(torch.cat(list(fast.generate(model, prompt, 12, policies.tova, 4, compile=True))), eager)
 
 
 @pytest.mark.parametrize("name", ["window", "sink", "h2o", "h2o_head", "tova", "tova_head", "lookahead"])
 def test_compiled_prefill_is_the_eager_one(name, monkeypatch):
     """Every built-in policy, layer- and head-wise, and the lookahead: 52 steps in blocks of 16, the
     last one short, with the model's own sliding window for TOVA."""
-    monkeypatch.setattr(msrnn.MultiState, "STEP_BLOCK", 16)
+    monkeypatch.setattr(fast, "STEP_BLOCK", 16)
     model = random_model(tiny_config(sliding_window=6 if name == "tova" else None), dtype=torch.float32)
     x = tokens(2, 60)
-    policy = policies.named(name).on(model, x)
-    assert_same_run(msrnn.prefill(model, x, policy, 8, compile=True), msrnn.prefill(model, x, policy, 8), name)
+    policy = names.named(name).on(model, x)
+    assert_same_run(fast.prefill(model, x, policy, 8, compile=True), fast.prefill(model, x, policy, 8), name)
 
 
 def test_compiled_prefill_in_float64_is_exact():
     model = random_model(tiny_config())
     x = tokens(2, 40)
-    assert_close(msrnn.prefill(model, x, policies.tova, 6, compile=True)[0], msrnn.run(model, x, policies.tova, 6),
+    assert_close(fast.prefill(model, x, policies.tova, 6, compile=True)[0], msrnn.run(model, x, policies.tova, 6),
                  atol=EXACT)
 
 
@@ -82,7 +84,7 @@ def test_a_growing_state_stops_compiling():
     steps (16 and 32 slots), 150 more, through the doublings to 64, 128 and 256 slots, add no graph."""
     model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
     state, token = msrnn.init_state(model, 1), torch.zeros(1, dtype=torch.long)
-    step = msrnn.compiled_step()
+    step = fast.compiled_step()
     for _ in range(40):
         step(model, token, state)
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]

@@ -7,8 +7,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+import fast
 import llama
+import lookahead
 import msrnn
+import names
 import policies
 from conftest import random_model, tiny_config, tokens
 
@@ -39,25 +42,25 @@ def test_half_precision_against_float64(arch, dtype):
     assert_half_close(recurrent, llama.forward(exact, x), dtype, "recurrent view vs float64")
     assert_half_close(recurrent, parallel, dtype, "the two views")
     for name in ("window", "sink"):  # policies whose drops do not depend on values: the same rows in every run
-        bounded = msrnn.run(model, x, policies.POLICIES[name], 8)
-        assert_half_close(bounded, msrnn.run(exact, x, policies.POLICIES[name], 8), dtype, f"{name} vs float64")
-        assert_half_close(msrnn.masked_forward(model, x, policies.POLICIES[name], 8)[0], bounded, dtype,
+        bounded = msrnn.run(model, x, names.POLICIES[name], 8)
+        assert_half_close(bounded, msrnn.run(exact, x, names.POLICIES[name], 8), dtype, f"{name} vs float64")
+        assert_half_close(msrnn.masked_forward(model, x, names.POLICIES[name], 8)[0], bounded, dtype,
                           f"{name}: masked view vs token by token")
 
 
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("name", policies.POLICIES)
+@pytest.mark.parametrize("name", names.POLICIES)
 def test_half_precision_prefill_is_the_token_by_token_run(name, dtype):
     """prefill does the token-by-token run's arithmetic at every step (its first `size` steps at once), so
     even in half precision it makes the same drops. (The masked view attends with the fused kernel,
     which rounds differently; with an attention-based policy a near tie may then go the other way.)"""
     model = random_model(CONFIGS["LLaMA"]).to(dtype=dtype)
     x = tokens(2, 40)
-    policy = policies.named(name).on(model, x)
+    policy = names.named(name).on(model, x)
     run, state = msrnn.run(model, x, policy, 8), msrnn.init_state(model, 2, 8)
     msrnn.feed(model, x, state, policy)
-    fast, fast_state = msrnn.prefill(model, x, policy, 8)
-    assert_half_close(fast, run, dtype, "prefill vs token by token")
+    blocks, fast_state = fast.prefill(model, x, policy, 8)
+    assert_half_close(blocks, run, dtype, "prefill vs token by token")
     assert all(torch.equal(a.pos, b.pos) for a, b in zip(state, fast_state)), "the same rows held"
 
 
@@ -68,7 +71,7 @@ def test_which_tensor_is_kept_in_which_float():
     def spy(rows):
         seen.append((rows.attn.dtype, rows.score.dtype, rows.keys.dtype))
         return policies.tova(rows)
-    _, state = msrnn.prefill(model, tokens(1, 20), spy, 8)
+    _, state = fast.prefill(model, tokens(1, 20), spy, 8)
     assert set(seen) == {(torch.float32, torch.float32, torch.bfloat16)}
     ms = state.layers[0]
     assert ms.k.dtype == ms.v.dtype == torch.bfloat16 and ms.score.dtype == torch.float32
@@ -111,11 +114,11 @@ def test_every_tensor_is_made_on_the_models_device(arch):
             "greedy": lambda: torch.stack(list(msrnn.generate(model, x, 3))),
             "sampled": lambda: torch.stack(list(msrnn.generate(model, x, 3, temperature=0.8, top_k=5)))}
     for name in ("tova", "h2o_head", "sink", "window"):
-        policy = policies.POLICIES[name]
+        policy = names.POLICIES[name]
         runs[f"run {name}"] = lambda policy=policy: msrnn.run(model, x, policy, 8)
-        runs[f"prefill {name}"] = lambda policy=policy: msrnn.prefill(model, x, policy, 8)[0]
+        runs[f"prefill {name}"] = lambda policy=policy: fast.prefill(model, x, policy, 8)[0]
         runs[f"masked_forward {name}"] = lambda policy=policy: msrnn.masked_forward(model, x, policy, 8)[0]
-    runs["lookahead"] = lambda: msrnn.prefill(model, x, policies.lookahead(model, x), 8)[0]
+    runs["lookahead"] = lambda: fast.prefill(model, x, lookahead.lookahead(model, x), 8)[0]
     with OneDevice():
         for name, fn in runs.items():
             out = fn()

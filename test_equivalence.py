@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+import fast
 import llama
 import load_weights
 import msrnn
@@ -40,7 +41,7 @@ def test_identical_greedy_tokens(name):
     assert new.tolist() == seq[6:]
 
 
-@pytest.mark.parametrize("parallel", [msrnn.masked_forward, msrnn.prefill])
+@pytest.mark.parametrize("parallel", [msrnn.masked_forward, fast.prefill])
 def test_parallel_views_unbounded_hand_over_the_state(parallel):
     model = random_model(CONFIGS["llama-gqa"])
     x = tokens(2, 30)

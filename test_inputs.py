@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import default_model
+import fast
 import harness
 import llama
 import msrnn
@@ -21,7 +22,7 @@ MODEL = random_model(tiny_config())  # vocabulary 61
 ENTRY_POINTS = {  # every way into the core that takes token ids
     "forward": lambda x: llama.forward(MODEL, x),
     "run": lambda x: msrnn.run(MODEL, x, policies.tova, 4),
-    "prefill": lambda x: msrnn.prefill(MODEL, x, policies.tova, 4),
+    "prefill": lambda x: fast.prefill(MODEL, x, policies.tova, 4),
     "masked_forward": lambda x: msrnn.masked_forward(MODEL, x, policies.tova, 4),
     "generate": lambda x: next(msrnn.generate(MODEL, x, 2)),
     "feed": lambda x: msrnn.feed(MODEL, x, msrnn.init_state(MODEL, 1)),
@@ -45,7 +46,7 @@ def test_bad_tokens_are_named(entry, bad, message):
 def test_every_entry_point_takes_one_sequence_or_a_batch():
     x = tokens(1, 12)
     full = msrnn.run(MODEL, x[0], policies.tova, 4)  # (T, vocab)
-    for view in (msrnn.prefill, msrnn.masked_forward):  # a 1-D tensor once failed to unpack
+    for view in (fast.prefill, msrnn.masked_forward):  # a 1-D tensor once failed to unpack
         one, _ = view(MODEL, x[0], policies.tova, 4)
         assert one.shape == (12, 61)
         assert_close(one, full, atol=EXACT, msg=view.__name__)
@@ -90,7 +91,7 @@ def test_positions_past_the_trained_context_warn():
         warnings.simplefilter("error")  # within the context: no warning at all
         msrnn.run(model, tokens(1, 16), policies.tova, 4)
     for run in (lambda: llama.forward(model, tokens(1, 17)), lambda: msrnn.run(model, tokens(1, 17), policies.tova, 4),
-                lambda: msrnn.prefill(model, tokens(1, 20)), lambda: list(msrnn.generate(model, tokens(1, 10), 8))):
+                lambda: fast.prefill(model, tokens(1, 20)), lambda: list(msrnn.generate(model, tokens(1, 10), 8))):
         with pytest.warns(UserWarning, match=r"past the model's max_position_embeddings \(16\)"):
             run()
 
@@ -99,7 +100,7 @@ def test_a_huge_size_on_a_short_text_allocates_only_what_it_holds():
     """size 10**6 once allocated 44 GiB up front for 64 tokens: slots now come as rows arrive, and a
     bounded state stops growing at size + 1 slots."""
     x = tokens(1, 64)
-    logits, state = msrnn.prefill(MODEL, x, policies.tova, 10 ** 6)
+    logits, state = fast.prefill(MODEL, x, policies.tova, 10 ** 6)
     assert state.layers[0].k.shape[2] == 65  # its 64 rows, and a slot for the next token
     assert_close(logits, llama.forward(MODEL, x), atol=EXACT)  # never full: the transformer itself
     small = msrnn.init_state(MODEL, 1, 20)
@@ -181,5 +182,5 @@ def test_the_cli_shows_one_line_not_a_traceback(tmp_path):
 def test_without_a_cxx_compiler_compile_runs_uncompiled_with_one_warning(monkeypatch):
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     with pytest.warns(UserWarning, match=r"needs a C\+\+ compiler") as caught:
-        fn = msrnn.compiled.__wrapped__(llama.step)  # past the cache of the real answer
+        fn = fast.compiled.__wrapped__(llama.step)  # past the cache of the real answer
     assert fn is llama.step and len(caught) == 1

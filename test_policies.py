@@ -4,12 +4,16 @@ import functools
 import pytest
 import torch
 
+import fast
 import llama
+import lookahead
 import msrnn
+import names
 import policies
+import reference
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
-CAUSAL = {name: f for name, f in policies.POLICIES.items() if not policies.named(name).reads_ahead}
+CAUSAL = {name: f for name, f in names.POLICIES.items() if not names.named(name).reads_ahead}
 ALL = dict(CAUSAL, sink1=functools.partial(policies.sink, sinks=1))
 SIZES = [1, 2, 3, 7, 16]
 
@@ -177,15 +181,15 @@ def test_masked_prefill_hands_over_the_recurrent_state(name):
 @pytest.mark.parametrize("size,window", [(1, None), (5, None), (16, None), (40, None), (7, 5), (5, 9)])
 def test_prefill_is_the_token_by_token_run(name, size, window, monkeypatch):
     # prefill: parallel projections, the first `size` steps at once, then stepped attention in blocks
-    # (MultiState.attend_block), here of 7 steps, so that a text has several and the last is short
-    monkeypatch.setattr(msrnn.MultiState, "STEP_BLOCK", 7)
+    # (fast.attend_block), here of 7 steps, so that a text has several and the last is short
+    monkeypatch.setattr(fast, "STEP_BLOCK", 7)
     model = random_model(tiny_config(sliding_window=window) if window else tiny_config(), seed=2)
     if not valid(name, size):
         pytest.skip("sinks >= size")
     x = tokens(2, 30)
     state = msrnn.init_state(model, 2, size)
     steps = msrnn.feed(model, x, state, ALL[name])
-    logits, got = msrnn.prefill(model, x, ALL[name], size)
+    logits, got = fast.prefill(model, x, ALL[name], size)
     assert_close(logits, steps, atol=EXACT)
     for i, (a, b) in enumerate(zip(got, state)):
         assert a.n == b.n and torch.equal(a.pos[:, :, :a.n], b.pos[:, :, :b.n]), f"layer {i}"
@@ -194,43 +198,6 @@ def test_prefill_is_the_token_by_token_run(name, size, window, monkeypatch):
 
 
 # ---------------------------------------------------------------- both prompt regimes, and the lookahead bound
-
-def reference_run(model, x, size, policy, oneshot=0):
-    """An independent reference for one sequence (1, T): each KV head's kept positions as a Python list.
-    Per step: attend over the kept rows, add the attention to each row's running sum, and if more than
-    `size` rows are held drop the lowest score (ties: the earlier row). One-shot: nothing is dropped
-    before step oneshot - 1; there all but the `size` best rows are dropped at once."""
-    W = model.config.sliding_window
-
-    def attention(layer, q, k, v):                                   # q (1, Hkv, G, T, hd)
-        H, T = q.shape[1], q.shape[3]
-        kept, acc = [[] for _ in range(H)], [{} for _ in range(H)]
-        mask = torch.zeros(1, H, 1, T, T, dtype=torch.bool)
-        for t in range(T):
-            attn = []
-            for h in range(H):
-                kept[h].append(t)
-                mask[0, h, 0, t, kept[h]] = True
-                s = q[0, h, :, t] @ k[0, h, 0, kept[h]].T / q.shape[-1] ** 0.5  # (G, n)
-                if W is not None:
-                    s = s.masked_fill(torch.tensor([p <= t - W for p in kept[h]]), float("-inf"))
-                attn.append(s.softmax(-1))
-                for r, p in enumerate(kept[h]):
-                    acc[h][p] = acc[h].get(p, 0.0) + attn[h][:, r].sum().item()
-            n = len(kept[0])
-            if n <= size or t < oneshot - 1:
-                continue
-            rows = msrnn.Rows(attn=torch.stack(attn)[None], pos=torch.tensor([kept])[:, :, :],
-                              score=torch.tensor([[[acc[h][p] for p in kept[h]] for h in range(H)]], dtype=q.dtype),
-                              keys=torch.stack([k[0, h, 0, kept[h]] for h in range(H)])[None], t=t, size=size,
-                              layer=layer)
-            scores = policy(rows)[0].expand(H, n).tolist()
-            for h in range(H):
-                lowest = sorted(range(n), key=lambda r: (scores[h][r], r))[: n - size]
-                kept[h] = [p for r, p in enumerate(kept[h]) if r not in lowest]
-        return llama.softmax_attention(q, k, v, mask & llama.causal_mask(T, model.config.sliding_window))
-    return llama.forward(model, x, attention)
-
 
 REGIME_CASES = [("tova", 5, 0), ("tova", 5, 18), ("tova_head", 4, 18), ("h2o", 6, 20), ("h2o_head", 6, 20),
                 ("window", 3, 12), ("sink", 7, 25)]
@@ -243,9 +210,9 @@ def test_oneshot_regime_is_the_reference(name, size, prompt):
     for cfg in (tiny_config(), tiny_config(sliding_window=9)):
         model = random_model(cfg, seed=3)
         x = tokens(1, 30, seed=4)
-        want = reference_run(model, x, size, ALL[name], prompt)
+        want = reference.run(model, x, ALL[name], size, prompt)
         assert_close(msrnn.run(model, x, ALL[name], size, oneshot=prompt), want, atol=EXACT, msg=f"run, {cfg}")
-        for view in (msrnn.prefill, msrnn.masked_forward):
+        for view in (fast.prefill, msrnn.masked_forward):
             assert_close(view(model, x, ALL[name], size, oneshot=prompt)[0], want, atol=EXACT,
                          msg=f"{view.__name__}, {cfg}")
         if prompt:
@@ -263,7 +230,7 @@ def test_oneshot_generation_and_handover(name):
     seq = torch.cat([x[:, :16], new], 1)
     assert torch.equal(msrnn.run(model, seq, ALL[name], 5, oneshot=16)[:, 15:-1].argmax(-1), new)
     # prefill in the one-shot regime hands over a state of size + 1 slots that feed continues exactly
-    logits, state = msrnn.prefill(model, x[:, :16], ALL[name], 5, oneshot=16)
+    logits, state = fast.prefill(model, x[:, :16], ALL[name], 5, oneshot=16)
     assert all(ms.k.shape[2] == 6 and ms.n == 5 for ms in state)
     rest = msrnn.feed(model, x[:, 16:], state, ALL[name])
     assert_close(torch.cat([logits, rest], 1), msrnn.run(model, x, ALL[name], 5, oneshot=16), atol=EXACT)
@@ -275,7 +242,7 @@ def test_short_prompt_regimes_are_identical():
     for name in ("tova", "h2o", "window"):
         step = msrnn.run(model, x, ALL[name], 8)
         assert_close(msrnn.run(model, x, ALL[name], 8, oneshot=8), step, atol=0, msg=name)  # the same computation
-        assert_close(msrnn.prefill(model, x, ALL[name], 8, oneshot=5)[0], step, atol=EXACT, msg=name)
+        assert_close(fast.prefill(model, x, ALL[name], 8, oneshot=5)[0], step, atol=EXACT, msg=name)
 
 
 def naive_lookahead(model, x, horizon):
@@ -303,10 +270,10 @@ def test_lookahead_equals_a_naive_reference(horizon):
     for cfg in (tiny_config(), tiny_config(sliding_window=7)):
         model = random_model(cfg, seed=5)
         x = tokens(1, 28, seed=6)
-        oracle = policies.lookahead(model, x, horizon)
+        oracle = lookahead.lookahead(model, x, horizon)
         for size, prompt in ((3, 0), (6, 0), (4, 15)):
-            want = reference_run(model, x, size, naive_lookahead(model, x, horizon), prompt)
-            for view in (msrnn.prefill, msrnn.masked_forward):
+            want = reference.run(model, x, naive_lookahead(model, x, horizon), size, prompt)
+            for view in (fast.prefill, msrnn.masked_forward):
                 assert_close(view(model, x, oracle, size, oneshot=prompt)[0], want, atol=EXACT,
                              msg=f"{view.__name__}, {size=}, {prompt=}, {cfg}")
             assert_close(msrnn.run(model, x, oracle, size, oneshot=prompt), want, atol=EXACT,
@@ -318,12 +285,22 @@ def test_lookahead_long_text_blocks():
     sum for short futures give the same scores as one dense computation."""
     model = random_model(tiny_config(), seed=5)
     x = tokens(2, 70, seed=6)
-    future = policies.FutureAttention(model, x, horizon=0)
+    future = lookahead.FutureAttention(model, x, horizon=0)
     future.BLOCK = 16
-    dense = policies.FutureAttention(model, x, horizon=0).attention(1, 0, 70)  # (B, T, T)
+    dense = lookahead.FutureAttention(model, x, horizon=0).attention(1, 0, 70)  # (B, T, T)
     for t in (0, 20, 53, 60, 69):
         want = dense[:, t + 1:].sum(1)
         assert_close(future.after(1, t), want, atol=EXACT, msg=f"{t=}")
         assert_close(future.after(0, t), future.after(0, t), atol=0, msg=f"{t=}: asked twice")
     with pytest.raises(ValueError, match="knows the 70 tokens"):
         future.after(0, 70)
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_policy_is_the_list_reference(name):
+    """reference.py, the paper in plain lists, is what msrnn.run computes with slots (float64, batch 2)."""
+    model = random_model(tiny_config(), seed=7)
+    x = tokens(2, 24, seed=8)
+    for size in filter(lambda s: valid(name, s), (1, 5, 9)):
+        assert_close(msrnn.run(model, x, ALL[name], size), reference.run(model, x, ALL[name], size), atol=EXACT,
+                     msg=f"{name=}, {size=}")

@@ -1,0 +1,138 @@
+"""Checks at the boundary: every entry point (llama.forward; msrnn.run, feed, generate, masked_forward;
+fast.prefill, fast.generate) checks its inputs here, once, so that the step itself stays the equation
+and a bad input gets a message that names it rather than a wrong answer (a negative token id would
+silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
+import inspect
+import math
+import traceback
+import warnings
+
+import torch
+
+
+def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
+    """tokens as (B, T) on the model's device: an integer tensor (T,) or (B, T), on any device, T >= 1,
+    of ids 0 <= id < vocab_size."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype.is_floating_point or tokens.dtype.is_complex \
+            or tokens.dtype == torch.bool:
+        got = tokens.dtype if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be an integer tensor of token ids, got {got}")
+    if tokens.dim() not in dims or tokens.shape[-1] == 0 or tokens.numel() == 0:
+        want = " or ".join({1: "(T,)", 2: "(B, T)"}[d] for d in dims)
+        raise ValueError(f"tokens must have shape {want} with at least one token, got {tuple(tokens.shape)}")
+    if tokens.device.type != "meta":  # meta tensors (test_devices.py) have shapes but no values
+        lo, hi = tokens.aminmax()
+        if lo < 0 or hi >= model.config.vocab_size:
+            bad = lo.item() if lo < 0 else hi.item()
+            raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
+    return (tokens.view(1, -1) if tokens.dim() == 1 else tokens).to(model.device)
+
+
+def check_positions(model, end: int):
+    """A warning, not an error, when a run reaches past max_position_embeddings: a bounded multi-state
+    still gives each token its absolute position, so RoPE angles the model never saw in training can
+    come up, and quality may drop; studying that is legitimate, doing it unawares is not."""
+    n = model.config.max_positions
+    if n is not None and end > n:
+        warnings.warn(f"positions up to {end - 1} are past the model's max_position_embeddings ({n}); "
+                      "it was not trained on them and quality may drop", stacklevel=3)
+
+
+def check_memory(nbytes: int, what: str):
+    """Refuse, before allocating, something larger than the memory available now (Linux's MemAvailable,
+    or the cgroup's limit where lower): a clear error rather than the kernel killing the process."""
+    if nbytes < 2 ** 28:  # small things are not worth the look
+        return
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        with open("/sys/fs/cgroup/memory.max") as f, open("/sys/fs/cgroup/memory.current") as g:
+            limit = f.read().strip()
+            if limit != "max":
+                available = min(available, int(limit) - int(g.read()))
+    except (OSError, StopIteration, ValueError):
+        pass
+    if available is not None and nbytes > available:
+        raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only {available / 2 ** 30:.1f} GiB "
+                          "of memory is available")
+
+
+def integer(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
+
+
+def check_state_args(batch, size, oneshot):
+    if size is not None and (not integer(size) or size < 1):
+        raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
+    if not integer(batch) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if not integer(oneshot) or oneshot < 0 or (oneshot and size is None):
+        raise ValueError(f"oneshot must be a prompt length >= 0 for a bounded state, got {oneshot!r} (size {size})")
+
+
+def check_policy(policy, size):
+    if (policy is None) != (size is None):
+        raise ValueError("give both a policy and a size (a bounded MSRNN) or neither (the unbounded one); "
+                         f"got policy={getattr(policy, '__name__', policy)}, size={size}")
+
+
+def check_batch(tokens, state):
+    if tokens.shape[0] != state.layers[0].free.shape[0]:
+        raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
+
+
+def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
+    if not integer(max_new) or max_new < 0:
+        raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a number >= 0 (0 is greedy), got {temperature!r}")
+    if top_k is not None and (not integer(top_k) or not 1 <= top_k <= model.config.vocab_size):
+        raise ValueError(f"top_k must be None or an integer from 1 to the vocabulary size "
+                         f"{model.config.vocab_size}, got {top_k!r}")
+    if not integer(seed):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if regime not in ("step", "full"):
+        raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    if state is not None and regime != "step":
+        raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
+
+
+# ---------------------------------------------------------------- what a policy returns
+
+class PolicyError(ValueError):
+    """A policy raised, or returned something other than a score per row."""
+
+
+def score_rows(policy, rows) -> torch.Tensor:
+    """policy(rows), checked: a float tensor (B, 1, n) for the layer or (B, Hkv, n) per KV head.
+    An exception inside the policy is reported at its own file and line, not in this module."""
+    try:
+        scores = policy(rows)
+    except Exception as e:
+        err = PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}")
+        err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
+        raise err from None
+    B, H, n = rows.pos.shape
+    if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
+            and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
+        got = f"{scores.dtype} {tuple(scores.shape)}" if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise PolicyError(f"policy {policy_name(policy)} must return a float tensor of scores, shape ({B}, 1, {n}) "
+                          f"for the layer or ({B}, {H}, {n}) per KV head (the lowest is dropped); got {got}")
+    return scores
+
+
+def policy_name(policy) -> str:
+    return getattr(policy, "__name__", None) or getattr(getattr(policy, "func", None), "__name__", repr(policy))
+
+
+def _where(policy, e) -> str:
+    """'at file:line: code' for the innermost frame in the policy's own file (else the innermost)."""
+    fn = inspect.unwrap(policy)
+    try:
+        home = inspect.getsourcefile(getattr(fn, "func", fn))
+    except TypeError:
+        home = None
+    frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is score_rows itself
+    mine = [f for f in frames if f.filename == home] or frames
+    return f"(at {mine[-1].filename}:{mine[-1].lineno}: {mine[-1].line})" if mine else ""

@@ -1,0 +1,158 @@
+"""The fast path: what msrnn.py computes, faster. Nothing here is new mathematics.
+
+- `prefill` reads a whole text from an empty state and returns the logits and the state that
+  msrnn.run reaches token by token (test_policies.py: test_prefill_is_the_token_by_token_run, at 1e-10
+  in float64 for every policy, size, sliding window and both prompt regimes). Projections, RoPE and
+  MLPs act on each position alone, so they run on all positions at once (llama.forward). Only
+  attention carries state: its first steps drop nothing and are ordinary causal attention (`fill`);
+  the rest step through the positions as msrnn.MultiState.attend does, in blocks that read the held
+  keys and values once per block rather than once per step (`attend_block`).
+- `generate` is msrnn.generate with the prompt read by prefill (test_compile.py and test_policies.py).
+- `compiled_step` and compile=True: llama.step and prefill's per-step part under torch.compile
+  (test_compile.py: the same rows, logits within float32 rounding, 1e-10 in float64).
+"""
+import functools
+import math
+import os
+import shutil
+import warnings
+
+import torch
+
+import checks
+import llama
+import msrnn
+
+FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
+STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
+
+
+@torch.no_grad()
+def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0,
+            compile: bool = False):
+    """msrnn.run from an empty state, faster: (logits, state), logits (B, T, vocab) or (T, vocab).
+    compile: each step compiled (`compiled`), a few graphs for every layer, position and block."""
+    checks.check_policy(policy, size)
+    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
+    state = msrnn.init_state(model, ids.shape[0], size, oneshot)
+    T = ids.shape[1]
+    f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
+    step = compiled(scored_step) if compile else scored_step
+
+    def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+        ms, k, v = state.layers[i], k[:, :, 0], v[:, :, 0]
+        first = fill(ms, q[:, :, :, :f], k[:, :, :f], v[:, :, :f], policy)  # (B, Hkv, G, f, hd)
+        rest = [attend_block(ms, q[:, :, :, j:j + STEP_BLOCK], k[:, :, j:j + STEP_BLOCK], v[:, :, j:j + STEP_BLOCK],
+                             j, policy, step) for j in range(f, T, STEP_BLOCK)]  # (B, Hkv, G, b, hd) each
+        return torch.cat([first, *rest], 3)                          # (B, Hkv, G, T, hd)
+    logits = llama.forward(model, tokens, attention)
+    state.t = T
+    return logits, state
+
+
+def fill(ms: msrnn.MultiState, q, k, v, policy):
+    """The first f steps of an empty multi-state, at once: q (B, Hkv, G, f, hd), k, v (B, Hkv, f, hd)
+    -> attention output (B, Hkv, G, f, hd). Until it holds `size` rows (and before a one-shot prompt
+    ends) nothing is dropped, so these steps are the transformer's: each query attends to every row
+    so far, under the model's own mask, and each row's score is the attention it received."""
+    f = q.shape[3]
+    if f >= ms.k.shape[2]:
+        ms._grow(f + 1)  # room for the next step's row too: a bounded state ends at size + 1 slots
+    ms.k[:, :, :f], ms.v[:, :, :f], ms.pos[:, :, :f], ms.n = k, v, torch.arange(f, device=k.device), f
+    visible = llama.causal_mask(f, ms.window, k.device)               # (f, f)
+    if ms.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)
+        return llama.softmax_attention(q, k[:, :, None], v[:, :, None], None if ms.window is None else visible)
+    B, H, G, _, hd = q.shape
+    out = torch.empty_like(q)
+    for i0 in range(0, f, FILL_BLOCK):  # a block of queries i0..i1-1, which see rows 0..i1-1 at most
+        i1 = min(i0 + FILL_BLOCK, f)
+        qb = q[:, :, :, i0:i1].reshape(B, H, G * (i1 - i0), hd)       # (B, Hkv, G b, hd): G heads share a KV head
+        scores = (qb / math.sqrt(hd) @ k[:, :, :i1].mT).view(B, H, G, i1 - i0, i1)  # (B, Hkv, G, b, i1)
+        attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1, dtype=ms.score.dtype)
+        o = attn.to(v.dtype).view(B, H, G * (i1 - i0), i1) @ v[:, :, :i1]  # (B, Hkv, G b, hd)
+        out[:, :, :, i0:i1] = o.view(B, H, G, i1 - i0, hd)
+        ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
+    ms.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
+    return out
+
+
+def attend_block(ms: msrnn.MultiState, q, k, v, t, policy, step=None):
+    """The steps at positions t .. t+b-1 when all their queries are known ahead (prefill): what
+    MultiState.attend gives at each in turn, but the held keys and values are read once for the block
+    rather than at every step. A large state then costs two matrix-matrix products per block, not
+    its whole memory traffic per step. q (B, Hkv, G, b, hd); k, v (B, Hkv, b, hd) -> (B, Hkv, G, b, hd).
+    The state must have its size + 1 slots already, as `fill` leaves them (the block cannot grow it);
+    step: scored_step, or it compiled."""
+    B, H, G, b, hd = q.shape
+    n0 = ms.n
+    K = torch.cat([ms.k[:, :, :n0], k], 2)                           # (B, Hkv, n0 + b, hd): every row the block
+    V = torch.cat([ms.v[:, :, :n0], v], 2)                           # can see, the held ones, then the new ones
+    S = (q.reshape(B, H, G * b, hd) / math.sqrt(hd) @ K.mT).view(B, H, G, b, n0 + b)  # (B, Hkv, G, b, n0 + b)
+    col = torch.arange(ms.k.shape[2], device=q.device).repeat(B, H, 1)  # (B, Hkv, slots): the row of K in each
+    step, attn = step or scored_step, []
+    for j in range(b):
+        a, col = step(ms, S[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
+        attn.append(a)
+    A = torch.stack(attn, 3).to(V.dtype).view(B, H, G * b, n0 + b)  # (B, Hkv, G, b, n0 + b) -> (B, Hkv, G b, n0 + b)
+    return (A @ V).view(B, H, G, b, hd)                              # (B, Hkv, G b, hd) -> (B, Hkv, G, b, hd)
+
+
+def scored_step(ms: msrnn.MultiState, S, k, v, t, c, col, policy):
+    """One step of attend_block: MultiState.attend, with the query's scores read from S (B, Hkv, G, n0 + b),
+    its scores against the block's rows, rather than computed from the keys. col (B, Hkv, slots): which
+    row of the block each slot holds; the row written now is row c. -> (the attention spread over
+    the block's rows (B, Hkv, G, n0 + b), col)."""
+    _, _, pos = ms.append(k, v, t)                                   # (B, Hkv, n)
+    col = col.masked_fill(ms.pos == t, c)                            # the slot just written holds row c
+    idx = col[:, :, None, :ms.n].expand(-1, -1, S.shape[2], -1)      # (B, Hkv, G, n)
+    attn = ms.attention(S.gather(-1, idx), pos, t)                   # (B, Hkv, G, n)
+    ms.keep(attn, t, policy)
+    return torch.zeros_like(S, dtype=attn.dtype).scatter(-1, idx, attn), col
+
+
+@torch.no_grad()
+def generate(model, prompt, max_new: int, policy=None, size=None, temperature: float = 0.0, top_k: int | None = None,
+             seed: int = 0, regime: str = "step", compile: bool = False):
+    """msrnn.generate, the same tokens, with all but the prompt's last token read by prefill, and,
+    with compile, each new token decoded by `compiled_step` (worth its compile time only for long
+    generations)."""
+    ids = checks.check_tokens(model, prompt)                         # (B, T)
+    checks.check_sampling(model, max_new, temperature, top_k, seed, regime, None)
+    checks.check_policy(policy, size)
+    B, T = ids.shape
+    oneshot = T if regime == "full" and size else 0  # the last prompt token, fed below, makes the cut
+    if T > 1:
+        _, state = prefill(model, ids[:, :-1], policy, size, oneshot)
+    else:
+        state = msrnn.init_state(model, B, size, oneshot)
+    return msrnn.generate(model, ids[:, -1:], max_new, policy, state=state, temperature=temperature, top_k=top_k,
+                          seed=seed, step=compiled_step() if compile else llama.step)
+
+
+def compiled_step():
+    """llama.step compiled (see `compiled`): a function with its signature. Once a state is full
+    (bounded) or growing by one row a step (unbounded), every step has the same graph: the position
+    and the row count become symbolic after the first recompiles (about 20 s each for the default
+    model on 2 cores). A state that must grow is grown before the compiled step, not in it, so that
+    each doubling of an unbounded state is not a graph of its own."""
+    fast = compiled(llama.step)
+    if fast is llama.step:
+        return fast
+
+    def step(model, tokens, state, policy=None):
+        for ms in state.layers:
+            ms.make_room(state.t)
+        return fast(model, tokens, state, policy)
+    return step
+
+
+@functools.cache
+def compiled(fn):
+    """fn compiled by torch.compile (inductor): the same code, its small operations fused into a few
+    C++ loops, so that a step costs its memory traffic rather than ~2,000 operator calls. Without a
+    C++ compiler, fn itself, with one warning."""
+    if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
+        warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: running uncompiled")
+        return fn
+    torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
+    return torch.compile(fn)

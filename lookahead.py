@@ -1,0 +1,78 @@
+"""A bound, not a policy: the lookahead reads the text's future, which no policy can.
+
+In the spirit of Belady's optimal cache replacement (1966), it keeps the rows that the full-cache
+model's same layer will attend to most over the rest of the text. It is built for one text, so
+`lookahead(model, tokens)` returns the policy for that text; `demo.py check` says it reads ahead.
+test_policies.py compares it with a list-based reference.
+"""
+import math
+
+import torch
+
+import checks
+import llama
+from policies import label
+
+
+@label("Lookahead")
+def lookahead(model, tokens, horizon=0):
+    """Not a policy but a bound for policies, in the spirit of Belady's optimal cache replacement (1966):
+    keep the rows that the full-cache model's same layer will attend to most over the rest of `tokens`
+    (or the next `horizon` steps), averaged over its query heads. It reads the future, which no
+    policy can (`demo.py check` says so), so it is built for one text: lookahead(model, tokens) is the
+    policy for that text. It is not guaranteed optimal for perplexity; it is a reference point."""
+    future = FutureAttention(model, tokens, horizon)
+
+    def lookahead_policy(rows):
+        return future.after(rows.layer, rows.t).gather(1, rows.pos[:, 0])[:, None]  # (B, T) -> (B, 1, n)
+    return lookahead_policy
+
+
+class FutureAttention:
+    """after(layer, t)[b, j]: the attention position j receives from the full-cache model's queries
+    t+1 .. t+horizon (to the end of the text if horizon is 0) in that layer, averaged over query heads.
+
+    Memory stays bounded: it keeps every layer's queries and keys (the model's own activations) and
+    one layer's (B, T + 1, T) sums at a time, computed in blocks of queries. That suits prefill and
+    the masked view, which finish a layer before starting the next. A step near the end of the text
+    (generation after a prompt) is summed directly from the few queries after it."""
+    BLOCK = 256
+
+    def __init__(self, model, tokens, horizon=0):
+        tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
+        self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
+        c, (B, T) = model.config, tokens.shape
+        checks.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
+                           f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
+        self.mask = llama.causal_mask(self.T, model.config.sliding_window, model.device)  # (T, T) the model's own, sliding window too
+        self.qk = []
+
+        def keep_qk(layer, q, k, v):                                 # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+            self.qk.append((q, k))
+            return llama.softmax_attention(q, k, v, self.mask if model.config.sliding_window else None)
+        llama.forward(model, tokens, keep_qk)
+
+    def attention(self, layer, i0, i1):
+        """Head-averaged attention of queries i0 .. i1-1 over all T positions, (B, i1 - i0, T)."""
+        q, k = self.qk[layer]
+        s = q[:, :, :, i0:i1] @ k[:, :, :, :i1].mT / math.sqrt(q.shape[-1])  # (B, Hkv, G, i1 - i0, i1)
+        a = s.masked_fill(~self.mask[i0:i1, :i1], -math.inf).softmax(-1, dtype=llama.wide(s.dtype)).mean((1, 2))
+        return torch.nn.functional.pad(a, (0, self.T - i1))         # later positions receive nothing
+
+    # Looked up by position in Python, not a tensor operation: torch.compile (prefill's compile=True)
+    # leaves it out of the graph, where it would otherwise be specialised to each step's t
+    @torch.compiler.disable
+    def after(self, layer, t):
+        if t >= self.T:
+            raise ValueError(f"lookahead knows the {self.T} tokens it was built for; step {t} is past them")
+        end = self.T if not self.horizon else min(self.T, t + 1 + self.horizon)
+        if self.layer != layer and self.T - t - 1 <= self.BLOCK:  # near the end of the text: sum directly
+            return self.attention(layer, t + 1, end).sum(1)              # no queries after the last step: zeros
+        if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
+            q = self.qk[layer][0]
+            self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T, dtype=llama.wide(q.dtype))
+            for i0 in range(self.T - (self.T - 1) % self.BLOCK - 1, -1, -self.BLOCK):
+                i1 = min(i0 + self.BLOCK, self.T)
+                self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]
+            self.layer = layer
+        return self.sums[:, t + 1] - self.sums[:, end]

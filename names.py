@@ -1,0 +1,113 @@
+"""Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
+'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import inspect
+import pathlib
+
+import checks
+import lookahead
+import policies
+
+
+POLICIES = {**policies.POLICIES, "lookahead": lookahead.lookahead}  # every name the commands know
+
+
+@dataclasses.dataclass(frozen=True)
+class Named:
+    """A policy as the commands know it: 'tova', 'sink:8', 'lookahead:256', 'path/mine.py:fn' or 'full'."""
+    spec: str | None    # as given on the command line; None for a function passed in
+    label: str          # the display name in every table, legend, log line and JSON
+    fn: object          # policy(rows), parameters bound; None for the full cache; for a lookahead, fn(model, tokens)
+    reads_ahead: bool = False
+
+    def on(self, model, tokens):
+        """The policy function for reading `tokens` (only a lookahead looks at them)."""
+        return self.fn(model, tokens) if self.reads_ahead else self.fn
+
+    @property
+    def key(self) -> str:
+        """A file name for this policy's results that changes when its source or parameters do."""
+        try:
+            source = inspect.getsource(inspect.unwrap(self.fn))
+        except (OSError, TypeError):
+            source = repr(self.fn)
+        digest = hashlib.sha1((source + self.label).encode()).hexdigest()[:8]
+        slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
+        return f"{slug}-{digest}"
+
+
+FULL = Named("full", "full cache", None)
+
+
+def named(spec) -> Named:
+    """Resolve 'full', a name in POLICIES, 'name:arg,key=arg', or 'file.py:function[:args]'; a
+    function or a Named passes through. Errors name the policy, the file and the function."""
+    if isinstance(spec, Named):
+        return spec
+    if callable(spec):
+        return _bind(spec, [], None)
+    if spec == "full":
+        return FULL
+    if ".py:" in spec:
+        path, _, rest = spec.partition(".py:")
+        fname, _, args = rest.partition(":")
+        fn = _from_file(pathlib.Path(path + ".py"), fname)
+    else:
+        name, _, args = spec.partition(":")
+        if name not in POLICIES:
+            raise ValueError(f"unknown policy {name!r}; choose from full, {', '.join(POLICIES)}, "
+                             f"or give your own as path/to/file.py:function")
+        fn = POLICIES[name]
+    return _bind(fn, [a for a in args.split(",") if a], spec)
+
+
+def _bind(fn, args, spec) -> Named:
+    fname = checks.policy_name(fn)
+    params = list(inspect.signature(fn).parameters.values())
+    reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
+    free = params[2:] if reads_ahead else params[1:]  # what a spec may set
+    if len(args) > len(free):
+        raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
+                         f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
+    kw = {}
+    for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
+        key, value = a.split("=", 1) if "=" in a else (p.name, a)
+        if key not in [q.name for q in free]:
+            raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
+        kw[key] = _number(value)
+    bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
+    text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
+    shown = text.format(**bound)
+    extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
+    if extra:
+        shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
+    policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
+    return Named(spec, shown, policy, reads_ahead)
+
+
+def _number(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _from_file(path, fname):
+    if not path.is_file():
+        raise ValueError(f"policy file {path} not found")
+    module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
+    fn = getattr(module, fname, None)
+    if not callable(fn):
+        found = [n for n, f in vars(module).items() if inspect.isfunction(f) and f.__module__ == module.__name__]
+        raise ValueError(f"{path} has no function {fname!r} (it defines: {', '.join(found) or 'none'})")
+    return fn
