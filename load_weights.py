@@ -3,6 +3,7 @@
 No `transformers` at run time, and never a pickle: only safetensors files are opened.
 """
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -35,6 +36,8 @@ class CheckpointError(ValueError):
 def device(name: str = "cpu") -> torch.device:
     """'cpu', 'cuda' (or 'cuda:1'), 'mps', or 'auto': CUDA where there is a GPU, else the CPU.
     A device this machine does not have is named, rather than failing deep inside torch."""
+    if not isinstance(name, (str, torch.device)):  # torch.device(0) would quietly mean cuda:0
+        raise TypeError(f"device must be a str or torch.device, got {type(name).__name__} {name!r}")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -45,6 +48,9 @@ def device(name: str = "cpu") -> torch.device:
     if not available.get(dev.type, lambda: True)() or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
         raise ValueError(f"device {name!r} is not available on this machine (try --device auto, or cpu)")
     return dev
+
+
+_device = device  # load_model's argument `device` hides the function
 
 
 def _shapes(c: llama.Config) -> dict:
@@ -68,9 +74,10 @@ REQUIRED = object()  # a config field with no default
 def read_config(path) -> llama.Config:
     """config.json -> llama.Config. Every field used is checked for its type and range, and any field
     that would change the math we do not implement is refused; each error names the file and field."""
-    file = Path(path) / "config.json"
+    file = Path(_path_arg(path)) / "config.json"
     if not file.is_file():
         raise CheckpointError(f"{file}: not found (is {path} a Hugging Face checkpoint folder?)")
+    _inside(file.parent, file, file)
     try:
         d = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -147,11 +154,14 @@ def _safetensors_files(path: Path) -> list[Path]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
         try:
-            return sorted({path / f for f in json.loads(index.read_text())["weight_map"].values()})
+            weight_map = json.loads(_inside(path, index, index).read_text())["weight_map"]
+            files = {name: (f, path / f) for name, f in weight_map.items()}
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{index}: not a valid index (a JSON object with a weight_map of tensor -> file): "
                                   f"{type(e).__name__}: {e}") from None
-    files = sorted(path.glob("*.safetensors"))
+        # an absolute path, `..` or a symlink would have us read any file on the machine: refused unopened
+        return sorted({_inside(path, file, f"{index}: entry {name!r} -> {f!r}") for name, (f, file) in files.items()})
+    files = sorted(_inside(path, f, f) for f in path.glob("*.safetensors"))
     if files:
         return files
     pickles = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt*")]
@@ -212,17 +222,36 @@ def _open(file: Path):
         raise CheckpointError(f"{file}: cannot read safetensors file ({e})") from None
 
 
+def _inside(folder: Path, file: Path, what) -> Path:
+    """`file`, unless it resolves (symlinks followed) outside `folder`: a checkpoint reads only its own files."""
+    if not file.resolve().is_relative_to(folder.resolve()):
+        raise CheckpointError(f"{what}: resolves to {file.resolve()}, outside the checkpoint folder "
+                              f"{folder.resolve()}; refused unopened")
+    return file
+
+
+def _path_arg(path):
+    if not isinstance(path, (str, os.PathLike)):  # else pathlib's TypeError, naming no argument
+        raise TypeError(f"checkpoint path must be a str or os.PathLike, got {type(path).__name__} {path!r}")
+    return path
+
+
 def load_model(path=None, dtype=torch.float32, device="cpu") -> llama.Model:
     """A checkpoint folder as llama.Model, in `dtype` (float32; float64 for exact tests; bfloat16 or
     float16 as the paper's GPUs ran) on `device`, read straight into them tensor by tensor.
 
     path=None is the default model, SmolLM2-135M-Instruct, prepared on first use (default_model.py).
     """
-    path = checkpoint_folder(path)
-    if dtype not in (torch.float64, torch.float32, torch.bfloat16, torch.float16):
+    dtype = DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype  # the CLI's names are accepted too
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype must be a torch.dtype such as torch.float64 (or its name: float64, float32, "
+                         f"bfloat16, float16), got {type(dtype).__name__} {dtype!r}")
+    if dtype not in DTYPES.values():
         raise ValueError(f"dtype must be float64, float32, bfloat16 or float16, got {dtype}")
+    device = _device(device)  # the arguments checked before the default model may be downloaded
+    path = checkpoint_folder(path)
     c = read_config(path)
-    w = _read_tensors(path, _shapes(c), dtype, torch.device(device))
+    w = _read_tensors(path, _shapes(c), dtype, device)
     # each layer's matrices are fused as it is built (llama.Layer), and its separate copies let go at once
     layers = [llama.Layer(**{field: w.pop(f"model.layers.{i}.{name}") for name, field in LAYER_NAMES.items()})
               for i in range(c.n_layers)]
@@ -239,14 +268,19 @@ def load_tokenizer(path=None):
     file = checkpoint_folder(path) / "tokenizer.json"
     if not file.is_file():
         raise CheckpointError(f"{file}: not found")
-    return Tokenizer.from_file(str(file))
+    if _inside(file.parent, file, file).stat().st_size == 0:
+        raise CheckpointError(f"{file}: empty, expected a tokenizers JSON file")
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as e:  # the library's message names no file
+        raise CheckpointError(f"{file}: not a valid tokenizer ({e})") from None
 
 
 def checkpoint_folder(path) -> Path:
     if path is None:
         import default_model
         return default_model.default_model_dir()
-    path = Path(path)
+    path = Path(_path_arg(path))
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint folder")
     return path
