@@ -26,8 +26,8 @@ import fast
 import harness
 import load_weights
 import msrnn
-import names
 import policies
+import specs
 
 SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, for a smoke test
     "full": dict(transformers=True, compile=True, decode_steps=63, rounds=3, positions=[128, 512, 2048, 8192], curves=[("tova", 256), ("window", 256),
@@ -174,7 +174,7 @@ def per_position(model, s) -> dict:
     for t in s["positions"]:
         for key, ms in curves.items():
             name, size = key.split()[0], (int(key.split()[1]) if " " in key else None)
-            policy = names.named(name).fn
+            policy = specs.named(name).fn
             ms.append(1e3 / experiments.decode_speed(model, 1, t, size, policy, steps=s["position_steps"]))
         print(f"2. t={t:5d}: " + ", ".join(f"{k} {v[-1]:.1f} ms" for k, v in curves.items()), flush=True)
     flat = {k: v[-1] / v[s["positions"].index(512)] - 1 for k, v in curves.items() if k != "full"}

@@ -23,8 +23,8 @@ import fast
 import harness
 import llama
 import msrnn
-import names
 import policies
+import specs
 
 EXACT = 1e-10
 SIZES = (1, 2, 3, 5, 8, 16)
@@ -154,7 +154,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
     cache = cache or experiments.cache_dir("check", model, ids)
     table = {}
-    for p in (named, names.named("sink"), names.named("tova")):
+    for p in (named, specs.named("sink"), specs.named("tova")):
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
@@ -172,7 +172,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
 def check(policy, model=None, tok=None, log=print) -> dict:
     """Run every check on a policy (a name, 'file.py:fn', or a function) and print the verdict table.
     With the default model and tokenizer given, also its quality on a real book."""
-    named = names.named(policy)
+    named = specs.named(policy)
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
     out = {}

@@ -29,7 +29,7 @@ import harness
 import llama
 import load_weights
 import msrnn
-import names
+import specs
 import t2r
 import texts
 
@@ -87,10 +87,10 @@ def tour_perplexity(model, tok, names=("window", "sink", "h2o", "tova"), length=
         "rows. Window keeps the latest; Window+4 also the first 4 (attention sinks); H2O the most\n"
         "attended so far plus the latest; TOVA drops whichever row the current query attends to least.")
     ids = experiments.book_chunks(tok, 1, length, books=("alice29",))
-    for p in map(names.named, ("full", *names)):
+    for p in map(specs.named, ("full", *names)):
         t0 = time.time()
-        loss = experiments.nll(model, ids, p, None if p is names.FULL else size)
-        label = p.label if p is names.FULL else f"{p.label} {size}"
+        loss = experiments.nll(model, ids, p, None if p is specs.FULL else size)
+        label = p.label if p is specs.FULL else f"{p.label} {size}"
         print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
 
 
@@ -99,10 +99,10 @@ def tour_passkey(model, tok, names=("window", "sink", "tova"), length=2048, size
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer?")
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
-    for p in map(names.named, ("full", *names)):
+    for p in map(specs.named, ("full", *names)):
         t0 = time.time()
-        answer = experiments.answer(model, tok, x, p, None if p is names.FULL else size)[0]
-        label = p.label if p is names.FULL else f"{p.label} {size}"
+        answer = experiments.answer(model, tok, x, p, None if p is specs.FULL else size)[0]
+        label = p.label if p is specs.FULL else f"{p.label} {size}"
         print(f"   {label:<14} -> {answer!r:24} {'found' if '71432' in answer else 'lost'}  ({time.time() - t0:.0f} s)",
               flush=True)
 
@@ -156,8 +156,8 @@ def read_text(args) -> str:
 
 
 def cmd_ppl(args):
-    policy = names.named(args.policy)
-    if (policy is names.FULL) != (args.size is None):
+    policy = specs.named(args.policy)
+    if (policy is specs.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
     text = read_text(args)
@@ -174,7 +174,7 @@ def cmd_ppl(args):
 
 
 def cmd_check(args):
-    named = [names.named(p) for p in args.policy]
+    named = [specs.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
     results = [check.check(p, model, tok) for p in named]
     if len(results) > 1:
@@ -269,7 +269,7 @@ def parser():
         p.add_argument("--device", default=default("cpu"), help=device_help)
         p.add_argument("--debug", action="store_true", default=default(False), help=debug_help)
     sub = ap.add_subparsers(dest="cmd", metavar="command")
-    one = "full, a name from policies.py or lookahead.py (" + ", ".join(names.POLICIES) + "), with parameters as in sink:8, " \
+    one = "full, a name from policies.py or lookahead.py (" + ", ".join(specs.POLICIES) + "), with parameters as in sink:8, " \
           "or path/to/file.py:function"
     p = sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
     p.add_argument("--policies", nargs="+", help=f"each: {one} (default: window sink h2o tova for perplexity, "
@@ -293,7 +293,7 @@ def parser():
     p.add_argument("--compile", action="store_true", help=compile_help)
 
     p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
-    p.add_argument("policy", nargs="*", default=list(names.POLICIES) + ["lookahead:256"],
+    p.add_argument("policy", nargs="*", default=list(specs.POLICIES) + ["lookahead:256"],
                    help=f"one or more: {one} (default: every built-in, and lookahead:256)")
     p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
 
@@ -357,7 +357,7 @@ def main(argv=None):
     load_weights.device(args.device)  # and the device
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
     for spec in [chosen] if isinstance(chosen, str) else chosen:
-        names.named(spec)  # a bad policy name or file fails before the model is loaded
+        specs.named(spec)  # a bad policy name or file fails before the model is loaded
     command, draw = COMMANDS[args.cmd]
     if args.cmd == "ppl":  # a tool, not an experiment: nothing to save
         return command(args)

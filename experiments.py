@@ -16,8 +16,8 @@ import fast
 import harness
 import llama
 import msrnn
-import names
 import policies
+import specs
 import texts
 
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
@@ -38,12 +38,12 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
 
     Runs fast.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
     times faster (bench.py): projections and MLPs see all tokens at once. policy: a function, or
-    a name or names.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
+    a name or specs.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
     compile: prefill's steps compiled (fast.compiled), except for a bound that reads ahead: its table
     lookup runs outside the graph and splits every step in two, which made it slower compiled (a
     lookahead setting of the sweep took 290-320 s compiled, 210-270 s not).
     """
-    named = names.named(policy) if policy is not None else names.FULL
+    named = specs.named(policy) if policy is not None else specs.FULL
     compile = compile and not named.reads_ahead
     return next_token_nll(fast.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
 
@@ -105,12 +105,12 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     costliest first. compile: prefill's steps compiled (the same numbers, to float32 rounding, faster).
     """
     ids = book_chunks(tok, n_chunks, chunk)
-    named = [names.named(n) for n in names]
+    named = [specs.named(n) for n in names]
     if len({p.label for p in named}) < len(named):
         raise ValueError(f"two policies share a display name: {[p.label for p in named]}")
     cache = cache_dir("sweep", model, ids)
-    settings = [(names.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
-    file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is names.FULL else p.key}-{s}.json"
+    settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
+    file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is specs.FULL else p.key}-{s}.json"
     done = {(p, s): row for p, s in settings if (row := harness.read_cached(file(p, s))) is not None}
     todo = [setting for setting in settings if setting not in done]
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
@@ -155,13 +155,13 @@ def weights(model) -> list:
 
 def measure(model, ids, policy, size, batch, compile=False) -> dict:
     """One setting of the sweep: perplexity over the chunks ids (n, T), `batch` chunks at a time.
-    policy: a name or names.Named, or None for the shorter-context baseline. compile: see nll."""
+    policy: a name or specs.Named, or None for the shorter-context baseline. compile: see nll."""
     start = time.time()
-    named = policy and names.named(policy)
+    named = policy and specs.named(policy)
     if named is None:
         losses = [shorter_context_nll(model, x, size) for x in ids.split(batch)]
     else:
-        losses = [nll(model, x, named, None if named is names.FULL else size, compile=compile) for x in ids.split(batch)]
+        losses = [nll(model, x, named, None if named is specs.FULL else size, compile=compile) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
     return {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
             "seconds": time.time() - start}
@@ -225,8 +225,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     """Run a policy (TOVA by default) on one chunk and record, in every layer, when each position is
     dropped. Returns the paper's statistics over all layers, and `dropped_at` of the chosen layer,
     for its picture."""
-    named = names.named(policy)
-    if named is names.FULL:
+    named = specs.named(policy)
+    if named is specs.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     if not 0 <= layer < model.config.n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
@@ -290,8 +290,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
     data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
             "policies": []}
     for name in names:
-        named = names.named(name)
-        if named is names.FULL:
+        named = specs.named(name)
+        if named is specs.FULL:
             raise ValueError("view needs policies: with every row kept there is nothing to see")
         dropped_at, score = drops(model, ids, named, size)
         data["policies"].append({
@@ -352,7 +352,7 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
     prompt (regime "full": with full attention, then cut to `size` once) and hands over its state,
     from which generation goes on token by token. A lookahead is built on the prompt followed by
     the full-cache model's own answer: the future it reads is the one the full cache would see."""
-    named = names.named(policy) if policy is not None else names.FULL
+    named = specs.named(policy) if policy is not None else specs.FULL
     text = prompts
     if named.reads_ahead:
         text = torch.cat([prompts, answer_ids(model, prompts, None, None, n)[:, :-1]], 1)
@@ -376,7 +376,7 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
-    settings = [(names.FULL, None, "step")] + [(names.named(p), s, r) for r in regimes for p in names for s in sizes]
+    settings = [(specs.FULL, None, "step")] + [(specs.named(p), s, r) for r in regimes for p in names for s in sizes]
     log(f"passkey: {len(prompts)} prompts of {length} tokens, key at depths {list(depths)}")
     for named, size, regime in settings:
         right = 0

@@ -7,10 +7,10 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import pathlib
 import shutil
 import statistics
-import os
 import subprocess
 import sys
 import tempfile

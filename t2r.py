@@ -27,7 +27,7 @@ import experiments
 import harness
 import llama
 import msrnn
-import names
+import specs
 
 EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off
 
@@ -322,7 +322,7 @@ def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetun
     record("softmax, full cache", "full", experiments.nll(model, test), msrnn.state_bytes(model, test.shape[1]))
     for size in sizes:
         for p in ("tova", "h2o", "sink"):
-            record(f"{names.named(p).label} {size}", p, experiments.nll(model, test, p, size),
+            record(f"{specs.named(p).label} {size}", p, experiments.nll(model, test, p, size),
                    msrnn.state_bytes(model, size))
     results.sort(key=lambda row: row["state_bytes"])
     return {"results": results, "collect_s": collect_s, "chunks": len(test), "tokens": test.shape[1],
@@ -349,7 +349,7 @@ def draw(plt, data):
         pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
         if pts:
             plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink") else "",
-                     label=labels.get(fam) or names.named(fam).label)
+                     label=labels.get(fam) or specs.named(fam).label)
     plt.xscale("log")
     plt.yscale("log")
     plt.xlabel(f"state per sequence at {data['tokens']:,} tokens (MiB, {data['dtype']})")

@@ -3,10 +3,10 @@ import pytest
 import torch
 
 import check
-import names
+import specs
 
 
-@pytest.mark.parametrize("name", [n for n in names.POLICIES if n != "lookahead"])
+@pytest.mark.parametrize("name", [n for n in specs.POLICIES if n != "lookahead"])
 def test_every_builtin_passes(name):
     out = check.check(name, log=lambda *_: None)
     for what in ("exact", "causal", "contract"):

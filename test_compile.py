@@ -7,8 +7,8 @@ import torch
 import fast
 import llama
 import msrnn
-import names
 import policies
+import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 if fast.compiled_step() is llama.step:
@@ -39,7 +39,7 @@ def assert_same_run(compiled, eager, name):
 def test_compiled_decoding_is_the_eager_step(name):
     """Over 40 steps: a bounded state full from the start, an unbounded one that doubles twice."""
     model = random_model(tiny_config(sliding_window=None), dtype=torch.float32)
-    policy, size = (names.POLICIES[name], 8) if name else (None, None)
+    policy, size = (specs.POLICIES[name], 8) if name else (None, None)
     prompt = tokens(2, 12)
     assert_same_run(decode(fast.compiled_step(), model, policy, size, prompt, 40),
                     decode(llama.step, model, policy, size, prompt, 40), name)
@@ -67,7 +67,7 @@ def test_compiled_prefill_is_the_eager_one(name, monkeypatch):
     monkeypatch.setattr(fast, "STEP_BLOCK", 16)
     model = random_model(tiny_config(sliding_window=6 if name == "tova" else None), dtype=torch.float32)
     x = tokens(2, 60)
-    policy = names.named(name).on(model, x)
+    policy = specs.named(name).on(model, x)
     assert_same_run(fast.prefill(model, x, policy, 8, compile=True), fast.prefill(model, x, policy, 8), name)
 
 

@@ -11,8 +11,8 @@ import fast
 import llama
 import lookahead
 import msrnn
-import names
 import policies
+import specs
 from conftest import random_model, tiny_config, tokens
 
 CONFIGS = {"LLaMA": tiny_config(), "Mistral": tiny_config(sliding_window=7)}
@@ -42,21 +42,21 @@ def test_half_precision_against_float64(arch, dtype):
     assert_half_close(recurrent, llama.forward(exact, x), dtype, "recurrent view vs float64")
     assert_half_close(recurrent, parallel, dtype, "the two views")
     for name in ("window", "sink"):  # policies whose drops do not depend on values: the same rows in every run
-        bounded = msrnn.run(model, x, names.POLICIES[name], 8)
-        assert_half_close(bounded, msrnn.run(exact, x, names.POLICIES[name], 8), dtype, f"{name} vs float64")
-        assert_half_close(msrnn.masked_forward(model, x, names.POLICIES[name], 8)[0], bounded, dtype,
+        bounded = msrnn.run(model, x, specs.POLICIES[name], 8)
+        assert_half_close(bounded, msrnn.run(exact, x, specs.POLICIES[name], 8), dtype, f"{name} vs float64")
+        assert_half_close(msrnn.masked_forward(model, x, specs.POLICIES[name], 8)[0], bounded, dtype,
                           f"{name}: masked view vs token by token")
 
 
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("name", names.POLICIES)
+@pytest.mark.parametrize("name", specs.POLICIES)
 def test_half_precision_prefill_is_the_token_by_token_run(name, dtype):
     """prefill does the token-by-token run's arithmetic at every step (its first `size` steps at once), so
     even in half precision it makes the same drops. (The masked view attends with the fused kernel,
     which rounds differently; with an attention-based policy a near tie may then go the other way.)"""
     model = random_model(CONFIGS["LLaMA"]).to(dtype=dtype)
     x = tokens(2, 40)
-    policy = names.named(name).on(model, x)
+    policy = specs.named(name).on(model, x)
     run, state = msrnn.run(model, x, policy, 8), msrnn.init_state(model, 2, 8)
     msrnn.feed(model, x, state, policy)
     blocks, fast_state = fast.prefill(model, x, policy, 8)
@@ -114,7 +114,7 @@ def test_every_tensor_is_made_on_the_models_device(arch):
             "greedy": lambda: torch.stack(list(msrnn.generate(model, x, 3))),
             "sampled": lambda: torch.stack(list(msrnn.generate(model, x, 3, temperature=0.8, top_k=5)))}
     for name in ("tova", "h2o_head", "sink", "window"):
-        policy = names.POLICIES[name]
+        policy = specs.POLICIES[name]
         runs[f"run {name}"] = lambda policy=policy: msrnn.run(model, x, policy, 8)
         runs[f"prefill {name}"] = lambda policy=policy: fast.prefill(model, x, policy, 8)[0]
         runs[f"masked_forward {name}"] = lambda policy=policy: msrnn.masked_forward(model, x, policy, 8)[0]

@@ -197,7 +197,7 @@ def test_cli_runs_a_policy_from_a_file_and_names_its_errors(tmp_path, capsys):
 @pytest.mark.usefixtures("books")
 def test_check_cli_quality(real_model, tokenizer, tmp_path):
     import check
-    table = check.quality(check.names.named("window"), real_model, tokenizer, sizes=(16,), length=64,
+    table = check.quality(check.specs.named("window"), real_model, tokenizer, sizes=(16,), length=64,
                           cache=tmp_path)
     assert set(table) == {(p, 16, r) for p in ("Window", "Window+4", "TOVA") for r in ("step", "full")}
     assert table["TOVA", 16, "full"] < table["Window", 16, "step"]  # a full prompt, and TOVA, help on any text

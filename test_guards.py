@@ -4,14 +4,13 @@ import json
 import re
 
 import pytest
-import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models
 
 import load_weights
 from conftest import random_model, tiny_config
 from load_weights import CheckpointError
-from test_loader import hf_config, hf_tensors, save
+from test_loader import hf_tensors, save
 
 
 def write_tokenizer(file):

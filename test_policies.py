@@ -8,12 +8,12 @@ import fast
 import llama
 import lookahead
 import msrnn
-import names
 import policies
 import reference
+import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
-CAUSAL = {name: f for name, f in names.POLICIES.items() if not names.named(name).reads_ahead}
+CAUSAL = {name: f for name, f in specs.POLICIES.items() if not specs.named(name).reads_ahead}
 ALL = dict(CAUSAL, sink1=functools.partial(policies.sink, sinks=1))
 SIZES = [1, 2, 3, 7, 16]
 

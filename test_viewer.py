@@ -8,7 +8,7 @@ import demo
 import experiments
 import harness
 import msrnn
-import names
+import specs
 from conftest import random_model, tiny_config, tokens
 
 SIZE, T = 6, 30
@@ -38,7 +38,7 @@ def held_in_the_data(data, p, layer, t):
 @pytest.fixture(scope="module")
 def data():
     ids = tokens(1, T)
-    every = list(names.POLICIES)  # every built-in, the lookahead too
+    every = list(specs.POLICIES)  # every built-in, the lookahead too
     return ids, every, experiments.view(MODEL, Tokenizer(), ids[0], names=every, size=SIZE)
 
 
@@ -46,7 +46,7 @@ def test_the_page_data_is_what_the_recurrent_run_held(data):
     ids, names, data = data
     assert len(data["tokens"]) == T and data["size"] == SIZE
     for p, name in enumerate(names):
-        run = held_by_the_run(names.named(name).on(MODEL, ids), ids)
+        run = held_by_the_run(specs.named(name).on(MODEL, ids), ids)
         for layer in range(MODEL.config.n_layers):
             for t in range(T):
                 assert held_in_the_data(data, p, layer, t) == run[layer][t], f"{name}, layer {layer}, step {t}"
