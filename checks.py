@@ -58,6 +58,19 @@ def check_memory(nbytes: int, what: str):
                           "of memory is available")
 
 
+FLOATS = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def check_dtype(dtype) -> torch.dtype:
+    """A float dtype, given as torch.bfloat16 or as its name 'bfloat16': the torch.dtype."""
+    if isinstance(dtype, str) and dtype in FLOATS:
+        return FLOATS[dtype]
+    if not any(dtype is d for d in FLOATS.values()):
+        raise ValueError(f"dtype must be a float torch.dtype such as torch.float64 (or its name: {', '.join(FLOATS)}), "
+                         f"got {type(dtype).__name__} {dtype!r}")
+    return dtype
+
+
 def integer(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
 
@@ -72,6 +85,9 @@ def check_state_args(batch, size, oneshot):
 
 
 def check_policy(policy, size):
+    if policy is not None and not callable(policy):  # a name fails here, not once the state fills
+        raise ValueError(f"policy must be a function rows -> scores (for a name, specs.named({policy!r}).fn), "
+                         f"got {type(policy).__name__} {policy!r}")
     if (policy is None) != (size is None):
         raise ValueError("give both a policy and a size (a bounded MSRNN) or neither (the unbounded one); "
                          f"got policy={getattr(policy, '__name__', policy)}, size={size}")
@@ -104,15 +120,30 @@ class PolicyError(ValueError):
     """A policy raised, or returned something other than a score per row."""
 
 
+ROWS_FIELDS = ("attn", "pos", "score", "keys")
+
+
 def score_rows(policy, rows) -> torch.Tensor:
     """policy(rows), checked: a float tensor (B, 1, n) for the layer or (B, Hkv, n) per KV head.
-    An exception inside the policy is reported at its own file and line, not in this module."""
+    An exception inside the policy is reported at its own file and line, not in this module.
+
+    Rows' tensors are views of the multi-state's own buffers (a copy per call would cost more than
+    most policies). A policy that writes into one would change which rows the state believes it
+    holds; every in-place write bumps a tensor's version counter, shared with the buffer it views,
+    so comparing the counters before and after the call catches it, and the run stops, naming the
+    policy and the field. (Inside torch.compile the counters are not kept: the eager run checks.)"""
+    compiling = torch.compiler.is_compiling()
+    seen = [] if compiling else [(f, getattr(rows, f), getattr(rows, f)._version) for f in ROWS_FIELDS]
     try:
         scores = policy(rows)
     except Exception as e:
         err = PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}")
         err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
         raise err from None
+    for field, x, version in seen:
+        if x._version != version:
+            raise PolicyError(f"policy {policy_name(policy)} wrote into rows.{field}: Rows is the multi-state's own "
+                              "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
     B, H, n = rows.pos.shape
     if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
             and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):

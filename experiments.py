@@ -86,6 +86,9 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
         losses.append(nll(model, p[None], policy, size, oneshot, compile)[0, max(0, prompt_len - 1):])
         if progress:
             progress(i + 1, len(pieces))
+    if not losses:  # a text of one token has nothing to predict
+        raise ValueError(f"the text has {len(ids)} token(s): perplexity needs a chunk of at least "
+                         f"{max(1, prompt_len) + 1} (the tokens read first, then one to predict)")
     loss = torch.cat(losses)
     return {"ppl": math.exp(loss.mean().item()), "tokens": len(loss), "chunks": len(losses),
             "ppl_per_chunk": [math.exp(x.mean().item()) for x in losses]}
@@ -231,6 +234,9 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     if not 0 <= layer < model.config.n_layers:
         raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
     ids = book_chunks(tok, 1, length, books=(book,))
+    if size >= ids.shape[1]:  # no share of kept rows to report, and no "kept longest"
+        raise ValueError(f"retention: a multi-state of {size} rows never drops a row of a {ids.shape[1]}-token text; "
+                         "give a size below the length")
     dropped_at, _ = drops(model, ids, named, size)
     return {"policy": named.label, "size": size, "length": ids.shape[1], "layer": layer, "book": book,
             **retention_stats(dropped_at, ids[0], size, tok), "dropped_at": dropped_at[layer].tolist()}

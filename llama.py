@@ -78,6 +78,7 @@ class Model:
     def to(self, device=None, dtype=None) -> "Model":
         """A copy on another device and/or in another float type. Each layer is rebuilt, so its fused
         matrices stay fused and the named ones their views; RoPE frequencies stay float64 on the CPU."""
+        dtype = dtype and checks.check_dtype(dtype)
         move = lambda x: x.to(device=device, dtype=dtype)
         layers = [Layer(**{f.name: move(getattr(L, f.name)) for f in dataclasses.fields(Layer)}) for L in self.layers]
         embed = move(self.embed)
@@ -141,7 +142,7 @@ def mlp(L: Layer, h):
 
 def random_model(cfg: Config, seed=0, dtype=torch.float64) -> Model:
     """Random weights for a config: the tests' and the policy checker's tiny models, no download."""
-    g = torch.Generator().manual_seed(seed)
+    g, dtype = torch.Generator().manual_seed(seed), checks.check_dtype(dtype)
     # scale 0.3 (rather than 1/sqrt(dim)) gives peaked, position-dependent attention: a harder test
     r = lambda *shape, s=0.3: (torch.randn(*shape, generator=g, dtype=torch.float64) * s).to(dtype)
     norm = lambda: (1 + 0.1 * torch.randn(cfg.dim, generator=g, dtype=torch.float64)).to(dtype)

@@ -14,7 +14,7 @@ import llama
 from policies import label
 
 
-@label("Lookahead")
+@label("Lookahead", horizon=(0, math.inf))
 def lookahead(model, tokens, horizon=0):
     """Not a policy but a bound for policies, in the spirit of Belady's optimal cache replacement (1966):
     keep the rows that the full-cache model's same layer will attend to most over the rest of `tokens`

@@ -21,10 +21,11 @@ import inspect
 import math
 
 
-def label(text):
-    """The name tables and plots show for a policy; {param} is filled with its parameters."""
+def label(text, **ranges):
+    """The name tables and plots show for a policy; {param} is filled with its parameters.
+    ranges: param=(low, high), the values a parameter may take, checked when a command names it."""
     def set_label(fn):
-        fn.label = text
+        fn.label, fn.ranges = text, ranges
         return fn
     return set_label
 
@@ -35,7 +36,7 @@ def window(rows):
     return rows.pos[:, :1].double()                                  # (B, 1, n): newer is better
 
 
-@label("Window+{sinks}")
+@label("Window+{sinks}", sinks=(0, math.inf))
 def sink(rows, sinks=4):
     """Window+i: the first `sinks` tokens plus the most recent (StreamingLLM, Xiao et al. 2023)."""
     if sinks >= rows.size:

@@ -5,6 +5,7 @@ import functools
 import hashlib
 import importlib.util
 import inspect
+import math
 import pathlib
 
 import checks
@@ -78,6 +79,12 @@ def _bind(fn, args, spec) -> Named:
         if key not in [q.name for q in free]:
             raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
         kw[key] = _number(value)
+        lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
+        default = next(q.default for q in free if q.name == key)
+        kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
+        if kind is not None and not (isinstance(kw[key], (int, float)) and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
+            want = f"{kind.__name__} from {lo} to {hi}".replace("inf", "∞")
+            raise ValueError(f"policy {spec or fname!r}: {key} must be an {want}, got {value!r}")
     bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     shown = text.format(**bound)

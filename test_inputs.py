@@ -9,12 +9,14 @@ import warnings
 import pytest
 import torch
 
+import checks
 import default_model
 import fast
 import harness
 import llama
 import msrnn
 import policies
+import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 MODEL = random_model(tiny_config())  # vocabulary 61
@@ -184,3 +186,70 @@ def test_without_a_cxx_compiler_compile_runs_uncompiled_with_one_warning(monkeyp
     with pytest.warns(UserWarning, match=r"needs a C\+\+ compiler") as caught:
         fn = fast.compiled.__wrapped__(llama.step)  # past the cache of the real answer
     assert fn is llama.step and len(caught) == 1
+
+
+# ---------------------------------------------------------------- the last 4%: each class fails on the code before it
+
+def writes_into(field):
+    """A policy that scores like Window but also writes into one field of what it is shown."""
+    def vandal(rows):
+        getattr(rows, field).mul_(-1)
+        return rows.pos[:, :1].double()
+    return vandal
+
+
+@pytest.mark.parametrize("field", ["pos", "score", "keys", "attn"])
+@pytest.mark.parametrize("view", ["run", "prefill", "masked_forward"])
+def test_a_policy_that_writes_into_rows_is_named(field, view):
+    run = {"run": msrnn.run, "prefill": lambda *a: fast.prefill(*a)[0], "masked_forward": lambda *a: msrnn.masked_forward(*a)[0]}
+    with pytest.raises(checks.PolicyError, match=rf"policy vandal wrote into rows\.{field}"):
+        run[view](MODEL, tokens(1, 12), writes_into(field), 4)
+
+
+def test_the_checker_fails_a_policy_that_writes_into_rows():
+    import check
+    out = check.check(writes_into("pos"), log=lambda *_: None)
+    assert out["contract"][0] == "fail" and "wrote into rows.pos" in out["contract"][1]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("sink:-1", r"'sink:-1': sinks must be an int from 0 to ∞, got '-1'"),  # ran, labelled Window+-1
+    ("sink:abc", "sinks must be an int"),
+    ("sink:1.5", "sinks must be an int"),
+    ("lookahead:-3", "horizon must be an int from 0"),
+])
+def test_policy_parameters_out_of_range_are_named(spec, message):
+    with pytest.raises(ValueError, match=message):
+        specs.named(spec)
+
+
+def test_a_policy_given_by_name_where_a_function_is_expected():
+    for entry in (lambda: msrnn.run(MODEL, tokens(1, 8), "tova", 4), lambda: fast.prefill(MODEL, tokens(1, 8), "tova", 4),
+                  lambda: next(msrnn.generate(MODEL, tokens(1, 8), 2, "tova", 4))):
+        with pytest.raises(ValueError, match=r"policy must be a function rows -> scores .*specs.named\('tova'\).*got str"):
+            entry()  # failed only once the state filled, with "'str' object is not callable"
+
+
+def test_a_text_of_one_token_has_no_perplexity():
+    import experiments
+    with pytest.raises(ValueError, match=r"the text has 1 token\(s\): perplexity needs a chunk of at least 2"):
+        experiments.perplexity(MODEL, torch.tensor([5]), policies.tova, 4)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
+def test_a_dtype_may_be_named(dtype):
+    assert MODEL.to(dtype=dtype).dtype == getattr(torch, dtype)
+    assert random_model(tiny_config(), dtype=dtype).dtype == getattr(torch, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float8", torch.int64, 64])
+def test_a_dtype_that_is_not_a_float_is_named(dtype):
+    for make in (lambda: MODEL.to(dtype=dtype), lambda: random_model(tiny_config(), dtype=dtype)):
+        with pytest.raises(ValueError, match="dtype must be a float torch.dtype such as torch.float64"):
+            make()
+
+
+def test_retention_refuses_a_size_that_drops_nothing(real_model, tokenizer, books):
+    import experiments
+    with pytest.raises(ValueError, match="a multi-state of 64 rows never drops a row of a 64-token text"):
+        experiments.retention(real_model, tokenizer, size=64, length=64)
