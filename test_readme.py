@@ -33,3 +33,35 @@ def test_how_it_reads_is_the_code():
 def test_readme_test_command_is_what_ci_runs():
     command = re.search(r"&& (python -m pytest)\b", README).group(1)
     assert command in (ROOT / ".ci" / "run").read_text()
+
+
+def cited(text):
+    """(file, [(first, last), ...], names) for every '`file.py` a–b, c–d' citation followed by the
+    `names` it says those lines hold (up to the end of the table cell or sentence)."""
+    for file, spans, rest in re.findall(r"`(\w+\.py)` (\d+–\d+(?:, \d+–\d+)*)([^|\n]*)", text):
+        yield file, [tuple(map(int, s.split("–"))) for s in spans.split(", ")], re.findall(r"`(\w+)`", rest)
+
+
+def holds(file, spans, names):
+    code = (ROOT / file).read_text().splitlines()
+    shown = [line for a, b in spans for line in code[a - 1:b]]
+    for name in names:
+        assert any(re.match(rf"\s*(def|class) {name}\b", line) for line in shown), f"{file} {spans}: no {name}"
+    return len(shown)
+
+
+def test_reading_order_is_short_and_holds_what_it_names():
+    table = section("Read in this order")
+    rows = re.findall(r"^\| \d \| (`\w+\.py` [\d–, ]+) \| (\d+) \| (.*) \|$", table, re.M)
+    total = 0
+    for where, n, what in rows:
+        (file, spans, _), = cited(where)
+        assert holds(file, spans, re.findall(r"`(\w+)`", what)) == int(n), f"{where}: not {n} lines"
+        total += int(n)
+    assert len(rows) >= 6 and total <= 400 and f"Total: {total} lines" in table
+
+
+def test_the_course_solutions_are_the_lines_it_cites():
+    course = (ROOT / "docs" / "course.md").read_text()
+    for file, spans, names in cited(course):
+        holds(file, spans, names)
