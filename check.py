@@ -136,7 +136,9 @@ def cost(named, size=256, calls=200):
     n, t = size + 1, 2 * size
     pos = torch.randperm(t + 1, generator=g)[:n].sort().values.expand(1, 3, n)
     rows = msrnn.Rows(attn=torch.randn(1, 3, 3, n, generator=g).softmax(-1), pos=pos, score=torch.rand(1, 3, n, generator=g),
-                      keys=torch.randn(1, 3, n, 64, generator=g), t=t, size=size, layer=0)
+                      keys=torch.randn(1, 3, n, 64, generator=g), values=torch.randn(1, 3, n, 64, generator=g),
+                      query=torch.randn(1, 3, 3, 64, generator=g), prev=torch.rand(1, 3, n, generator=g),
+                      t=t, size=size, layer=0)
 
     def micros(policy):  # as the state calls it, with its checks
         return harness.median_time(lambda: checks.score_rows(policy, rows), calls, warmup=5) * 1e6

@@ -120,7 +120,7 @@ class PolicyError(ValueError):
     """A policy raised, or returned something other than a score per row."""
 
 
-ROWS_FIELDS = ("attn", "pos", "score", "keys")
+ROWS_FIELDS = ("attn", "pos", "score", "keys", "values", "query", "prev")
 
 
 def score_rows(policy, rows) -> torch.Tensor:

@@ -23,6 +23,7 @@ import warnings
 
 import torch
 
+import board
 import check
 import experiments
 import harness
@@ -191,6 +192,15 @@ def cmd_sweep(args):
     return data, model
 
 
+def cmd_board(args):
+    model, tok = load(args)
+    names = args.policies or [*specs.POLICIES.keys() - {"lookahead"}, *specs.ZOO]
+    data = board.board(model, tok, names, sizes=args.sizes, n_chunks=args.chunks, chunk=args.chunk,
+                       passkey_sizes=args.passkey_sizes, length=args.length, jobs=args.jobs, compile=args.compile, log=print)
+    print("\n" + board.table(data) + f"\n\nboard: {data['seconds']:.0f} s")
+    return data, model
+
+
 def cmd_retention(args):
     model, tok = load(args)
     data = experiments.retention(model, tok, size=args.size, length=args.length, layer=args.layer, policy=args.policy)
@@ -233,7 +243,7 @@ def cmd_t2r(args):
 COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
             "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
             "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, t2r.draw),
-            "view": (cmd_view, None)}
+            "view": (cmd_view, None), "board": (cmd_board, board.draw)}
 
 
 def result_name(args, parser) -> str:
@@ -269,7 +279,7 @@ def parser():
         p.add_argument("--device", default=default("cpu"), help=device_help)
         p.add_argument("--debug", action="store_true", default=default(False), help=debug_help)
     sub = ap.add_subparsers(dest="cmd", metavar="command")
-    one = "full, a name from policies.py or lookahead.py (" + ", ".join(specs.POLICIES) + "), with parameters as in sink:8, " \
+    one = "full, a name from policies.py, lookahead.py or zoo.py (" + ", ".join(specs.POLICIES | specs.ZOO) + "), with parameters as in sink:8, " \
           "or path/to/file.py:function"
     p = sub.add_parser("tour", parents=[common], help="the guided tour (the default)")
     p.add_argument("--policies", nargs="+", help=f"each: {one} (default: window sink h2o tova for perplexity, "
@@ -304,6 +314,17 @@ def parser():
     p.add_argument("--policies", nargs="+", default=["window", "sink", "h2o", "tova", "lookahead", "lookahead:256"],
                    help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
     p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2: faster on 2 cores)")
+    p.add_argument("--compile", action="store_true", help=compile_help)
+
+    p = sub.add_parser("board", parents=[common], help="a leaderboard: perplexity, gap to the bound, passkey, cost, "
+                       "verdicts for any set of policies")
+    p.add_argument("policies", nargs="*", help=f"each: {one} (default: the paper's and the zoo's)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[64, 256, 1024])
+    p.add_argument("--chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of the books (default 4)")
+    p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk (default 4096)")
+    p.add_argument("--passkey-sizes", type=harness.at_least(1), nargs="+", default=[128, 512])
+    p.add_argument("--length", type=harness.at_least(64), default=2048, help="passkey prompt tokens (default 2048)")
+    p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2)")
     p.add_argument("--compile", action="store_true", help=compile_help)
 
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")

@@ -144,9 +144,9 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
 
 def cache_dir(kind: str, model, ids):
     """results/<kind>/<key>/: measured settings, keyed by everything that changes their numbers: the
-    model's weights and dtype, the tokens, and the code of llama.py and msrnn.py. Each file in it is
+    model's weights and dtype, the tokens, and the code of llama.py, msrnn.py and fast.py. Each file in it is
     named by the policy's key (its source and parameters) and the size."""
-    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py"]
+    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py", harness.ROOT / "fast.py"]
     return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *code)
 
 

@@ -72,7 +72,8 @@ def fill(ms: msrnn.MultiState, q, k, v, policy):
         o = attn.to(v.dtype).view(B, H, G * (i1 - i0), i1) @ v[:, :, :i1]  # (B, Hkv, G b, hd)
         out[:, :, :, i0:i1] = o.view(B, H, G, i1 - i0, hd)
         ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
-    ms.evict(attn[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
+    ms.prev[:, :, :f] = math.nan  # never scored
+    ms.evict(attn[:, :, :, -1], q[:, :, :, -1], f - 1, policy)  # the one-shot cut, when the prompt ends here
     return out
 
 
@@ -91,14 +92,14 @@ def attend_block(ms: msrnn.MultiState, q, k, v, t, policy, step=None):
     col = torch.arange(ms.k.shape[2], device=q.device).repeat(B, H, 1)  # (B, Hkv, slots): the row of K in each
     step, attn = step or scored_step, []
     for j in range(b):
-        a, col = step(ms, S[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
+        a, col = step(ms, S[:, :, :, j], q[:, :, :, j], k[:, :, j], v[:, :, j], t + j, n0 + j, col, policy)
         attn.append(a)
     A = torch.stack(attn, 3).to(V.dtype).view(B, H, G * b, n0 + b)  # (B, Hkv, G, b, n0 + b) -> (B, Hkv, G b, n0 + b)
     return (A @ V).view(B, H, G, b, hd)                              # (B, Hkv, G b, hd) -> (B, Hkv, G, b, hd)
 
 
-def scored_step(ms: msrnn.MultiState, S, k, v, t, c, col, policy):
-    """One step of attend_block: MultiState.attend, with the query's scores read from S (B, Hkv, G, n0 + b),
+def scored_step(ms: msrnn.MultiState, S, q, k, v, t, c, col, policy):
+    """One step of attend_block: MultiState.attend, with the query q's scores read from S (B, Hkv, G, n0 + b),
     its scores against the block's rows, rather than computed from the keys. col (B, Hkv, slots): which
     row of the block each slot holds; the row written now is row c. -> (the attention spread over
     the block's rows (B, Hkv, G, n0 + b), col)."""
@@ -106,7 +107,7 @@ def scored_step(ms: msrnn.MultiState, S, k, v, t, c, col, policy):
     col = col.masked_fill(ms.pos == t, c)                            # the slot just written holds row c
     idx = col[:, :, None, :ms.n].expand(-1, -1, S.shape[2], -1)      # (B, Hkv, G, n)
     attn = ms.attention(S.gather(-1, idx), pos, t)                   # (B, Hkv, G, n)
-    ms.keep(attn, t, policy)
+    ms.keep(attn, q, t, policy)
     return torch.zeros_like(S, dtype=attn.dtype).scatter(-1, idx, attn), col
 
 

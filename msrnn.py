@@ -26,7 +26,11 @@ class Rows:
     attn: torch.Tensor   # (B, Hkv, G, n) the current query's attention over the rows
     pos: torch.Tensor    # (B, Hkv, n) each row's original position; the current token's is t
     score: torch.Tensor  # (B, Hkv, n) attention each row has received, summed over steps and its G heads
-    keys: torch.Tensor   # (B, Hkv, n, head_dim) keys, RoPE applied
+    keys: torch.Tensor   # (B, Hkv, n, hd) keys, RoPE applied
+    values: torch.Tensor  # (B, Hkv, n, hd) values
+    query: torch.Tensor  # (B, Hkv, G, hd) the current token's queries, RoPE applied
+    prev: torch.Tensor   # (B, Hkv, n) the scores this policy gave each row at its last call in this layer,
+                         # NaN for a row added since (every row at a one-shot cut): a policy may be recurrent
     t: int               # current position
     size: int            # rows to keep
     layer: int           # which layer (policies may treat layers differently)
@@ -46,6 +50,7 @@ class MultiState:
     v: torch.Tensor      # (B, Hkv, capacity, head_dim)
     pos: torch.Tensor    # (B, Hkv, capacity) long; -1 marks a freed slot
     score: torch.Tensor  # (B, Hkv, capacity) attention received so far (Rows.score, read by H2O)
+    prev: torch.Tensor   # (B, Hkv, capacity) the policy's scores at its last call (Rows.prev); NaN: none yet
     free: torch.Tensor   # (B, Hkv) long: the slot the next token is written to once the state is full
     n: int = 0           # slots in use
     size: int | None = None  # rows kept after each step; None = unbounded
@@ -59,7 +64,7 @@ class MultiState:
         K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
         attn = self.attention(q / math.sqrt(q.shape[-1]) @ K.mT, pos, t)  # (B, Hkv, G, n)
         out = attn.to(V.dtype) @ V                                   # (B, Hkv, G, hd)
-        self.keep(attn, t, policy)
+        self.keep(attn, q, t, policy)
         return out
 
     def attention(self, scores, pos, t):
@@ -69,12 +74,12 @@ class MultiState:
             scores = scores.masked_fill((pos <= t - self.window)[:, :, None], float("-inf"))
         return scores.softmax(-1, dtype=llama.wide(scores.dtype))
 
-    def keep(self, attn, t, policy):
+    def keep(self, attn, q, t, policy):
         """After attending (so that the current token may be the one dropped): add to each row's score
         the attention it received, summed over the KV head's G queries; then let the policy drop."""
         if self.size is not None:  # an unbounded state never drops, so it needs no scores
             self.score[:, :, :self.n] += attn.sum(2)
-            self.evict(attn, t, policy)
+            self.evict(attn, q, t, policy)
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
@@ -83,24 +88,26 @@ class MultiState:
             i, self.n = self.n, self.n + 1
             # written as slices i:i+1, so that torch.compile follows a changing i rather than recompiling for each
             self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
-            self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1] = t, 0.0
+            self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1], self.prev[:, :, i:i + 1] = t, 0.0, math.nan
         else:  # full: the slot the policy freed last step, chosen per KV head by a head-wise policy
             # (indexing rather than scatter_, which torch.compile makes a copy of the whole buffer)
             slot = self._slots()                                     # [b, h, free[b, h]] for every (b, h)
             self.k[slot], self.v[slot], self.pos[slot] = k, v, t
-            self.score[slot] = 0.0  # a new row has received no attention yet
+            self.score[slot], self.prev[slot] = 0.0, math.nan  # a new row: no attention yet, never scored
         n = self.n  # by the invariant, all n slots hold rows now
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
 
-    def evict(self, attn, t, policy):
+    def evict(self, attn, q, t, policy):
         """Let the policy score the rows and drop the lowest: one per step, or at the last prompt step
         of the one-shot regime all but the `size` best. Ties go against the earlier slot."""
         n = self.n
         if n <= self.size or t < self.oneshot - 1:
             return
-        rows = Rows(attn, self.pos[:, :, :n], self.score[:, :, :n], self.k[:, :, :n], t, self.size, self.layer)
+        rows = Rows(attn=attn, pos=self.pos[:, :, :n], score=self.score[:, :, :n], keys=self.k[:, :, :n],
+                    values=self.v[:, :, :n], query=q, prev=self.prev[:, :, :n], t=t, size=self.size, layer=self.layer)
         scores = checks.score_rows(policy, rows)                     # (B, 1 or Hkv, n)
         B, H = self.free.shape
+        self.prev[:, :, :n] = scores.expand(B, H, n)                 # what the policy sees at its next call
         if n > self.size + 1:  # the one-shot cut
             return self._cut(lowest(scores, n - self.size).expand(B, H, -1))  # (B, Hkv, n - size)
         # the dropped row's slot is where the next token goes; -1 marks it empty until then. (argmin is
@@ -124,7 +131,7 @@ class MultiState:
             out = x.gather(2, idx)
             return torch.cat([out, out[:, :, :1]], 2)  # slot `size` is written by the next token
         self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
-        self.n = self.size
+        self.prev, self.n = gather(self.prev), self.size
 
     def make_room(self, t):
         """Grow the buffers if the row of position t would find no free slot: doubled, amortised O(1);
@@ -142,7 +149,7 @@ class MultiState:
         checks.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 16), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
-        self.pos, self.score = pad(self.pos, -1), pad(self.score, 0.0)
+        self.pos, self.score, self.prev = pad(self.pos, -1), pad(self.score, 0.0), pad(self.prev, math.nan)
 
 
 def lowest(scores, count: int) -> torch.Tensor:
@@ -185,8 +192,9 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
     cap = 16 if size is None else min(size + 1, 16)
     def empty(layer):
         z = torch.zeros(batch, c.n_kv_heads, cap, c.head_dim, dtype=model.dtype, device=model.device)
+        wide = torch.zeros(batch, c.n_kv_heads, cap, dtype=llama.wide(model.dtype), device=model.device)
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1, device=model.device),
-                          score=torch.zeros(batch, c.n_kv_heads, cap, dtype=llama.wide(model.dtype), device=model.device),
+                          score=wide, prev=wide.clone().fill_(math.nan),
                           free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long, device=model.device), size=size,
                           window=c.sliding_window, layer=layer, oneshot=oneshot)
     return State([empty(i) for i in range(c.n_layers)])

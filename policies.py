@@ -45,18 +45,18 @@ def sink(rows, sinks=4):
     return pos.masked_fill(pos < sinks, math.inf)                    # the sinks are never dropped
 
 
-@label("H2O")
-def h2o(rows):
-    """H2O (Zhang et al. 2023), layer-wise as in Oren et al. 2024: keep the size//2 most recent tokens,
-    then those that accumulated the most attention, summed over all heads."""
-    recent = rows.pos[:, :1] > rows.t - rows.size // 2               # (B, 1, n)
-    return rows.score.sum(1, keepdim=True).masked_fill(recent, math.inf)
+@label("H2O", recent=(0, 1))
+def h2o(rows, recent=0.5):
+    """H2O (Zhang et al. 2023), layer-wise as in Oren et al. 2024: keep the `recent` share of the size
+    as the most recent tokens, then those that accumulated the most attention, summed over all heads."""
+    latest = rows.pos[:, :1] > rows.t - int(rows.size * recent)     # (B, 1, n)
+    return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)
 
 
-@label("H2O (head)")
-def h2o_head(rows):
+@label("H2O (head)", recent=(0, 1))
+def h2o_head(rows, recent=0.5):
     """H2O as originally proposed: each KV head keeps its own heavy hitters (its query group's sum)."""
-    return rows.score.masked_fill(rows.pos > rows.t - rows.size // 2, math.inf)  # (B, Hkv, n)
+    return rows.score.masked_fill(rows.pos > rows.t - int(rows.size * recent), math.inf)  # (B, Hkv, n)
 
 
 @label("TOVA")

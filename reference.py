@@ -16,8 +16,8 @@ import msrnn
 
 
 class ListMultiState:
-    """One layer's rows: rows[b][h] is the list of [key, value, position, attention received] of
-    sequence b's KV head h, oldest first."""
+    """One layer's rows: rows[b][h] is the list of [key, value, position, attention received, the
+    policy's last score] of sequence b's KV head h, oldest first."""
 
     def __init__(self, batch, kv_heads, size, layer, window=None, oneshot=0):
         self.rows = [[[] for _ in range(kv_heads)] for _ in range(batch)]
@@ -28,7 +28,7 @@ class ListMultiState:
         out, attn = torch.empty_like(q), {}
         for b, heads in enumerate(self.rows):
             for h, rows in enumerate(heads):
-                rows.append([k[b, h], v[b, h], t, 0.0])                   # 1. append the token's row
+                rows.append([k[b, h], v[b, h], t, 0.0, math.nan])         # 1. append the token's row
                 K, V = torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])  # (n, hd)
                 s = q[b, h] @ K.T / math.sqrt(q.shape[-1])               # (G, n)
                 if self.window:  # Mistral's sliding window: rows W or more steps old are not seen
@@ -47,10 +47,14 @@ class ListMultiState:
         rows = msrnn.Rows(attn=torch.stack([torch.stack([attn[b, h] for h in range(H)]) for b in range(B)]),
                           pos=torch.tensor(field(2)), score=torch.tensor(field(3), dtype=llama.wide(q.dtype)),
                           keys=torch.stack([torch.stack([torch.stack(ks) for ks in kb]) for kb in field(0)]),
-                          t=t, size=self.size, layer=self.layer)
+                          values=torch.stack([torch.stack([torch.stack(vs) for vs in vb]) for vb in field(1)]),
+                          query=q, prev=torch.tensor(field(4), dtype=llama.wide(q.dtype)), t=t, size=self.size,
+                          layer=self.layer)
         scores = policy(rows).expand(B, H, n).tolist()
         for b in range(B):
             for h in range(H):
+                for r, s in zip(self.rows[b][h], scores[b][h]):          # what the policy sees next time
+                    r[4] = s
                 lowest = sorted(range(n), key=lambda i: (scores[b][h][i], i))[:n - self.size]
                 self.rows[b][h] = [r for i, r in enumerate(self.rows[b][h]) if i not in lowest]
         return out

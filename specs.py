@@ -11,9 +11,11 @@ import pathlib
 import checks
 import lookahead
 import policies
+import zoo
 
 
-POLICIES = {**policies.POLICIES, "lookahead": lookahead.lookahead}  # every name the commands know
+POLICIES = {**policies.POLICIES, "lookahead": lookahead.lookahead}  # the paper's, and the bound
+ZOO = zoo.ZOO  # published rules beyond the paper's (zoo.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +60,10 @@ def named(spec) -> Named:
         fn = _from_file(pathlib.Path(path + ".py"), fname)
     else:
         name, _, args = spec.partition(":")
-        if name not in POLICIES:
-            raise ValueError(f"unknown policy {name!r}; choose from full, {', '.join(POLICIES)}, "
+        if name not in POLICIES | ZOO:
+            raise ValueError(f"unknown policy {name!r}; choose from full, {', '.join(POLICIES | ZOO)}, "
                              f"or give your own as path/to/file.py:function")
-        fn = POLICIES[name]
+        fn = (POLICIES | ZOO)[name]
     return _bind(fn, [a for a in args.split(",") if a], spec)
 
 
@@ -83,8 +85,8 @@ def _bind(fn, args, spec) -> Named:
         default = next(q.default for q in free if q.name == key)
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         if kind is not None and not (isinstance(kw[key], (int, float)) and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
-            want = f"{kind.__name__} from {lo} to {hi}".replace("inf", "∞")
-            raise ValueError(f"policy {spec or fname!r}: {key} must be an {want}, got {value!r}")
+            want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")
+            raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
     bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     shown = text.format(**bound)

@@ -60,7 +60,8 @@ def test_generate_compiled():
     assert torch.equal(torch.cat(list(fast.generate(model, prompt, 12, policies.tova, 4, compile=True))), eager)
 
 
-@pytest.mark.parametrize("name", ["window", "sink", "h2o", "h2o_head", "tova", "tova_head", "lookahead"])
+@pytest.mark.parametrize("name", ["window", "sink", "h2o", "h2o_head", "tova", "tova_head", "lookahead",
+                                  "snapkv", "h2o_decay", "expected_attention"])
 def test_compiled_prefill_is_the_eager_one(name, monkeypatch):
     """Every built-in policy, layer- and head-wise, and the lookahead: 52 steps in blocks of 16, the
     last one short, with the model's own sliding window for TOVA."""

