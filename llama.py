@@ -1,7 +1,7 @@
 """A LLaMA / Mistral decoder with two views of the same weights, each one loop over the layers.
 
 RNN view (`step`): one token at a time; in layer l,
-    x_t^l, (K, V)_t^l = f^l(x_t^l, (K, V)_{t-1}^l)            (Oren et al. 2024, eq. 4)
+    x_t^{l+1}, (K, V)_t^l = f^l(x_t^l, (K, V)_{t-1}^l)        (Oren et al. 2024, §3)
 where (K, V)^l is the layer's multi-state, one key/value row per kept token (msrnn.py).
 
 Transformer view (`forward`): every position at once; `attention` says how each layer's queries
@@ -191,7 +191,7 @@ def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor
     x = model.embed[tokens]                                          # (B, dim)
     for L, ms in zip(model.layers, state.layers):
         q, k, v = qkv(model, L, x, cos, sin)                         # (B, Hkv, G, hd), (B, Hkv, hd) x2
-        # append (k, v) to the multi-state, attend over all its rows, and let the policy drop one
+        # append (k, v) to the multi-state, attend over all its rows, and let the policy drop rows
         # if more than `size` remain (msrnn.MultiState.attend; t2r.py's linear state has its own)
         o = ms.attend(q, k, v, t, policy)                            # (B, Hkv, G, hd)
         x = x + F.linear(o.flatten(1), L.wo)                         # (B, Hkv, G, hd) -> (B, H*hd) -> (B, dim)

@@ -40,11 +40,12 @@ class Rows:
 class MultiState:
     """One layer's multi-state: its rows live in slots [0, n) of fixed buffers.
 
-    The slot invariant, which append, attend and evict rely on: between steps of a bounded state,
-    every slot in [0, n) holds a row except one per sequence and KV head, `free`, which the policy
-    emptied at the last step (its pos is -1). The next token's row is written into that slot, so
-    during a step all n slots hold rows, and a full state never moves a row. Which slot holds which
-    row depends on the history of drops: rows are in slot order, not position order.
+    The slot invariant, which append, attend and evict rely on: while a state fills, slots [0, n)
+    hold its rows and the next row goes to slot n. Once a bounded state is full (size + 1 slots),
+    between steps every slot holds a row except one per sequence and KV head, `free`, which the
+    policy emptied at the last step (its pos is -1); the next token's row is written there. So during
+    a step all n slots hold rows, and a full state never moves a row. Which slot holds which row
+    depends on the history of drops: rows are in slot order, not position order.
     """
     k: torch.Tensor      # (B, Hkv, capacity, head_dim)
     v: torch.Tensor      # (B, Hkv, capacity, head_dim)
@@ -281,7 +282,9 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
 
 def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     """held[b, h, 0, i, j]: whether row j is in the multi-state when query i attends, (B, Hkv or 1, 1, T, T).
-    These are the policy's decisions, made step by step by MultiState.attend from this layer's attention."""
+    The mask is the recurrence's own output: this runs MultiState.attend step by step over the layer's
+    queries and keys (computed at once) and records which rows each step held. Attention under it is
+    then ordinary softmax attention, which is what app. E says a finite MSRNN is."""
     B, H, G, T, _ = q.shape
     # this mask, and softmax_attention's copy of it per query head with float scores beside it
     checks.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")

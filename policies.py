@@ -11,8 +11,9 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
   order, so a policy that must break ties by age says so with pos (e.g. + 1e-9 * pos).
 - Rows.score (attention received so far) starts at 0 for a row whose slot was just reused.
 - Raising ValueError refuses a size or setting; the message reaches the user.
-- A policy must be a pure function of `rows`: no state of its own, nothing random, no writes into
-  rows. `python demo.py check mine.py:fn` tests that, and with `--compile` it runs in torch.compile.
+- A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory
+  but rows.prev, its own scores from its last call (NaN for a new row), which makes a recurrent
+  policy possible (zoo.py). `python demo.py check mine.py:fn` tests that; with --compile it is compiled.
 Scoring rather than picking a row is how the paper describes every policy, and it lets one
 definition serve both regimes. Add one by writing a function (here, or in your own file:
 --policy mine.py:fn), optionally with a display name, @label("...").

@@ -41,7 +41,7 @@ class ListMultiState:
         if self.size is None or n <= self.size or t < self.oneshot - 1:
             return out
         # 3. drop: the policy scores every row (msrnn.Rows), and the n - size lowest go; ties go
-        # against the older row
+        # against the older row (msrnn.py: the earlier slot; a policy should break its own ties)
         B, H = len(self.rows), len(self.rows[0])
         field = lambda i: [[[r[i] for r in self.rows[b][h]] for h in range(H)] for b in range(B)]
         rows = msrnn.Rows(attn=torch.stack([torch.stack([attn[b, h] for h in range(H)]) for b in range(B)]),

@@ -43,7 +43,14 @@ def cited(text):
 
 
 def holds(file, spans, names):
+    """The lines of `file` in spans, after checking that each span starts and ends at the border of a
+    definition (the lines before and after are blank, a definition, a decorator or a comment, or at
+    the top level), and that it holds every name."""
     code = (ROOT / file).read_text().splitlines()
+    border = lambda line: not line[:1].isspace() or line.strip().startswith(("def ", "class ", "@", "#"))
+    for a, b in spans:
+        after = next((line for line in code[b:] if line.strip()), "")
+        assert border(code[a - 1]) and border(after), f"{file} {a}–{b} cuts a definition"
     shown = [line for a, b in spans for line in code[a - 1:b]]
     for name in names:
         assert any(re.match(rf"\s*(def|class) {name}\b", line) for line in shown), f"{file} {spans}: no {name}"
@@ -59,6 +66,8 @@ def test_reading_order_is_short_and_holds_what_it_names():
         assert holds(file, spans, re.findall(r"`(\w+)`", what)) == int(n), f"{where}: not {n} lines"
         total += int(n)
     assert len(rows) >= 6 and total <= 400 and f"Total: {total} lines" in table
+    for file, spans, names in cited(table.split("Total:", 1)[1]):  # what to read next
+        holds(file, spans, names)
 
 
 def test_the_course_solutions_are_the_lines_it_cites():
