@@ -416,6 +416,7 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
         ms.k, ms.v = ((torch.randn(shape, generator=g, dtype=model.dtype) * 0.1).to(model.device) for _ in range(2))
         ms.pos = torch.arange(cap, device=model.device).expand(shape[:3]).contiguous()
         ms.score = torch.zeros(shape[:3], dtype=ms.score.dtype, device=model.device)
+        ms.prev = torch.full(shape[:3], math.nan, dtype=ms.score.dtype, device=model.device)
         ms.n = n_rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
         ms.free.zero_()
     state.t = n_rows
