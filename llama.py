@@ -1,7 +1,7 @@
 """A LLaMA / Mistral decoder with two views of the same weights, each one loop over the layers.
 
 RNN view (`step`): one token at a time; in layer l,
-    x_t^{l+1}, (K, V)_t^l = f^l(x_t^l, (K, V)_{t-1}^l)        (Oren et al. 2024, §3)
+    x_t^{l+1}, (K, V)_t^l = f^l(x_t^l, (K, V)_{t-1}^l)        (Oren et al. 2024)
 where (K, V)^l is the layer's multi-state, one key/value row per kept token (msrnn.py).
 
 Transformer view (`forward`): every position at once; `attention` says how each layer's queries

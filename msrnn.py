@@ -1,9 +1,9 @@
 """The multi-state RNN around llama.step (Oren et al. 2024, "Transformers are Multi-State RNNs").
 
 A layer's multi-state is a set of rows (key, value, original position). Unbounded, it gains one
-row per token and the MSRNN is the transformer (§3.1). Bounded to `size` rows it is a finite MSRNN
-(§3.2): at every step the new token's row is appended, the query attends over at most size + 1
-rows, and a policy scores them so that the lowest-scored row is dropped (§4). reference.py states
+row per token and the MSRNN is the transformer. Bounded to `size` rows it is a finite MSRNN:
+at every step the new token's row is appended, the query attends over at most size + 1
+rows, and a policy scores them so that the lowest-scored row is dropped. reference.py states
 the same in plain Python lists; this file keeps the rows in fixed slots, so that a step costs
 O(size) and never copies the state. fast.py computes the same faster (test_policies.py).
 
@@ -147,7 +147,7 @@ class MultiState:
         elif self.size is not None:  # allocated as it fills, so a large size costs nothing on a short text
             cap = max(at_least, min(cap, self.size + 1))
         B, H, _, hd = self.k.shape
-        checks.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 16), f"a multi-state of {cap} rows")
+        checks.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 24), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score, self.prev = pad(self.pos, -1), pad(self.score, 0.0), pad(self.prev, math.nan)

@@ -1,4 +1,4 @@
-"""Compression policies: how much each held row of a layer is worth keeping (Oren et al. 2024, §4).
+"""Compression policies: how much each held row of a layer is worth keeping (Oren et al. 2024).
 
 The contract. Every policy has one signature:  policy(rows: msrnn.Rows) -> float tensor of scores,
 shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, Hkv, n) per KV head.

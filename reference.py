@@ -1,6 +1,6 @@
 """The paper in 60 lines: a finite multi-state RNN with its rows in plain Python lists.
 
-Oren et al. 2024 (§3-4): every layer keeps a set of (key, value, position) rows. At each token it
+Oren et al. 2024: every layer keeps a set of (key, value, position) rows. At each token it
 appends the token's row, attends over all its rows, and, if it now holds more than `size`, drops
 the rows a policy scores lowest. That is all. This file says it with lists, one sequence row by row,
 so that it is easy to check by eye; msrnn.py says the same with fixed slots, fast.py faster. The

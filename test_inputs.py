@@ -117,6 +117,7 @@ def test_what_cannot_fit_in_memory_is_refused_before_allocating():
     # an unbounded state of 10**7 sequences that holds 16 rows (views of one number) must not double
     huge = lambda *shape, dtype=torch.float32: torch.zeros((), dtype=dtype).expand(10 ** 7, *shape)
     ms = msrnn.MultiState(k=huge(8, 16, 128), v=huge(8, 16, 128), pos=huge(8, 16, dtype=torch.long), score=huge(8, 16),
+                          prev=huge(8, 16),
                           free=torch.zeros(1, 8, dtype=torch.long), n=16)
     with pytest.raises(MemoryError, match=r"a multi-state of 32 rows needs 2.*GiB, but only"):
         ms._grow()
