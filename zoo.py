@@ -55,6 +55,8 @@ def expected_attention(rows, sinks=4):
     expected to pay a row, times its value's norm; the first `sinks` rows kept. A step knows one query
     per head, so the expectation is over the KV head's G current queries, unnormalised exp(q·k/√hd):
     no covariance, and no RoPE rotation to future positions."""
+    if sinks >= rows.size:  # the sinks would tie at inf, and which goes would be the slots' accident
+        raise ValueError(f"expected_attention: sinks={sinks} must be smaller than the multi-state size {rows.size}")
     q, k = rows.query.to(rows.attn.dtype), rows.keys.to(rows.attn.dtype)
     logits = q @ k.mT / math.sqrt(k.shape[-1])                                # (B, Hkv, G, n)
     expected = (logits - logits.amax(-1, keepdim=True)).exp().mean(2)        # (B, Hkv, n)
