@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import math
 import pathlib
+import sys
 
 import checks
 import lookahead
@@ -111,6 +112,7 @@ def _from_file(path, fname):
         raise ValueError(f"policy file {path} not found")
     module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
     try:
         module_spec.loader.exec_module(module)
     except Exception as e:

@@ -1,0 +1,24 @@
+import math
+import torch
+
+
+def tova_max(rows):
+    """TOVA, but a row is worth what the head that wants it most gives it (max over the layer's query heads)."""
+    return rows.attn.amax((1, 2))[:, None]
+
+
+def tova_ema(rows, window=4):
+    """TOVA smoothed over the last few queries: an exponential average (weight 1/window) carried in prev."""
+    a, w = rows.attn.mean((1, 2))[:, None], 1 / window
+    prev = rows.prev[:, :1]
+    return torch.where(prev.isnan(), a, (1 - w) * prev + w * a)
+
+
+def tova_v(rows):
+    """TOVA times the value's norm: what the query takes from a row is its attention times its value."""
+    return (rows.attn.mean(2) * rows.values.norm(dim=-1).to(rows.attn.dtype)).mean(1, keepdim=True)
+
+
+def tova_sink1(rows):
+    """TOVA with the first token protected."""
+    return rows.attn.mean((1, 2))[:, None].masked_fill(rows.pos[:, :1] == 0, math.inf)
