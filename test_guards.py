@@ -113,3 +113,26 @@ def test_a_bad_dtype_or_device_is_named(tmp_path, kwargs, error, message):
     folder = save(tmp_path / "m", random_model(tiny_config()))
     with pytest.raises(error, match=message):
         load_weights.load_model(folder, **kwargs)
+
+
+def test_the_project_never_imports_kvpress_or_transformers():
+    """kvpress and transformers are test oracles and bridge.py's optional dependency: importing every other
+    module (the reading path, the engine, the commands) loads neither, so the project runs without them."""
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).parent
+    modules = sorted(p.stem for p in root.glob("*.py") if not p.stem.startswith("test_") and p.stem != "conftest")
+    code = (f"import sys; import {', '.join(modules)}\n"
+            "print(sorted(m for m in ('kvpress', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert "bridge" in modules and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_bridge_without_kvpress_says_how_to_install_it(monkeypatch):
+    import sys
+    import bridge
+    import policies
+    monkeypatch.setitem(sys.modules, "kvpress", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install kvpress==0\.5\.5 transformers==5\.2\.0"):
+        bridge.press(policies.tova)
