@@ -86,7 +86,7 @@ def ranks(scores):
     """Scores (B, Hkv, T) as their ranks 0..T-1, ties ranked by row (the earlier lower), so that
     kvpress's top-k keeps exactly the rows msrnn's cut keeps (msrnn.lowest: ties go against the earlier row)."""
     order = scores.sort(dim=-1, stable=True).indices                  # (B, Hkv, T): lowest first
-    rank = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float64).expand_as(order)
+    rank = torch.arange(scores.shape[-1], device=scores.device, dtype=torch.float32).expand_as(order)  # exact to 2^24 rows
     return torch.empty_like(rank).scatter_(-1, order, rank)
 
 

@@ -22,3 +22,10 @@ def tova_v(rows):
 def tova_sink1(rows):
     """TOVA with the first token protected."""
     return rows.attn.mean((1, 2))[:, None].masked_fill(rows.pos[:, :1] == 0, math.inf)
+
+
+def tova_hold(rows, decay=0.99):
+    """TOVA with a slow memory, carried in prev: a row is worth the larger of its attention now and its
+    last score, decayed, so that a row the layer once attended to strongly outlives a few glances away."""
+    a, prev = rows.attn.mean((1, 2))[:, None], rows.prev[:, :1]
+    return torch.where(prev.isnan(), a, torch.maximum(a, decay * prev))
