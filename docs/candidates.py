@@ -1,5 +1,8 @@
 import math
+
 import torch
+
+import zoo
 
 
 def tova_max(rows):
@@ -29,3 +32,11 @@ def tova_hold(rows, decay=0.99):
     last score, decayed, so that a row the layer once attended to strongly outlives a few glances away."""
     a, prev = rows.attn.mean((1, 2))[:, None], rows.prev[:, :1]
     return torch.where(prev.isnan(), a, torch.maximum(a, decay * prev))
+
+
+
+def tova_novel(rows, share=0.1):
+    """TOVA, with a share of the rows kept for the keys most unlike the mean held key (zoo.keydiff,
+    averaged over the KV heads): what nothing attends to now, but nothing else held resembles."""
+    novel = zoo.keydiff(rows).mean(1, keepdim=True).sort(dim=-1, stable=True).indices   # (B, 1, n), most novel last
+    return rows.attn.mean((1, 2))[:, None].scatter(-1, novel[..., -max(1, int(rows.size * share)):], math.inf)
