@@ -116,8 +116,8 @@ def test_a_bad_dtype_or_device_is_named(tmp_path, kwargs, error, message):
 
 
 def test_the_project_never_imports_kvpress_or_transformers():
-    """kvpress and transformers are test oracles and bridge.py's optional dependency: importing every other
-    module (the reading path, the engine, the commands) loads neither, so the project runs without them."""
+    """kvpress and transformers are test oracles and bridge.py's optional dependency: importing every module
+    (the reading path, the engine, the commands, bridge.py itself) loads neither, so the project runs without them."""
     import pathlib
     import subprocess
     import sys
