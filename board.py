@@ -20,44 +20,73 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
     named = list(dict.fromkeys(specs.named(n) for n in names))
+    if any(p.reads_ahead for p in named):
+        raise ValueError(f"the board ranks policies against its own bounds ({', '.join(BOUNDS)}); "
+                         f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
     t0 = time.time()
-    sweep = experiments.sweep(model, tok, sizes, names=[*dict.fromkeys([BASELINE, *names, *BOUNDS])], n_chunks=n_chunks,
-                              chunk=chunk, jobs=jobs, compile=compile, log=log)
-    depths, keys = (0.1, 0.5, 0.9), (71432, 50918)                 # experiments.passkey's prompts
-    prompts = experiments.passkey_prompts(tok, length, depths, keys)
-    answers = [str(k) for k in keys for _ in depths]
+    prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)
     cache = experiments.cache_dir("board", model, prompts)
+    file = lambda p, what: cache / f"{p.key}-{what}.json"
+    missing = lambda p, what: harness.read_cached(file(p, what)) is None
+    # the cells not measured yet go to the sweep's processes after its settings, the longest first:
+    # every one-shot cut in one job (they share the reading of the prompts, experiments.oneshot_answer_ids),
+    # then each policy's per-step pass-key cells and its checker run
+    send = lambda p: p.spec or p                                     # a name a worker can load, else the function
+    cuts = [(p, s) for p in named for s in passkey_sizes if missing(p, f"passkey-{s}-full")]
+    more = [(oneshot_cells, tuple(send(p) for p, _ in cuts), tuple(s for _, s in cuts), prompts, tok,
+             tuple(file(p, f"passkey-{s}-full") for p, s in cuts))] if cuts else []
+    more += [(step_cell, send(p), s, prompts, tok, compile, file(p, f"passkey-{s}-step"))
+             for s in sorted(passkey_sizes, reverse=True) for p in named if missing(p, f"passkey-{s}-step")]
+    more += [(check_cell, send(p), file(p, "checked")) for p in named if missing(p, "checked")]
+    sweep = experiments.sweep(model, tok, sizes, names=[*dict.fromkeys([BASELINE, *names, *BOUNDS])], n_chunks=n_chunks,
+                              chunk=chunk, jobs=jobs, compile=compile, more=more, log=log)
     rows = {}
     for p in named:
-        start = time.time()
-        row = {"ppl": {s: sweep["ppl"][p.label][s]["ppl"] for s in sizes},
-               "per_chunk": {s: sweep["ppl"][p.label][s]["per_chunk"] for s in sizes},
-               "gap_closed": sweep["gap_closed"].get(f"{p.label} / best bound", {}),
-               "passkey": {}}
-        # the checker's own run (check.check): its verdicts, and its cost ("12 µs per call", or "fail")
-        checked = cached(cache / f"{p.key}-checked.json",
-                         lambda: {k: v[0] for k, v in check.check(p, log=experiments.quiet).items() if k != "seconds"})
-        row["verdicts"] = {k: checked[k] for k in ("contract", "exact", "causal")}
-        row["us_per_call"] = float(checked["cost"].split()[0]) if checked["cost"].endswith("per call") else None
-        for size in passkey_sizes:
-            for regime in ("step", "full"):
-                def found():
-                    got = experiments.answer(model, tok, prompts, p, size, regime=regime)
-                    return sum(a in g for a, g in zip(answers, got))
-                row["passkey"][f"{size} {regime}"] = cached(cache / f"{p.key}-passkey-{size}-{regime}.json", found)
-        rows[p.label] = row
-        log(f"  {p.label}: {time.time() - start:.0f} s for its passkey and verdict cells")
+        checked = harness.read_cached(file(p, "checked"))
+        rows[p.label] = {"ppl": {s: sweep["ppl"][p.label][s]["ppl"] for s in sizes},
+                         "per_chunk": {s: sweep["ppl"][p.label][s]["per_chunk"] for s in sizes},
+                         "gap_closed": sweep["gap_closed"].get(f"{p.label} / best bound", {}),
+                         "passkey": {f"{s} {r}": harness.read_cached(file(p, f"passkey-{s}-{r}"))["found"]
+                                     for s in passkey_sizes for r in ("step", "full")},
+                         "verdicts": {k: checked[k] for k in ("contract", "exact", "causal")},
+                         # the checker's cost ("12 µs per call", or "fail")
+                         "us_per_call": float(checked["cost"].split()[0]) if checked["cost"].endswith("per call") else None}
     return {"sizes": list(sizes), "n_chunks": n_chunks, "chunk": chunk, "passkey_sizes": list(passkey_sizes),
             "length": length, "policies": rows, "sweep": sweep, "seconds": time.time() - t0}
 
 
-def cached(path, compute):
-    """compute(), kept in `path` so that it is not measured again."""
-    value = harness.read_cached(path)
-    if value is None:
-        value = compute()
-        harness.atomic_write(path, json.dumps(value))
-    return value
+DEPTHS, KEYS = (0.1, 0.5, 0.9), (71432, 50918)  # experiments.passkey's prompts
+
+
+def found(tok, ids) -> int:
+    """How many of the continuations ids (6, n) hold their prompt's key."""
+    answers = [str(k) for k in KEYS for _ in DEPTHS]
+    return sum(a in tok.decode(g) for a, g in zip(answers, ids.tolist()))
+
+
+def step_cell(model, ids, policy, size, prompts, tok, compile, path):
+    """Keys found when the prompts are read under the policy at `size` rows, evicting at every step."""
+    start, p = time.time(), specs.named(policy)
+    k = found(tok, experiments.answer_ids(model, prompts, p.on(model, prompts), size, 6, compile=compile))
+    harness.atomic_write(path, json.dumps({"found": k, "seconds": time.time() - start}))
+    return f"  {p.label:>12} {size:>5}: {k}/6 keys per step  ({time.time() - start:.0f} s)"
+
+
+def oneshot_cells(model, ids, policies, sizes, prompts, tok, paths):
+    """Keys found when the prompts are read in full and cut once, for each (policy, size)."""
+    start, named = time.time(), [specs.named(p) for p in policies]
+    got = experiments.oneshot_answer_ids(model, prompts, [(p.on(model, prompts), s) for p, s in zip(named, sizes)])
+    for path, answer in zip(paths, got):
+        harness.atomic_write(path, json.dumps({"found": found(tok, answer)}))
+    return f"  {len(paths)} one-shot cuts: {', '.join(f'{p.label} {s}' for p, s in zip(named, sizes))}  ({time.time() - start:.0f} s)"
+
+
+def check_cell(model, ids, policy, path):
+    """The checker's verdicts (check.check) and its cost."""
+    start, p = time.time(), specs.named(policy)
+    verdicts = {k: v[0] for k, v in check.check(p, log=experiments.quiet).items() if k != "seconds"}
+    harness.atomic_write(path, json.dumps(verdicts))
+    return f"  {p.label:>12}: checked, {verdicts['cost']}  ({time.time() - start:.0f} s)"
 
 
 def table(data) -> str:

@@ -98,7 +98,7 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
 
 def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
           names=("window", "sink", "h2o", "tova", "lookahead", "lookahead:256"),
-          n_chunks=4, chunk=4096, batch=4, jobs=1, compile=False, log=quiet) -> dict:
+          n_chunks=4, chunk=4096, batch=4, jobs=1, compile=False, more=(), log=quiet) -> dict:
     """Perplexity of every policy at every size on the same n_chunks chunks of real books, next to the
     full cache and the shorter-context baseline.
 
@@ -106,6 +106,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     is saved as soon as it is measured (cache_dir) and not measured again, so an interrupted sweep
     resumes. jobs=2 measures settings in two single-threaded processes (harness.pool_map), the
     costliest first. compile: prefill's steps compiled (the same numbers, to float32 rounding, faster).
+    more: other jobs for the same processes, after the settings: (fn, *args) runs fn(model, ids, *args),
+    which keeps its own result and returns a line for the log (board.py's cells).
     """
     ids = book_chunks(tok, n_chunks, chunk)
     named = [specs.named(n) for n in names]
@@ -119,14 +121,18 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
         f"{', '.join(p.label for p in named)}; {len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
     start = time.time()
-    # a job is the arguments of `measure`; a policy named by a string can go to a worker process, a
+    # a job is `measure` and its arguments; a policy named by a string can go to a worker process, a
     # function defined on the fly cannot and is measured here
-    args = {(p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch, compile): (p, s)
+    args = {(measure, p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch, compile): (p, s)
             for p, s in sorted(todo, key=lambda setting: -setting[1])}  # the longest first
-    sendable = [a for a in args if a[0] is None or isinstance(a[0], str)]
-    results = itertools.chain(harness.pool_map(measure, (model, ids), sendable, jobs),
-                              ((a, measure(model, ids, *a)) for a in args if a not in sendable))
+    by_name = lambda a: all(p is None or isinstance(p, str) for p in (a[1] if isinstance(a[1], tuple) else [a[1]]))
+    sendable = [a for a in [*args, *more] if by_name(a)]  # the job's policies (a[1]): a name, or names
+    results = itertools.chain(harness.pool_map(call, (model, ids), sendable, jobs),
+                              ((a, call(model, ids, *a)) for a in [*args, *more] if a not in sendable))
     for a, row in results:
+        if a not in args:
+            log(row)
+            continue
         p, s = args[a]
         harness.atomic_write(file(p, s), json.dumps(row))
         done[p, s] = row
@@ -140,6 +146,10 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
             "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "compile": compile, "cache": cache.name,
             "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
+
+
+def call(model, ids, fn, *args):
+    return fn(model, ids, *args)
 
 
 def cache_dir(kind: str, model, ids):
@@ -365,12 +375,41 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
     return [tok.decode(seq) for seq in answer_ids(model, prompts, named.on(model, text), size, n, regime).tolist()]
 
 
-def answer_ids(model, prompts, policy, size, n, regime="step"):
+def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
-    logits, state = fast.prefill(model, prompts, policy, size, oneshot)
+    logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile)
     out = [logits[:, -1].argmax(-1)]
     out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
     return torch.stack(out, 1).cpu()                                 # (B, n)
+
+
+@torch.no_grad()
+def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
+    """answer_ids(model, prompts, policy, size, n, "full") for each (policy, size) in cuts, with the
+    prompt read once. In the one-shot regime the prompt is read with full attention whatever the
+    policy and size; only the cut at its last token differs. So one prefill keeps, per layer, the rows
+    that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
+    from them by MultiState.evict, as fill makes it (test_experiments.py: the same tokens)."""
+    T = prompts.shape[1]
+    seen = []  # per layer: the Rows of the cut
+
+    def keep_rows(rows):
+        seen.append(msrnn.Rows(**{f: getattr(rows, f).clone() if torch.is_tensor(getattr(rows, f)) else getattr(rows, f)
+                                  for f in rows.__dataclass_fields__}))
+        return rows.pos[:, :1].double()                             # any scores: this state is not used
+    logits, _ = fast.prefill(model, prompts, keep_rows, T - 1, T)
+    first = logits[:, -1].argmax(-1)                                 # (B,) the full-attention prompt's next token
+    out = []
+    for policy, size in cuts:
+        state = msrnn.init_state(model, prompts.shape[0], size, T)
+        for ms, r in zip(state, seen):                               # the state fill leaves just before its cut
+            # copies: the cut and the steps after it write into the state in place
+            ms.k, ms.v, ms.pos, ms.score, ms.prev = (x.clone() for x in (r.keys, r.values, r.pos, r.score, r.prev))
+            ms.n = T
+            ms.evict(r.attn, r.query, T - 1, policy)
+        state.t = T
+        out.append(torch.stack([first, *msrnn.generate(model, first[:, None], n - 1, policy, state=state)], 1).cpu())
+    return out                                                       # (B, n) each
 
 
 @torch.no_grad()

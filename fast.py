@@ -56,8 +56,8 @@ def fill(ms: msrnn.MultiState, q, k, v, policy):
     ends) nothing is dropped, so these steps are the transformer's: each query attends to every row
     so far, under the model's own mask, and each row's score is the attention it received."""
     f = q.shape[3]
-    if f >= ms.k.shape[2]:
-        ms._grow(f + 1)  # room for the next step's row too: a bounded state ends at size + 1 slots
+    if f >= ms.k.shape[2]:  # room for the next step's row too, unless the cut below frees a slot for it
+        ms._grow(f + 1 if ms.size is None or f <= ms.size else f)
     ms.k[:, :, :f], ms.v[:, :, :f], ms.pos[:, :, :f], ms.n = k, v, torch.arange(f, device=k.device), f
     visible = llama.causal_mask(f, ms.window, k.device)               # (f, f)
     if ms.size is None:  # no scores to keep: the fused kernel (None is its own causal mask)

@@ -11,6 +11,8 @@ import board
 import demo
 import experiments
 import harness
+import policies
+import zoo
 from conftest import random_model, tiny_config
 
 
@@ -251,3 +253,16 @@ def test_board_measures_only_a_new_policys_cells(real_model, tokenizer, capsys):
     assert again["policies"]["TOVA"] == data["policies"]["TOVA"] | {"us_per_call": again["policies"]["TOVA"]["us_per_call"]}
     table = board.table(again)
     assert "SnapKV-EMA 32" in table and "(bound)" in table
+
+
+def test_oneshot_answers_read_the_prompt_once():
+    """oneshot_answer_ids cuts one recorded full-attention reading per (policy, size); each must give
+    the tokens answer_ids gives from its own one-shot prefill (float64; greedy tokens of a random
+    model, which any other cut changes: the cases below do not all agree)."""
+    model, prompts = random_model(tiny_config(), seed=3), torch.randint(0, 61, (3, 40), generator=torch.Generator().manual_seed(4))
+    cuts = [(p, s) for p in (policies.tova, policies.h2o, zoo.knorm, zoo.snapkv, zoo.tova_protected) for s in (7, 16, 39, 50)]
+    shared = experiments.oneshot_answer_ids(model, prompts, cuts, n=10)
+    alone = [experiments.answer_ids(model, prompts, p, s, 10, regime="full") for p, s in cuts]
+    for (p, s), a, b in zip(cuts, shared, alone):
+        assert torch.equal(a, b), f"{p.__name__} at size {s}"
+    assert len({tuple(a.flatten().tolist()) for a in alone}) > 3

@@ -221,20 +221,20 @@ def test_oneshot_regime_is_the_reference(name, size, prompt):
                 f"{cfg}: the per-step regime gives the one-shot logits, so this case cannot tell the regimes apart"
 
 
-@pytest.mark.parametrize("name", ["tova", "h2o_head"])
-def test_oneshot_generation_and_handover(name):
+@pytest.mark.parametrize("name,size", [("tova", 5), ("h2o_head", 5), ("tova", 15)])  # 15: the cut drops one row
+def test_oneshot_generation_and_handover(name, size):
     model = random_model(tiny_config(), seed=3)
     x = tokens(2, 30, seed=4)
     # generate(regime="full") reads the prompt in full and cuts once: its greedy tokens are the argmax
     # of the one-shot run over prompt + generated tokens
-    new = torch.stack(list(msrnn.generate(model, x[:, :16], 10, ALL[name], 5, regime="full")), 1)
+    new = torch.stack(list(msrnn.generate(model, x[:, :16], 10, ALL[name], size, regime="full")), 1)
     seq = torch.cat([x[:, :16], new], 1)
-    assert torch.equal(msrnn.run(model, seq, ALL[name], 5, oneshot=16)[:, 15:-1].argmax(-1), new)
-    # prefill in the one-shot regime hands over a state of size + 1 slots that feed continues exactly
-    logits, state = fast.prefill(model, x[:, :16], ALL[name], 5, oneshot=16)
-    assert all(ms.k.shape[2] == 6 and ms.n == 5 for ms in state)
+    assert torch.equal(msrnn.run(model, seq, ALL[name], size, oneshot=16)[:, 15:-1].argmax(-1), new)
+    # prefill in the one-shot regime hands over a state of size + 1 slots (holding size rows) that feed continues exactly
+    logits, state = fast.prefill(model, x[:, :16], ALL[name], size, oneshot=16)
+    assert all(ms.k.shape[2] == size + 1 and (ms.pos[:, :, :ms.n] >= 0).sum(-1).eq(size).all() for ms in state)
     rest = msrnn.feed(model, x[:, 16:], state, ALL[name])
-    assert_close(torch.cat([logits, rest], 1), msrnn.run(model, x, ALL[name], 5, oneshot=16), atol=EXACT)
+    assert_close(torch.cat([logits, rest], 1), msrnn.run(model, x, ALL[name], size, oneshot=16), atol=EXACT)
 
 
 def test_short_prompt_regimes_are_identical():
