@@ -123,7 +123,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     start = time.time()
     # a job is `measure` and its arguments; a policy named by a string can go to a worker process, a
     # function defined on the fly cannot and is measured here
-    args = {(measure, p.spec if p and p.spec else p, s, 1 if p and p.reads_ahead else batch, compile): (p, s)
+    args = {(measure, p.spec if p and p.spec else p, s, batch, compile): (p, s)
             for p, s in sorted(todo, key=lambda setting: -setting[1])}  # the longest first
     by_name = lambda a: all(p is None or isinstance(p, str) for p in (a[1] if isinstance(a[1], tuple) else [a[1]]))
     sendable = [a for a in [*args, *more] if by_name(a)]  # the job's policies (a[1]): a name, or names
@@ -377,7 +377,7 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
 
 def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
-    logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile)
+    logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile, last=True)
     out = [logits[:, -1].argmax(-1)]
     out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
     return torch.stack(out, 1).cpu()                                 # (B, n)
@@ -397,7 +397,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
         seen.append(msrnn.Rows(**{f: getattr(rows, f).clone() if torch.is_tensor(getattr(rows, f)) else getattr(rows, f)
                                   for f in rows.__dataclass_fields__}))
         return rows.pos[:, :1].double()                             # any scores: this state is not used
-    logits, _ = fast.prefill(model, prompts, keep_rows, T - 1, T)
+    logits, _ = fast.prefill(model, prompts, keep_rows, T - 1, T, last=True)
     first = logits[:, -1].argmax(-1)                                 # (B,) the full-attention prompt's next token
     out = []
     for policy, size in cuts:

@@ -29,9 +29,10 @@ STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastes
 
 @torch.no_grad()
 def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0,
-            compile: bool = False):
+            compile: bool = False, last: bool = False):
     """msrnn.run from an empty state, faster: (logits, state), logits (B, T, vocab) or (T, vocab).
-    compile: each step compiled (`compiled`), a few graphs for every layer, position and block."""
+    compile: each step compiled (`compiled`), a few graphs for every layer, position and block.
+    last: only the last position's logits (llama.forward)."""
     checks.check_policy(policy, size)
     ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
     state = msrnn.init_state(model, ids.shape[0], size, oneshot)
@@ -45,7 +46,7 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
         rest = [attend_block(ms, q[:, :, :, j:j + STEP_BLOCK], k[:, :, j:j + STEP_BLOCK], v[:, :, j:j + STEP_BLOCK],
                              j, policy, step) for j in range(f, T, STEP_BLOCK)]  # (B, Hkv, G, b, hd) each
         return torch.cat([first, *rest], 3)                          # (B, Hkv, G, T, hd)
-    logits = llama.forward(model, tokens, attention)
+    logits = llama.forward(model, tokens, attention, last)
     state.t = T
     return logits, state
 
@@ -123,7 +124,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, temperature: f
     B, T = ids.shape
     oneshot = T if regime == "full" and size else 0  # the last prompt token, fed below, makes the cut
     if T > 1:
-        _, state = prefill(model, ids[:, :-1], policy, size, oneshot)
+        _, state = prefill(model, ids[:, :-1], policy, size, oneshot, last=True)
     else:
         state = msrnn.init_state(model, B, size, oneshot)
     return msrnn.generate(model, ids[:, -1:], max_new, policy, state=state, temperature=temperature, top_k=top_k,

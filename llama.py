@@ -225,8 +225,9 @@ def softmax_attention(q, k, v, mask=None):
     return o.view(B, H, G, T, hd)
 
 
-def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
-    """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T).
+def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = False) -> torch.Tensor:
+    """Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for (B, T); with
+    last, only the last position's, (1, vocab) or (B, 1, vocab): all a continuation needs.
 
     attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd), for q (B, Hkv, G, T, hd) and k, v
     (B, Hkv, 1, T, hd), replaces causal softmax attention: the finite MSRNN's masked view and its
@@ -246,5 +247,5 @@ def forward(model: Model, tokens: torch.Tensor, attention=None) -> torch.Tensor:
         o = attention(i, q, k, v)                                    # (B, Hkv, G, T, hd); k, v were (B, Hkv, 1, T, hd)
         x = x + F.linear(o.permute(0, 3, 1, 2, 4).flatten(2), L.wo)  # (B, Hkv, G, T, hd) -> (B, T, H*hd) -> (B, T, dim)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
-    logits = output(model, x)
+    logits = output(model, x[:, -1:] if last else x)
     return logits[0] if tokens.dim() == 1 else logits

@@ -45,12 +45,7 @@ class FutureAttention:
         checks.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
                            f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
         self.mask = llama.causal_mask(self.T, model.config.sliding_window, model.device)  # (T, T) the model's own, sliding window too
-        self.qk = []
-
-        def keep_qk(layer, q, k, v):                                 # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
-            self.qk.append((q, k))
-            return llama.softmax_attention(q, k, v, self.mask if model.config.sliding_window else None)
-        llama.forward(model, tokens, keep_qk)
+        self.qk = captured(model, tokens, self.mask)
 
     def attention(self, layer, i0, i1):
         """Head-averaged attention of queries i0 .. i1-1 over all T positions, (B, i1 - i0, T)."""
@@ -76,3 +71,22 @@ class FutureAttention:
                 self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]
             self.layer = layer
         return self.sums[:, t + 1] - self.sums[:, end]
+
+
+_LATEST = {}  # the last capture, with its model and tokens
+
+
+def captured(model, tokens, mask):
+    """Every layer's (queries, keys) of the full-cache model on tokens (B, T), RoPE applied. The last
+    one is kept: a sweep builds its bounds on the same chunks at every size and horizon."""
+    if _LATEST.get("model") is model and torch.equal(_LATEST["tokens"], tokens):
+        return _LATEST["qk"]
+    qk = []
+
+    def keep_qk(layer, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
+        qk.append((q, k))
+        return llama.softmax_attention(q, k, v, mask if model.config.sliding_window else None)
+    llama.forward(model, tokens, keep_qk, last=True)
+    _LATEST.clear()
+    _LATEST.update(model=model, tokens=tokens.clone(), qk=qk)
+    return qk

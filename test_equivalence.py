@@ -6,6 +6,7 @@ import fast
 import llama
 import load_weights
 import msrnn
+import policies
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 CONFIGS = {
@@ -28,6 +29,9 @@ def test_unbounded_msrnn_equals_transformer(name):
     recurrent = msrnn.run(model, x)
     assert_close(recurrent, parallel, atol=EXACT)
     assert_close(llama.forward(model, x[1]), parallel[1], atol=EXACT)  # a batch is independent sequences
+    assert_close(llama.forward(model, x, last=True), parallel[:, -1:], atol=EXACT)
+    assert_close(fast.prefill(model, x, policies.tova, 9, last=True)[0], fast.prefill(model, x, policies.tova, 9)[0][:, -1:],
+                 atol=EXACT)
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "mistral-window5"])
