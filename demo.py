@@ -194,7 +194,10 @@ def cmd_sweep(args):
 
 def cmd_board(args):
     model, tok = load(args)
-    names = args.policies or [*specs.POLICIES.keys() - {"lookahead"}, *specs.ZOO]
+    names = [] if args.only else [n for n in [*specs.POLICIES, *specs.ZOO] if n != "lookahead"]
+    names += args.policies
+    if not names:
+        raise ValueError("board --only: name at least one policy")
     data = board.board(model, tok, names, sizes=args.sizes, n_chunks=args.chunks, chunk=args.chunk,
                        passkey_sizes=args.passkey_sizes, length=args.length, jobs=args.jobs, compile=args.compile, log=print)
     print("\n" + board.table(data) + f"\n\nboard: {data['seconds']:.0f} s")
@@ -318,7 +321,8 @@ def parser():
 
     p = sub.add_parser("board", parents=[common], help="a leaderboard: perplexity, gap to the bound, passkey, cost, "
                        "verdicts for any set of policies")
-    p.add_argument("policies", nargs="*", help=f"each: {one} (default: the paper's and the zoo's)")
+    p.add_argument("policies", nargs="*", help=f"each: {one}; added to the paper's and the zoo's")
+    p.add_argument("--only", action="store_true", help="just the policies named, not the paper's and the zoo's")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[64, 256, 1024])
     p.add_argument("--chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of the books (default 4)")
     p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk (default 4096)")

@@ -391,11 +391,10 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
     from them by MultiState.evict, as fill makes it (test_experiments.py: the same tokens)."""
     T = prompts.shape[1]
-    seen = []  # per layer: the Rows of the cut
+    seen = []  # per layer: what its cut reads (msrnn.Rows)
 
     def keep_rows(rows):
-        seen.append(msrnn.Rows(**{f: getattr(rows, f).clone() if torch.is_tensor(getattr(rows, f)) else getattr(rows, f)
-                                  for f in rows.__dataclass_fields__}))
+        seen.append({f: getattr(rows, f).clone() for f in ("attn", "query", "keys", "values", "pos", "score", "prev")})
         return rows.pos[:, :1].double()                             # any scores: this state is not used
     logits, _ = fast.prefill(model, prompts, keep_rows, T - 1, T, last=True)
     first = logits[:, -1].argmax(-1)                                 # (B,) the full-attention prompt's next token
@@ -404,9 +403,9 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
         state = msrnn.init_state(model, prompts.shape[0], size, T)
         for ms, r in zip(state, seen):                               # the state fill leaves just before its cut
             # copies: the cut and the steps after it write into the state in place
-            ms.k, ms.v, ms.pos, ms.score, ms.prev = (x.clone() for x in (r.keys, r.values, r.pos, r.score, r.prev))
+            ms.k, ms.v, ms.pos, ms.score, ms.prev = (r[f].clone() for f in ("keys", "values", "pos", "score", "prev"))
             ms.n = T
-            ms.evict(r.attn, r.query, T - 1, policy)
+            ms.evict(r["attn"], r["query"], T - 1, policy)
         state.t = T
         out.append(torch.stack([first, *msrnn.generate(model, first[:, None], n - 1, policy, state=state)], 1).cpu())
     return out                                                       # (B, n) each
