@@ -378,9 +378,12 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
 def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
     logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile, last=True)
-    out = [logits[:, -1].argmax(-1)]
-    out += list(msrnn.generate(model, out[0][:, None], n - 1, policy, state=state))
-    return torch.stack(out, 1).cpu()                                 # (B, n)
+    return greedy(model, logits[:, -1].argmax(-1), n, policy, state)
+
+
+def greedy(model, first, n, policy, state):
+    """first (B,), then n - 1 greedy tokens from `state`: (B, n) on the CPU."""
+    return torch.stack([first, *msrnn.generate(model, first[:, None], n - 1, policy, state=state)], 1).cpu()
 
 
 @torch.no_grad()
@@ -407,7 +410,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
             ms.n = T
             ms.evict(r["attn"], r["query"], T - 1, policy)
         state.t = T
-        out.append(torch.stack([first, *msrnn.generate(model, first[:, None], n - 1, policy, state=state)], 1).cpu())
+        out.append(greedy(model, first, n, policy, state))
     return out                                                       # (B, n) each
 
 

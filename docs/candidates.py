@@ -34,7 +34,6 @@ def tova_hold(rows, decay=0.99):
     return torch.where(prev.isnan(), a, torch.maximum(a, decay * prev))
 
 
-
 def tova_novel(rows, share=0.1):
     """TOVA, with a share of the rows kept for the keys most unlike the mean held key (zoo.keydiff,
     averaged over the KV heads): what nothing attends to now, but nothing else held resembles."""
