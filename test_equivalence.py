@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-import fast
+from engine import fast
 import llama
 import load_weights
 import msrnn

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-import zoo
+from lab import zoo
 
 
 def tova_max(rows):

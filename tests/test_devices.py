@@ -7,12 +7,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-import fast
+from engine import fast
 import llama
-import lookahead
+from lab import lookahead
 import msrnn
 import policies
-import specs
+from lab import specs
 from conftest import random_model, tiny_config, tokens
 
 CONFIGS = {"LLaMA": tiny_config(), "Mistral": tiny_config(sliding_window=7)}

@@ -11,11 +11,11 @@ Install: pip install kvpress==0.5.5 transformers==5.2.0 (kvpress 0.5.5 needs tra
 """
 import torch
 
-import fast
+from engine import fast
 import llama
 import load_weights
 import msrnn
-import specs
+from lab import specs
 
 
 def press(policy, compression_ratio: float = 0.5):

@@ -5,10 +5,10 @@ from html.parser import HTMLParser
 import pytest
 
 import demo
-import experiments
-import harness
+from lab import experiments
+from lab import harness
 import msrnn
-import specs
+from lab import specs
 from conftest import random_model, tiny_config, tokens
 
 SIZE, T = 6, 30

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-import checks
+from engine import guards
 import llama
 from policies import label
 
@@ -42,7 +42,7 @@ class FutureAttention:
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
         self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
         c, (B, T) = model.config, tokens.shape
-        checks.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
+        guards.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
                            f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
         self.mask = llama.causal_mask(self.T, model.config.sliding_window, model.device)  # (T, T) the model's own, sliding window too
         self.qk = captured(model, tokens, self.mask)

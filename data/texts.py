@@ -12,7 +12,7 @@ import sys
 import tarfile
 import tempfile
 
-import default_model
+from data import default_model
 
 SDIST, SDIST_SHA256 = "brotli==1.2.1", "02b2f7b5a83485efe448a44ddf7983def05c3bb1dcf917d4f7154070260e13de"
 BOOKS = {  # name -> sha256 of tests/testdata/<name>.txt

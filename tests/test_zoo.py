@@ -9,8 +9,8 @@ import torch
 import llama
 import msrnn
 import policies
-import specs
-import zoo
+from lab import specs
+from lab import zoo
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 

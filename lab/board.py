@@ -8,10 +8,10 @@ parameters), as the sweep's settings are, so adding a policy measures only its o
 import json
 import time
 
-import check
-import experiments
-import harness
-import specs
+from lab import checker
+from lab import experiments
+from lab import harness
+from lab import specs
 
 BOUNDS = ("lookahead", "lookahead:256")  # the gap is measured to the better of the two at each size
 BASELINE = "sink"                        # Window+4, where the gap starts
@@ -82,9 +82,9 @@ def oneshot_cells(model, ids, policies, sizes, prompts, tok, paths):
 
 
 def check_cell(model, ids, policy, path):
-    """The checker's verdicts (check.check) and its cost."""
+    """The checker's verdicts (checker.check) and its cost."""
     start, p = time.time(), specs.named(policy)
-    verdicts = {k: v[0] for k, v in check.check(p, log=experiments.quiet).items() if k != "seconds"}
+    verdicts = {k: v[0] for k, v in checker.check(p, log=experiments.quiet).items() if k != "seconds"}
     harness.atomic_write(path, json.dumps(verdicts))
     return f"  {p.label:>12}: checked, {verdicts['cost']}  ({time.time() - start:.0f} s)"
 

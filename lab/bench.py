@@ -21,13 +21,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-import experiments
-import fast
-import harness
+from lab import experiments
+from engine import fast
+from lab import harness
 import load_weights
 import msrnn
 import policies
-import specs
+from lab import specs
 
 SETTINGS = {  # the full benchmark, and --quick: the same code on small sizes, for a smoke test
     "full": dict(transformers=True, compile=True, decode_steps=63, rounds=3, positions=[128, 512, 2048, 8192], curves=[("tova", 256), ("window", 256),
@@ -123,12 +123,12 @@ def compile_times(args) -> dict:
     """1d. Seconds of compiling, each in a fresh process (bench.py --compile-time): cold, with an empty
     inductor cache, then warm, with the on-disk cache the cold run left, which is what a second run of
     a command pays. In-process caches make any later compile in the same process cheaper still."""
-    cmd = [sys.executable, __file__, "--compile-time", "--threads", str(args.threads), "--dtype", args.dtype,
+    cmd = [sys.executable, "-m", "lab.bench", "--compile-time", "--threads", str(args.threads), "--dtype", args.dtype,
            "--device", args.device] + (["--model", args.model] if args.model else [])
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         for kind in ("cold", "warm"):
-            done = subprocess.run(cmd, env=os.environ | {"TORCHINDUCTOR_CACHE_DIR": cache}, capture_output=True, text=True)
+            done = subprocess.run(cmd, cwd=harness.ROOT, env=os.environ | {"TORCHINDUCTOR_CACHE_DIR": cache}, capture_output=True, text=True)
             if done.returncode:
                 raise RuntimeError(f"bench.py --compile-time failed:\n{done.stderr[-3000:]}")
             out[kind] = json.loads(done.stdout.splitlines()[-1])

@@ -2,13 +2,13 @@
 import pytest
 import torch
 
-import check
-import specs
+from lab import checker
+from lab import specs
 
 
 @pytest.mark.parametrize("name", [n for n in specs.POLICIES | specs.ZOO if n != "lookahead"])
 def test_every_builtin_passes(name):
-    out = check.check(name, log=lambda *_: None)
+    out = checker.check(name, log=lambda *_: None)
     for what in ("exact", "causal", "contract"):
         assert out[what][0] == "pass", (name, what, out[what])
     assert out["cost"][0].endswith("µs per call")
@@ -16,7 +16,7 @@ def test_every_builtin_passes(name):
 
 def test_the_lookahead_is_exact_but_not_a_policy():
     for spec in ("lookahead", "lookahead:4"):
-        out = check.check(spec, log=lambda *_: None)
+        out = checker.check(spec, log=lambda *_: None)
         assert out["exact"][0] == out["contract"][0] == "pass"
         assert out["causal"][0] == "lookahead (not a policy)"
 
@@ -54,7 +54,7 @@ def test_bad_policies_are_named_for_what_they_do(name):
         fn = peeking_policy
     else:
         fn.__name__ = name
-    out = check.check(fn, log=lambda *_: None)
+    out = checker.check(fn, log=lambda *_: None)
     assert out[what][0] == verdict, out
     assert __import__("re").search(message, out[what][1]), out[what]
 
@@ -62,7 +62,7 @@ def test_bad_policies_are_named_for_what_they_do(name):
 def test_the_exit_status_grades_a_policy(tmp_path, monkeypatch):
     """`demo.py check` exits non-zero when a verdict fails, so that a course or CI can grade with it."""
     import demo
-    import harness
+    from lab import harness
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
     (tmp_path / "mine.py").write_text("def knorm(rows):\n    return -rows.keys.norm(dim=-1)  # in layer 0, a token's key norm is the same at any position\n"
                                       "def newest(rows):\n    return rows.pos.double()\n")

@@ -20,15 +20,15 @@ import math
 import pytest
 import torch
 
-import bridge
-import default_model
-import experiments
-import fast
+from lab import bridge
+from data import default_model
+from lab import experiments
+from engine import fast
 import llama
 import load_weights
 import msrnn
 import policies
-import zoo
+from lab import zoo
 
 kvpress = pytest.importorskip("kvpress")
 transformers = pytest.importorskip("transformers")

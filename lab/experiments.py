@@ -11,14 +11,14 @@ import time
 import torch
 import torch.nn.functional as F
 
-import checks
-import fast
-import harness
+from engine import guards
+from engine import fast
+from lab import harness
 import llama
 import msrnn
 import policies
-import specs
-import texts
+from lab import specs
+from data import texts
 
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
@@ -156,7 +156,7 @@ def cache_dir(kind: str, model, ids):
     """results/<kind>/<key>/: measured settings, keyed by everything that changes their numbers: the
     model's weights and dtype, the tokens, and the code of llama.py, msrnn.py and fast.py. Each file in it is
     named by the policy's key (its source and parameters) and the size."""
-    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py", harness.ROOT / "fast.py"]
+    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py", harness.ROOT / "engine" / "fast.py"]
     return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *code)
 
 
@@ -449,7 +449,7 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     a decode step's cost depends on how many rows there are, not on their content."""
     state = msrnn.init_state(model, batch, size)
     g = torch.Generator().manual_seed(0)
-    checks.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
+    guards.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
                        f"a state of {batch} sequences")
     for ms in state:
         cap = n_rows + 64 if size is None else size + 1  # room to decode without growing

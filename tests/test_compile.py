@@ -4,11 +4,11 @@ give logits within float32 rounding, and within 1e-10 in float64. Tiny models: c
 import pytest
 import torch
 
-import fast
+from engine import fast
 import llama
 import msrnn
 import policies
-import specs
+from lab import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 if fast.compiled_step() is llama.step:

@@ -9,10 +9,10 @@ import math
 import pathlib
 import sys
 
-import checks
-import lookahead
+from engine import guards
+from lab import lookahead
 import policies
-import zoo
+from lab import zoo
 
 
 POLICIES = {**policies.POLICIES, "lookahead": lookahead.lookahead}  # the paper's, and the bound
@@ -69,7 +69,7 @@ def named(spec) -> Named:
 
 
 def _bind(fn, args, spec) -> Named:
-    fname = checks.policy_name(fn)
+    fname = guards.policy_name(fn)
     params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
     free = params[2:] if reads_ahead else params[1:]  # what a spec may set

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 RESULTS = ROOT / "results"  # next to the code, wherever it is run from
 
 

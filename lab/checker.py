@@ -17,14 +17,14 @@ import time
 
 import torch
 
-import checks
-import experiments
-import fast
-import harness
+from engine import guards
+from lab import experiments
+from engine import fast
+from lab import harness
 import llama
 import msrnn
 import policies
-import specs
+from lab import specs
 
 EXACT = 1e-10
 SIZES = (1, 2, 3, 5, 8, 16)
@@ -74,7 +74,7 @@ def exact(named, deterministic=True):
                     views = [msrnn.run(model, x, policy, size, oneshot),
                              fast.prefill(model, x, policy, size, oneshot)[0],
                              msrnn.masked_forward(model, x, policy, size, oneshot)[0]]
-                except checks.PolicyError as e:
+                except guards.PolicyError as e:
                     if not isinstance(getattr(e, "original", None), ValueError):
                         return "fail", str(e)
                     refused[size] = str(e.original)  # the policy refuses this size, with its own message
@@ -101,7 +101,7 @@ def causal(named, deterministic=True, t=24):
     for size in (5, 8, 12):
         try:
             before = [[d for d in drops(named, model, x, size) if d[1] < t] for x in (a, b)]
-        except checks.PolicyError as e:
+        except guards.PolicyError as e:
             return "fail", str(e)
         if before[0] != before[1]:
             layer, step = next(p or q for p, q in itertools.zip_longest(*before) if p != q)[:2]
@@ -116,7 +116,7 @@ def contract(named):
     try:
         first, again = drops(named, model, x, size), drops(named, model, x, size)
         alone = [drops(named, model, x[b:b + 1], size) for b in range(3)]
-    except checks.PolicyError as e:
+    except guards.PolicyError as e:
         return "fail", str(e)
     nan = next((d for d in first if d[4]), None)
     if nan:
@@ -141,10 +141,10 @@ def cost(named, size=256, calls=200):
                       t=t, size=size, layer=0)
 
     def micros(policy):  # as the state calls it, with its checks
-        return harness.median_time(lambda: checks.score_rows(policy, rows), calls, warmup=5) * 1e6
+        return harness.median_time(lambda: guards.score_rows(policy, rows), calls, warmup=5) * 1e6
     try:
         mine = micros(named.on(llama.random_model(MODELS["LLaMA"], seed=1), tokens(1, 2 * t, seed=6)))
-    except checks.PolicyError as e:
+    except guards.PolicyError as e:
         return "fail", str(e)
     return f"{mine:.0f} µs per call", f"size {size}; TOVA {micros(policies.tova):.0f} µs, Window {micros(policies.window):.0f} µs"
 

@@ -7,12 +7,12 @@ import subprocess
 import pytest
 import torch
 
-import board
+from lab import board
 import demo
-import experiments
-import harness
+from lab import experiments
+from lab import harness
 import policies
-import zoo
+from lab import zoo
 from conftest import random_model, tiny_config
 
 
@@ -137,7 +137,7 @@ def test_cli_ppl(tmp_path, capsys):
 
 
 def test_bench_quick(real_model):
-    import bench
+    from lab import bench
     out = bench.main(["--quick", "--threads", "1"])
     assert out["decode"]["ours_tokens_per_s"] > 0 and out["reading"]["prefill_s"] > 0
 
@@ -199,8 +199,8 @@ def test_cli_runs_a_policy_from_a_file_and_names_its_errors(tmp_path, capsys):
 
 @pytest.mark.usefixtures("books")
 def test_check_cli_quality(real_model, tokenizer, tmp_path):
-    import check
-    table = check.quality(check.specs.named("window"), real_model, tokenizer, sizes=(16,), length=64,
+    from lab import checker
+    table = checker.quality(checker.specs.named("window"), real_model, tokenizer, sizes=(16,), length=64,
                           cache=tmp_path)
     assert set(table) == {(p, 16, r) for p in ("Window", "Window+4", "TOVA") for r in ("step", "full")}
     assert table["TOVA", 16, "full"] < table["Window", 16, "step"]  # a full prompt, and TOVA, help on any text
@@ -209,7 +209,7 @@ def test_check_cli_quality(real_model, tokenizer, tmp_path):
 # ---------------------------------------------------------------- texts: named errors, and a cache that heals
 
 def test_text_files_are_decoded_or_named(tmp_path, capsys):
-    import texts
+    from data import texts
     latin = tmp_path / "latin.txt"
     latin.write_bytes("café au lait".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin.txt is not utf-8 \(byte 3: invalid continuation byte\).*--encoding"):
@@ -225,8 +225,8 @@ def test_text_files_are_decoded_or_named(tmp_path, capsys):
 
 @pytest.mark.usefixtures("books")
 def test_a_corrupt_cached_book_is_fetched_again(tmp_path, monkeypatch):
-    import default_model
-    import texts
+    from data import default_model
+    from data import texts
     shutil.copytree(default_model.cache_root() / "texts", tmp_path / "texts")
     (tmp_path / "texts" / "alice29.txt").write_text("not Alice")
     monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))

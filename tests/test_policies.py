@@ -4,13 +4,13 @@ import functools
 import pytest
 import torch
 
-import fast
+from engine import fast
 import llama
-import lookahead
+from lab import lookahead
 import msrnn
 import policies
 import reference
-import specs
+from lab import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 CAUSAL = {name: f for name, f in (specs.POLICIES | specs.ZOO).items() if not specs.named(name).reads_ahead}
@@ -160,7 +160,7 @@ def test_bad_arguments():
 
 def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer, books):
     """The paper's ordering (Table 3) on 1,024 tokens of a real book at multi-state size 64."""
-    import experiments
+    from lab import experiments
     ids = torch.tensor(tokenizer.encode(books.book("alice29")).ids[:1024])
     ppl = {name: experiments.perplexity(real_model, ids, ALL[name], 64)["ppl"] for name in ("tova", "sink", "window")}
     print("size 64, 1,024 tokens of alice29:", {k: round(v, 2) for k, v in ppl.items()})

@@ -9,14 +9,14 @@ import warnings
 import pytest
 import torch
 
-import checks
-import default_model
-import fast
-import harness
+from engine import guards
+from data import default_model
+from engine import fast
+from lab import harness
 import llama
 import msrnn
 import policies
-import specs
+from lab import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 MODEL = random_model(tiny_config())  # vocabulary 61
@@ -203,13 +203,13 @@ def writes_into(field):
 @pytest.mark.parametrize("view", ["run", "prefill", "masked_forward"])
 def test_a_policy_that_writes_into_rows_is_named(field, view):
     run = {"run": msrnn.run, "prefill": lambda *a: fast.prefill(*a)[0], "masked_forward": lambda *a: msrnn.masked_forward(*a)[0]}
-    with pytest.raises(checks.PolicyError, match=rf"policy vandal wrote into rows\.{field}"):
+    with pytest.raises(guards.PolicyError, match=rf"policy vandal wrote into rows\.{field}"):
         run[view](MODEL, tokens(1, 12), writes_into(field), 4)
 
 
 def test_the_checker_fails_a_policy_that_writes_into_rows():
-    import check
-    out = check.check(writes_into("pos"), log=lambda *_: None)
+    from lab import checker
+    out = checker.check(writes_into("pos"), log=lambda *_: None)
     assert out["contract"][0] == "fail" and "wrote into rows.pos" in out["contract"][1]
 
 
@@ -232,7 +232,7 @@ def test_a_policy_given_by_name_where_a_function_is_expected():
 
 
 def test_a_text_of_one_token_has_no_perplexity():
-    import experiments
+    from lab import experiments
     with pytest.raises(ValueError, match=r"the text has 1 token\(s\): perplexity needs a chunk of at least 2"):
         experiments.perplexity(MODEL, torch.tensor([5]), policies.tova, 4)
 
@@ -251,6 +251,6 @@ def test_a_dtype_that_is_not_a_float_is_named(dtype):
 
 
 def test_retention_refuses_a_size_that_drops_nothing(real_model, tokenizer, books):
-    import experiments
+    from lab import experiments
     with pytest.raises(ValueError, match="a multi-state of 64 rows never drops a row of a 64-token text"):
         experiments.retention(real_model, tokenizer, size=64, length=64)

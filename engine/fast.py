@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-import checks
+from engine import guards
 import llama
 import msrnn
 
@@ -33,8 +33,8 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     """msrnn.run from an empty state, faster: (logits, state), logits (B, T, vocab) or (T, vocab).
     compile: each step compiled (`compiled`), a few graphs for every layer, position and block.
     last: only the last position's logits (llama.forward)."""
-    checks.check_policy(policy, size)
-    ids = checks.check_tokens(model, tokens)                         # (B, T) on the model's device
+    guards.check_policy(policy, size)
+    ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     state = msrnn.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
@@ -118,9 +118,9 @@ def generate(model, prompt, max_new: int, policy=None, size=None, temperature: f
     """msrnn.generate, the same tokens, with all but the prompt's last token read by prefill, and,
     with compile, each new token decoded by `compiled_step` (worth its compile time only for long
     generations)."""
-    ids = checks.check_tokens(model, prompt)                         # (B, T)
-    checks.check_sampling(model, max_new, temperature, top_k, seed, regime, None)
-    checks.check_policy(policy, size)
+    ids = guards.check_tokens(model, prompt)                         # (B, T)
+    guards.check_sampling(model, max_new, temperature, top_k, seed, regime, None)
+    guards.check_policy(policy, size)
     B, T = ids.shape
     oneshot = T if regime == "full" and size else 0  # the last prompt token, fed below, makes the cut
     if T > 1:

@@ -1,0 +1,169 @@
+"""T2R: the pretrained transformer turned into an RNN with a constant-size state.
+
+Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
+(Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
+never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
+φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), or the untrained
+ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
+older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
+attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
+
+The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
+for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
+How the maps are trained, saved and compared is t2r/train.py's.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import llama
+import msrnn
+
+EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off
+
+
+class FeatureMaps(nn.Module):
+    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
+
+    Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
+    maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
+    grouped-query attention G query heads read one S. `layers` are the layers swapped out.
+    """
+    def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
+                 layers=None, seed: int = 0, dtype=torch.float32):
+        super().__init__()
+        if kind not in ("relu", "elu"):
+            raise ValueError(f"feature map kind must be 'relu' (T2R) or 'elu' (ELU+1), got {kind!r}")
+        n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        self.kind, self.window, self.r = kind, window, r if kind == "relu" else d  # ELU+1 keeps d features
+        self.layers = list(range(n_layers)) if layers is None else sorted(layers)
+        if kind == "relu":
+            # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
+            # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
+            g = torch.Generator().manual_seed(seed)
+            w = lambda *s: nn.Parameter((torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5).to(dtype))
+            self.wq, self.bq = w(n_layers, H, G, r, d), nn.Parameter(torch.zeros(n_layers, H, G, r, dtype=dtype))
+            self.wk, self.bk = w(n_layers, H, 1, r, d), nn.Parameter(torch.zeros(n_layers, H, 1, r, dtype=dtype))
+
+    def phi(self, layer: int, x, which: str):
+        """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
+        if self.kind == "elu":
+            return F.elu(x) + 1
+        w, b = (self.wq, self.bq) if which == "q" else (self.wk, self.bk)
+        return F.relu(torch.einsum("bhgtd,hgrd->bhgtr", x, w[layer]) + b[layer][:, :, None])
+
+
+# ---------------------------------------------------------------- transformer view
+
+def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
+    """Causal linear attention (window 0) or the hybrid, for all positions at once.
+
+    q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
+    Query i weighs key j by φ(q_i)·φ(k_j) if i - j >= window, by exp(q_i·k_j/√d - m_i) if it is one of
+    the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
+    weights: one normalisation for both parts. No mixing factor: ReLU(W x + b) is positively
+    homogeneous, so the scale of W, b is the learned weight of the linear part.
+    Queries go in blocks of m >= window: a block sees its own and the previous block's keys one by one,
+    older blocks through their running sums (S, z), so time and memory are O(T m) rather than O(T²).
+    """
+    T, m = q.shape[3], max(block, window)
+    n = -(-T // m)                                                   # blocks
+    blocks = lambda x, front: F.pad(x, (0, 0, front * m, n * m - T)).unflatten(3, (front + n, m))
+    qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, m, hd or r)
+    kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, m, ..): a zero block first
+    two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2m, ..): previous + own block
+    pos = lambda n: torch.arange(n, device=q.device)
+    dist = pos(m)[:, None] + m - pos(2 * m)                          # (m, 2m) query position - key position
+    A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, m, 2m) linear weights
+    if window:
+        key_pos = (pos(n)[:, None] - 1) * m + pos(2 * m)             # (n, 2m); < 0 in the zero block
+        seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, m, 2m) the window
+        s = (qb @ two(kb).transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~seen, float("-inf"))
+        A = A + (s - s.amax(-1, keepdim=True)).exp()                 # the query's own key is always seen
+    # blocks up to b-2 enter through the state the RNN would hold: S = Σ φ(k) vᵀ, z = Σ φ(k)
+    P = fkb[:, :, :, 1:].transpose(-1, -2) @ vb[:, :, :, 1:]         # (B, Hkv, 1, n, r, hd) each block's sum
+    S = F.pad(P.cumsum(3), (0, 0, 0, 0, 2, 0))[:, :, :, :n]          # shifted by two blocks
+    z = F.pad(fkb[:, :, :, 1:].sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
+    num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, m, hd)
+    den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, m, 1)
+    return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]     # (B, Hkv, G, T, hd)
+
+
+def forward(model: llama.Model, maps: FeatureMaps, tokens):
+    """llama.forward with linear attention in the swapped layers, softmax in the others."""
+    def attend(i, q, k, v):
+        if i not in maps.layers:
+            return softmax(model, q, k, v)
+        return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+    return llama.forward(model, tokens, attend)
+
+
+def softmax(model, q, k, v):
+    """The layer's own causal softmax attention, as llama.forward computes it."""
+    c = model.config
+    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else
+                                   llama.causal_mask(q.shape[3], c.sliding_window, q.device))
+
+
+# ---------------------------------------------------------------- RNN view
+
+@dataclass
+class LinearState:
+    """One swapped layer's state: S, z over the folded rows, and the `window` newest rows kept exact
+    in a ring of slots (row t in slot t % window). Its size never changes with t."""
+    maps: FeatureMaps
+    layer: int
+    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ
+    z: torch.Tensor  # (B, Hkv, r)     Σ φ(k)
+    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact rows; window 0 for plain T2R
+    V: torch.Tensor  # (B, Hkv, window, hd)
+
+    def attend(self, q, k, v, t, policy=None):
+        """The hook llama.step calls: q (B, Hkv, G, hd), k, v (B, Hkv, hd) -> (B, Hkv, G, hd)."""
+        w = self.K.shape[2]
+        if w == 0:  # plain linear attention: the token joins the sums before its query reads them
+            self.fold(k, v)
+        else:  # row t - w leaves the window: fold it into S, z; row t takes its slot
+            if t >= w:
+                self.fold(self.K[:, :, t % w], self.V[:, :, t % w])
+            self.K[:, :, t % w], self.V[:, :, t % w] = k, v
+        fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
+        num, den = fq @ self.S, fq @ self.z[..., None]               # (B, Hkv, G, hd), (B, Hkv, G, 1)
+        if w:
+            n = min(t + 1, w)
+            s = q @ self.K[:, :, :n].transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, Hkv, G, n)
+            e = (s - s.amax(-1, keepdim=True)).exp()
+            num, den = num + e @ self.V[:, :, :n], den + e.sum(-1, keepdim=True)
+        return num / den.clamp_min(EPS)
+
+    def fold(self, k, v):
+        fk = self.maps.phi(self.layer, k[:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
+        self.S += fk[..., None] * v[..., None, :]                    # outer product φ(k) vᵀ
+        self.z += fk
+
+
+def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
+    """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
+    c, w = model.config, maps.window
+    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
+    multi = msrnn.init_state(model, batch).layers
+    return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
+                                    zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
+
+
+@torch.no_grad()
+def run(model: llama.Model, maps: FeatureMaps, tokens):
+    """The RNN view on tokens (B, T), one step at a time: logits (B, T, vocab)."""
+    state = init_state(model, maps, tokens.shape[0])
+    return torch.stack([llama.step(model, tokens[:, t], state) for t in range(tokens.shape[1])], 1)
+
+
+def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
+    """Bytes one sequence's state holds: the hybrid's window of key/value rows (msrnn.state_bytes),
+    plus S and z of maps.r features per KV head in every swapped layer."""
+    c = model.config
+    return msrnn.state_bytes(model, maps.window) + len(maps.layers) * c.n_kv_heads * maps.r * (c.head_dim + 1) * \
+        model.embed.element_size()
