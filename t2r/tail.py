@@ -1,0 +1,240 @@
+"""A finite MSRNN with a T2R tail: the rows a policy drops are folded into a linear state, not forgotten.
+
+A finite MSRNN (msrnn.py, Oren et al. 2024) holds `size` rows per layer, and at every step its policy
+drops one: that row is gone. T2R (t2r/linear.py, Kasai et al. 2021, arXiv 2103.13076) keeps no row
+and folds every one into S = Σ φ(k)vᵀ, z = Σ φ(k). Here both at once: the rows the policy keeps stay
+exact, and the row it drops at step t is folded into S, z at step t, so a query reads the whole past,
+the kept rows exactly and the dropped ones through their features:
+
+    out_t = (Σ_held exp(s_j - m) v_j + φ(q_t)ᵀS) / (Σ_held exp(s_j - m) + φ(q_t)·z),
+    s_j = q_t·k_j / √d,  m = max over the held rows of s_j,
+
+one normaliser for both parts, as in the hybrid of LoLCATs (Zhang et al. 2024, arXiv 2410.10254),
+which is this with the policy `window`: w exact rows are size w - 1, since a finite MSRNN of size k
+attends k + 1 rows (tests/test_tail.py proves it equal to linear.LinearState). Folding evicted rows
+rather than forgetting them is what kvpress's MergingPress and LoLA (arXiv 2505.23666) do in other ways.
+
+The policy decides as it would alone: it reads the softmax over the held rows (Rows.attn), not the
+tail's weights, so a tail whose features are zero is the policy alone, bit for bit.
+
+Two views, as for every MSRNN here:
+- RNN view: `TailState`, a msrnn.MultiState whose evict folds the row it frees; `init_state` for llama.step.
+- transformer view: `student`, an attention for llama.forward. The recurrence says which rows each
+  step holds and when each is dropped (as msrnn.held_mask reads the mask off it); then row j is exact
+  for queries j .. d_j (while held), linear for queries after d_j (once dropped), absent before j.
+  Its output is differentiable in the maps, which is how attention transfer trains them
+  (t2r/train.py) under the policy's own drops.
+"""
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from engine import fast
+import llama
+import msrnn
+from t2r import linear
+
+
+# ---------------------------------------------------------------- RNN view
+
+@dataclass
+class TailState(msrnn.MultiState):
+    """One layer's multi-state (its rows in slots, as msrnn.MultiState) and its tail: S, z over every
+    row the policy has dropped. Both have a fixed size: size + 1 slots, r features per KV head."""
+    maps: linear.FeatureMaps | None = None
+    S: torch.Tensor | None = None  # (B, Hkv, r, hd) Σ φ(k) vᵀ over the dropped rows
+    z: torch.Tensor | None = None  # (B, Hkv, r)     Σ φ(k)
+
+    def attend(self, q, k, v, t, policy):
+        """The hook llama.step calls: append, attend over the held rows and the tail, drop and fold.
+        q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> (B, Hkv, G, hd)."""
+        K, V, pos = self.append(k, v, t)                             # (B, Hkv, n, hd), .., (B, Hkv, n)
+        scores = q / math.sqrt(q.shape[-1]) @ K.mT                   # (B, Hkv, G, n)
+        attn = self.attention(scores, pos, t)                        # softmax over the held rows: what the policy reads
+        s = scores.to(attn.dtype)
+        held = (s - s.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True)  # (B, Hkv, G, 1) Σ_held exp(s_j - m)
+        fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
+        den = held + (fq @ self.z[..., None]).to(held.dtype)         # (B, Hkv, G, 1) the weight of both parts
+        # (Σ exp(s - m) v + φ(q)ᵀS) / den, written as softmax's output times its share of the weight: a
+        # zero tail (a share of exactly 1, nothing added) leaves the policy's output bit for bit
+        out = (attn.to(V.dtype) @ V) * (held / den).to(V.dtype) + (fq @ self.S) / den.to(V.dtype)
+        self.keep(attn, q, t, policy)
+        return out
+
+    def evict(self, attn, q, t, policy):
+        """msrnn.MultiState.evict, then the row it dropped is folded into S, z instead of forgotten:
+        its key and value are still in the freed slot (only its position was marked -1)."""
+        full = self.n > self.size  # a row is dropped at this step
+        super().evict(attn, q, t, policy)
+        if full:
+            slot = self._slots()                                     # the freed slot of each (sequence, KV head)
+            fk = self.maps.phi(self.layer, self.k[slot][:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
+            self.S += fk[..., None] * self.v[slot][..., None, :]      # outer product φ(k) vᵀ
+            self.z += fk
+
+
+def init_state(model: llama.Model, maps: linear.FeatureMaps, size: int, batch: int = 1) -> msrnn.State:
+    """msrnn.init_state's finite MSRNN of `size` rows per layer, with a tail in each of maps.layers
+    (the others keep the policy's rows only)."""
+    check(model, maps, size)
+    c = model.config
+    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
+    def tail(ms):  # the same slots, as msrnn.init_state made them, and an empty S, z
+        return TailState(**{f.name: getattr(ms, f.name) for f in dataclasses.fields(ms)}, maps=maps,
+                         S=zeros(maps.r, c.head_dim), z=zeros(maps.r))
+    layers = msrnn.init_state(model, batch, size).layers
+    return msrnn.State([tail(ms) if i in maps.layers else ms for i, ms in enumerate(layers)])
+
+
+def check(model: llama.Model, maps, size):
+    """Refuse what a tail cannot be: a model whose own attention forgets (a sliding window), maps made
+    for another model or dtype, no size."""
+    c = model.config
+    if c.sliding_window is not None:
+        raise ValueError(f"a tail folds every dropped row into S for good, but this model's attention forgets "
+                         f"rows {c.sliding_window} steps old (sliding_window): a tail cannot forget them")
+    if not isinstance(maps, linear.FeatureMaps):
+        raise TypeError(f"maps must be t2r.linear.FeatureMaps, got {type(maps).__name__}")
+    if size is None or isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"a tail needs a finite MSRNN: size must be a positive integer, got {size!r}")
+    if any(not 0 <= i < c.n_layers for i in maps.layers):
+        raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
+    for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)):  # one probe each: the shapes phi must give
+        x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
+        try:
+            shape = tuple(maps.phi(maps.layers[0], x, which).shape) if maps.layers else (1, c.n_kv_heads, g, 1, maps.r)
+        except RuntimeError as e:
+            raise ValueError(f"the feature maps do not fit this model ({model.dtype}, {c.n_kv_heads} KV heads of "
+                             f"{c.head_dim}): {e}") from None
+        if shape != (1, c.n_kv_heads, g, 1, maps.r):
+            raise ValueError(f"the feature maps give {which} features of shape {shape}; this model needs "
+                             f"{(1, c.n_kv_heads, g, 1, maps.r)}")
+
+
+def state_bytes(model: llama.Model, maps: linear.FeatureMaps, size: int) -> int:
+    """Bytes of one sequence's state: the `size` rows kept (as msrnn.state_bytes counts them; the
+    state has one slot more, for the row a step appends) plus S and z in every tail layer."""
+    c = model.config
+    return msrnn.state_bytes(model, size) + len(maps.layers) * c.n_kv_heads * maps.r * (c.head_dim + 1) * \
+        model.embed.element_size()
+
+
+# ---------------------------------------------------------------- transformer view
+
+@torch.no_grad()
+def drops(model: llama.Model, layer: int, q, k, v, policy, size: int):
+    """What the recurrence of layer `layer` does on its queries and keys, recorded as it runs: held
+    (B, Hkv, T, size + 1), the positions of the rows each query reads exactly (-1: an empty slot),
+    and dropped (B, Hkv, T), the step at which each row was dropped (T: never).
+    q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd). The steps are engine/fast.py's (fill, then
+    attend_block), which test_policies.py proves equal to MultiState.attend step by step; the policy
+    is wrapped to record the rows of each step and the one it drops."""
+    B, H, G, T, _ = q.shape
+    held = torch.full((B, H, T, size + 1), -1, dtype=torch.long, device=q.device)
+    dropped = torch.full((B, H, T), T, dtype=torch.long, device=q.device)
+    f = min(size, T)                                                 # the steps before the first drop
+    i, j = torch.arange(f, device=q.device)[:, None], torch.arange(f, device=q.device)[None, :]
+    held[:, :, :f, :f] = torch.where(j <= i, j, -1)                  # query i < size holds rows 0..i
+
+    @functools.wraps(policy)
+    def recording(rows):
+        scores = policy(rows)
+        if isinstance(scores, torch.Tensor) and scores.dim() == 3 and scores.is_floating_point():  # else guards refuse it
+            held[:, :, rows.t] = rows.pos                            # during a step all size + 1 slots hold rows
+            lowest = scores.argmin(-1, keepdim=True).expand(B, H, 1)  # the slot MultiState.evict frees
+            dropped.scatter_(-1, rows.pos.gather(-1, lowest), rows.t)
+        return scores
+
+    ms = msrnn.init_state(model, B, size).layers[layer]
+    k, v = k[:, :, 0], v[:, :, 0]                                    # (B, Hkv, T, hd)
+    fast.fill(ms, q[:, :, :, :f], k[:, :, :f], v[:, :, :f], recording)
+    for t in range(f, T, fast.STEP_BLOCK):
+        u = slice(t, t + fast.STEP_BLOCK)
+        fast.attend_block(ms, q[:, :, :, u], k[:, :, u], v[:, :, u], t, recording)
+    return held, dropped
+
+
+def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256):
+    """One layer of the transformer view: q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd); held, dropped
+    from `drops`; fq (B, Hkv, G, T, r), fk (B, Hkv, 1, T, r) the features, None for no tail
+    -> (B, Hkv, G, T, hd). Query i weighs row j by exp(q_i·k_j/√d - m_i) while j is held (m_i: the
+    largest of those scores), by φ(q_i)·φ(k_j) once j was dropped at a step before i, not at all
+    before j exists; and divides by the sum of its weights."""
+    B, H, G, T, hd = q.shape
+    wide = llama.wide(q.dtype)
+    num, den = [], []
+    for i0 in range(0, T, block):  # the exact part: each query's held rows (at most size + 1), gathered
+        idx = held[:, :, i0:i0 + block]                              # (B, Hkv, b, n) positions, -1: none
+        b, n = idx.shape[2:]
+        at = idx.clamp(min=0).flatten(2)[..., None].expand(-1, -1, -1, hd)  # (B, Hkv, b n, hd)
+        K = k[:, :, 0].gather(2, at).view(B, H, b, n, hd)            # (B, Hkv, b, n, hd) the rows each query holds
+        V = v[:, :, 0].gather(2, at).view(B, H, b, n, hd)
+        s = torch.einsum("bhgtd,bhtnd->bhgtn", q[:, :, :, i0:i0 + block], K).to(wide) / math.sqrt(hd)  # (B, Hkv, G, b, n)
+        s = s.masked_fill((idx < 0)[:, :, None], float("-inf"))
+        e = (s - s.amax(-1, keepdim=True)).exp().to(q.dtype)         # exp(s_j - m_i), 0 for an empty slot
+        num.append(torch.einsum("bhgtn,bhtnd->bhgtd", e, V))
+        den.append(e.sum(-1, keepdim=True))
+    num, den = torch.cat(num, 3), torch.cat(den, 3)                  # (B, Hkv, G, T, hd), (B, Hkv, G, T, 1)
+    if fq is None:
+        return num / den
+    # the linear part: row j's φ(k_j)v_jᵀ enters S at the step d_j that drops it, and query i reads S as
+    # the recurrence holds it after step i - 1, the sum over rows dropped before i: a cumulative sum
+    # over steps gives it for every query at once. Row j adds to bucket d_j (bucket T: never dropped).
+    r = fk.shape[-1]
+    into = dropped[..., None]                                        # (B, Hkv, T, 1)
+    fold = fk[:, :, 0, :, :, None] * v[:, :, 0, :, None, :]          # (B, Hkv, T, r, hd) each row's φ(k)vᵀ
+    S = fold.new_zeros(B, H, T + 1, r, hd).scatter_add(2, into[..., None].expand(-1, -1, -1, r, hd), fold)
+    z = fk.new_zeros(B, H, T + 1, r).scatter_add(2, into.expand(-1, -1, -1, r), fk[:, :, 0])
+    S = F.pad(S.cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :T]             # (B, Hkv, T, r, hd): S as query i reads it
+    z = F.pad(z.cumsum(2), (0, 0, 1, 0))[:, :, :T]                   # (B, Hkv, T, r)
+    num = num + torch.einsum("bhgtr,bhtrd->bhgtd", fq, S)
+    den = den + torch.einsum("bhgtr,bhtr->bhgt", fq, z)[..., None]
+    return num / den
+
+
+def student(model: llama.Model, maps: linear.FeatureMaps, policy, size: int):
+    """The transformer view as llama.forward's attention hook, (i, q, k, v) -> (B, Hkv, G, T, hd): the
+    rows each query holds come from the policy's drops on these q, k, v (no gradient); the output is
+    differentiable in the maps' parameters (and in q, k, v). A layer outside maps.layers keeps the
+    policy's rows only. t2r/train.py's attention transfer trains maps with it."""
+    check(model, maps, size)
+
+    def attend(i, q, k, v):
+        held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
+        if i not in maps.layers:
+            return attention(q, k, v, held, dropped)
+        return attention(q, k, v, held, dropped, maps.phi(i, q, "q"), maps.phi(i, k, "k"))
+    return attend
+
+
+def forward(model: llama.Model, maps: linear.FeatureMaps, tokens, policy, size: int):
+    """Logits of the finite MSRNN with a tail for every position at once, shaped as llama.forward's."""
+    return llama.forward(model, tokens, student(model, maps, policy, size))
+
+
+@torch.no_grad()
+def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: int, chunk: int = 4096,
+               progress=None) -> dict:
+    """Perplexity of tokens ids (T,) cut into chunks of `chunk` tokens, each read from scratch by the
+    transformer view; policy: a function, or a name as the command line gives it ('tova', 'mine.py:fn').
+    The keys of lab.experiments.perplexity."""
+    from lab import experiments, specs  # the drivers' helpers: the reading path above needs neither
+    named = specs.named(policy)
+    if named.fn is None:
+        raise ValueError("a tail needs a policy that drops rows, not the full cache")
+    pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
+    pieces = [p[None] for p in pieces if len(p) > 1]
+    if not pieces:
+        raise ValueError(f"the text has {len(ids)} token(s): perplexity needs at least 2")
+    losses = []
+    for i, p in enumerate(pieces):
+        losses.append(experiments.next_token_nll(forward(model, maps, p, named.on(model, p), size), p)[0])
+        if progress:
+            progress(i + 1, len(pieces))
+    loss = torch.cat(losses)
+    return {"ppl": math.exp(loss.mean().item()), "tokens": len(loss), "chunks": len(losses),
+            "ppl_per_chunk": [math.exp(x.mean().item()) for x in losses]}
