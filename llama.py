@@ -192,7 +192,7 @@ def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor
     for L, ms in zip(model.layers, state.layers):
         q, k, v = qkv(model, L, x, cos, sin)                         # (B, Hkv, G, hd), (B, Hkv, hd) x2
         # append (k, v) to the multi-state, attend over all its rows, and let the policy drop rows
-        # if more than `size` remain (msrnn.MultiState.attend; t2r.py's linear state has its own)
+        # if more than `size` remain (msrnn.MultiState.attend; t2r/linear.py's linear state has its own)
         o = ms.attend(q, k, v, t, policy)                            # (B, Hkv, G, hd)
         x = x + F.linear(o.flatten(1), L.wo)                         # (B, Hkv, G, hd) -> (B, H*hd) -> (B, dim)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))
@@ -231,7 +231,7 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
 
     attention(layer_index, q, k, v) -> (B, Hkv, G, T, hd), for q (B, Hkv, G, T, hd) and k, v
     (B, Hkv, 1, T, hd), replaces causal softmax attention: the finite MSRNN's masked view and its
-    prefill (msrnn.py, fast.py), the lookahead's capture and t2r.py's linear attention use it.
+    prefill (msrnn.py, engine/fast.py), the lookahead's capture and T2R's linear attention use it.
     """
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     T, window = ids.shape[1], model.config.sliding_window

@@ -3,12 +3,10 @@
 A layer's multi-state is a set of rows (key, value, original position). Unbounded, it gains one
 row per token and the MSRNN is the transformer. Bounded to `size` rows it is a finite MSRNN:
 at every step the new token's row is appended, the query attends over at most size + 1
-rows, and a policy scores them so that the lowest-scored row is dropped. reference.py states
-the same in plain Python lists; this file keeps the rows in fixed slots, so that a step costs
-O(size) and never copies the state. fast.py computes the same faster (test_policies.py).
-
-The policy sees `Rows`. In the one-shot regime of the official TOVA code and kvpress, the prompt is
-read with full attention and the state is cut to the `size` best rows once, after its last token.
+rows, and a policy scores them so that the lowest-scored row is dropped. test_equivalence.py states
+the same in plain Python lists; this file keeps the rows in fixed slots, so that once the state is
+full a step costs O(size) and moves no row. The policy sees `Rows`. engine/fast.py computes the
+same faster, and engine/oneshot.py adds the official code's prompt regime (read in full, cut once).
 """
 import math
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ import llama
 @dataclass
 class Rows:
     """What a policy sees of one layer when it must drop rows, in slot order: n = size + 1 rows at a
-    step, or every prompt row at a one-shot cut. B sequences, Hkv KV heads, G query heads per KV head."""
+    step (every prompt row at engine/oneshot.py's cut). B sequences, Hkv KV heads, G query heads per KV head."""
     attn: torch.Tensor   # (B, Hkv, G, n) the current query's attention over the rows
     pos: torch.Tensor    # (B, Hkv, n) each row's original position; the current token's is t
     score: torch.Tensor  # (B, Hkv, n) attention each row has received, summed over steps and its G heads
@@ -30,7 +28,7 @@ class Rows:
     values: torch.Tensor  # (B, Hkv, n, hd) values
     query: torch.Tensor  # (B, Hkv, G, hd) the current token's queries, RoPE applied
     prev: torch.Tensor   # (B, Hkv, n) the scores this policy gave each row at its last call in this layer,
-                         # NaN for a row added since (every row at a one-shot cut): a policy may be recurrent
+                         # NaN for a row added since: a policy may be recurrent
     t: int               # current position
     size: int            # rows to keep
     layer: int           # which layer (policies may treat layers differently)
@@ -57,7 +55,6 @@ class MultiState:
     size: int | None = None  # rows kept after each step; None = unbounded
     window: int | None = None  # the model's own sliding window (Mistral), if any
     layer: int = 0
-    oneshot: int = 0     # the first `oneshot` tokens are read in full, then cut to `size` once; 0 = per step
 
     def attend(self, q, k, v, t, policy):
         """One step of a layer's multi-state: append the current token's row, attend, drop a row.
@@ -87,11 +84,9 @@ class MultiState:
         self.make_room(t)
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
-            # written as slices i:i+1, so that torch.compile follows a changing i rather than recompiling for each
             self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
             self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1], self.prev[:, :, i:i + 1] = t, 0.0, math.nan
         else:  # full: the slot the policy freed last step, chosen per KV head by a head-wise policy
-            # (indexing rather than scatter_, which torch.compile makes a copy of the whole buffer)
             slot = self._slots()                                     # [b, h, free[b, h]] for every (b, h)
             self.k[slot], self.v[slot], self.pos[slot] = k, v, t
             self.score[slot], self.prev[slot] = 0.0, math.nan  # a new row: no attention yet, never scored
@@ -99,65 +94,44 @@ class MultiState:
         return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
 
     def evict(self, attn, q, t, policy):
-        """Let the policy score the rows and drop the lowest: one per step, or at the last prompt step
-        of the one-shot regime all but the `size` best. Ties go against the earlier slot."""
-        n = self.n
-        if n <= self.size or t < self.oneshot - 1:
+        """Once the state holds size + 1 rows, let the policy score them and drop the lowest: its slot
+        is where the next token goes, and -1 marks it empty until then. Ties go against the earlier slot."""
+        if self.n <= self.size:
             return
+        scores = self.scores(attn, q, t, policy)                     # (B, 1 or Hkv, n)
+        self.free.copy_(scores.argmin(-1).expand(self.free.shape))
+        self.pos[self._slots()] = -1
+
+    def scores(self, attn, q, t, policy):
+        """The policy's scores of the n held rows, (B, 1 or Hkv, n), kept for its next call (Rows.prev)."""
+        n = self.n
         rows = Rows(attn=attn, pos=self.pos[:, :, :n], score=self.score[:, :, :n], keys=self.k[:, :, :n],
                     values=self.v[:, :, :n], query=q, prev=self.prev[:, :, :n], t=t, size=self.size, layer=self.layer)
         scores = guards.score_rows(policy, rows)                     # (B, 1 or Hkv, n)
-        B, H = self.free.shape
-        self.prev[:, :, :n] = scores.expand(B, H, n)                 # what the policy sees at its next call
-        if n > self.size + 1:  # the one-shot cut
-            return self._cut(lowest(scores, n - self.size).expand(B, H, -1))  # (B, Hkv, n - size)
-        # the dropped row's slot is where the next token goes; -1 marks it empty until then. (argmin is
-        # lowest(scores, 1), written out: torch.compile would learn n == size + 1 from the count, which
-        # its code generation fails on once the size varies.)
-        self.free.copy_(scores.argmin(-1).expand(B, H))
-        self.pos[self._slots()] = -1
+        self.prev[:, :, :n] = scores.expand(*self.free.shape, n)
+        return scores
 
     def _slots(self):
         """An index for the slot `free` names in each (sequence, KV head): x[self._slots()] is (B, Hkv, ...)."""
         B, H = self.free.shape
         return torch.arange(B, device=self.free.device)[:, None], torch.arange(H, device=self.free.device), self.free
 
-    def _cut(self, drop):
-        """Drop slots `drop` (B, Hkv, n - size); keep the rest in slot order, in fresh buffers of size + 1 slots."""
-        B, H, n = *drop.shape[:2], self.n
-        kept = torch.ones(B, H, n, dtype=torch.bool, device=drop.device).scatter_(-1, drop, False)
-        keep = torch.arange(n, device=drop.device).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slot indices
-        def gather(x):                                               # (B, Hkv, cap[, hd]) -> (B, Hkv, size + 1[, hd])
-            idx = keep if x.dim() == 3 else keep[..., None].expand(-1, -1, -1, x.shape[-1])
-            out = x.gather(2, idx)
-            return torch.cat([out, out[:, :, :1]], 2)  # slot `size` is written by the next token
-        self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
-        self.prev, self.n = gather(self.prev), self.size
-
     def make_room(self, t):
-        """Grow the buffers if the row of position t would find no free slot: doubled, amortised O(1);
-        a bounded state stops at size + 1 slots (after a one-shot prompt)."""
-        if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size or t < self.oneshot):
+        """Grow the buffers if the row of position t would find no free slot (`_grow`)."""
+        if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size):
             self._grow()
 
     def _grow(self, at_least=0):
+        """Copy the rows into buffers of twice the slots (amortised O(1) a row); a bounded state stops
+        at size + 1 slots, allocated as it fills, so a large size costs nothing on a short text."""
         cap = max(2 * self.k.shape[2], 16, at_least)
-        if self.size is not None and self.n < self.oneshot:  # a one-shot prompt: every row until the cut
-            cap = max(at_least, min(cap, self.oneshot))
-        elif self.size is not None:  # allocated as it fills, so a large size costs nothing on a short text
+        if self.size is not None:
             cap = max(at_least, min(cap, self.size + 1))
         B, H, _, hd = self.k.shape
         guards.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 24), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)
         self.pos, self.score, self.prev = pad(self.pos, -1), pad(self.score, 0.0), pad(self.prev, math.nan)
-
-
-def lowest(scores, count: int) -> torch.Tensor:
-    """The `count` lowest-scored slots of scores (B, h, n), (B, h, count); ties go against the earlier slot."""
-    if count == 1:  # the per-step drop: cheaper than a sort
-        return scores.argmin(-1, keepdim=True)
-    return scores.sort(dim=-1, stable=True).indices[..., :count]
 
 
 @dataclass
@@ -182,11 +156,9 @@ def state_bytes(model: llama.Model, rows: int) -> int:
     return 2 * c.n_layers * c.n_kv_heads * rows * c.head_dim * model.embed.element_size()
 
 
-def init_state(model: llama.Model, batch: int = 1, size: int | None = None, oneshot: int = 0) -> State:
-    """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None.
-    oneshot > 0: the first `oneshot` tokens are read with full attention, then the state is cut to
-    `size` rows by the policy at the last of them (the one-shot regime); 0 evicts at every step."""
-    guards.check_state_args(batch, size, oneshot)
+def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> State:
+    """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None."""
+    guards.check_state_args(batch, size)
     c = model.config
     # slots are allocated as rows arrive (MultiState._grow); a bounded state ends at size + 1 slots,
     # since it holds size + 1 rows while it attends
@@ -197,7 +169,7 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None, ones
         return MultiState(k=z, v=z.clone(), pos=torch.full((batch, c.n_kv_heads, cap), -1, device=model.device),
                           score=wide, prev=wide.clone().fill_(math.nan),
                           free=torch.zeros(batch, c.n_kv_heads, dtype=torch.long, device=model.device), size=size,
-                          window=c.sliding_window, layer=layer, oneshot=oneshot)
+                          window=c.sliding_window, layer=layer)
     return State([empty(i) for i in range(c.n_layers)])
 
 
@@ -211,35 +183,35 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     return torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
 
 
-def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
+def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
     """The MSRNN on tokens (T,) or (B, T): logits (T, vocab) or (B, T, vocab).
 
-    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. oneshot: see init_state.
+    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: an empty
+    state to start from instead of init_state's (engine/oneshot.py passes its own).
     """
     guards.check_policy(policy, size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
-    logits = feed(model, ids, init_state(model, ids.shape[0], size, oneshot), policy)
+    logits = feed(model, ids, init_state(model, ids.shape[0], size) if state is None else state, policy)
     return logits[0] if tokens.dim() == 1 else logits
 
 
 @torch.no_grad()
 def generate(model, prompt, max_new: int, policy=None, size=None, state=None, temperature: float = 0.0,
-             top_k: int | None = None, seed: int = 0, regime: str = "step", step=llama.step):
+             top_k: int | None = None, seed: int = 0, step=llama.step):
     """Yield (B,) new tokens one at a time: greedy when temperature is 0, sampled otherwise.
 
     prompt: (T,) or (B, T), at least one token, fed first, one step at a time (fast.generate reads it
-    at once). regime "step" evicts from the first token on; "full" reads the prompt with full
-    attention and cuts the state to `size` once, after it. Pass `state` to continue from it instead:
-    its size, regime and position carry on, and it is updated in place, so a caller can watch it
+    at once, or in full before one cut with regime="full"). Pass `state` to continue from it
+    instead: its size and position carry on, and it is updated in place, so a caller can watch it
     grow. step: llama.step, or one with its signature (fast.compiled_step()).
     """
     prompt = guards.check_tokens(model, prompt)                      # (B, T)
-    guards.check_sampling(model, max_new, temperature, top_k, seed, regime, state)
+    guards.check_sampling(model, max_new, temperature, top_k, seed, "step", state)
     if state is None:
         guards.check_policy(policy, size)
-        state = init_state(model, prompt.shape[0], size, prompt.shape[1] if regime == "full" and size else 0)
+        state = init_state(model, prompt.shape[0], size)
     guards.check_positions(model, state.t + prompt.shape[1] + max_new)
-    # the random numbers come from the model's device (meta tensors, test_devices.py, have none to give)
+    # the random numbers come from the model's device (meta tensors, tests/test_devices.py, have none to give)
     gen = torch.Generator(model.device).manual_seed(seed) if model.device.type != "meta" else None
     logits = feed(model, prompt, state, policy)[:, -1]
     for i in range(max_new):
@@ -259,18 +231,18 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 # ---------------------------------------------------------------- the transformer view of a finite MSRNN
 
 @torch.no_grad()
-def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, oneshot: int = 0):
+def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
     """The transformer view of a finite MSRNN (Oren et al. 2024, app. E): (logits, state) for tokens
-    (B, T) or (T,), logits shaped as llama.forward's.
+    (B, T) or (T,), logits shaped as llama.forward's. state: as in `run`.
 
-    Each layer computes all queries and keys at once, derives row by row which keys every query
-    may see under the policy (static for window/sink, from that layer's attention for H2O and TOVA),
-    and attends under that mask with ordinary softmax attention. The returned state is the one the
-    token-by-token run reaches, so generation can continue from it.
+    Each layer computes all queries and keys at once, derives row by row which keys every query may
+    see under the policy (`held_mask`: the recurrence's own drops, whatever the policy), and attends
+    under that mask with ordinary softmax attention. The returned state is the one the token-by-token
+    run reaches, so generation can continue from it.
     """
     guards.check_policy(policy, size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
-    state = init_state(model, ids.shape[0], size, oneshot)
+    state = init_state(model, ids.shape[0], size) if state is None else state
     causal = llama.causal_mask(ids.shape[1], model.config.sliding_window, model.device)  # (T, T) the model's own mask
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -295,5 +267,5 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
         out[:, :, 0, i, i] = True                                    # and the current token
         ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)
     out = out[..., :T]
-    # a layer-wise policy: one mask is cheaper to apply (meta tensors, test_devices.py, have no values to compare)
+    # a layer-wise policy: one mask is cheaper to apply (meta tensors, tests/test_devices.py, have no values to compare)
     return out[:, :1] if out.device.type != "meta" and (out == out[:, :1]).all() else out

@@ -2,7 +2,8 @@
 
 The contract. Every policy has one signature:  policy(rows: msrnn.Rows) -> float tensor of scores,
 shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, Hkv, n) per KV head.
-- The lowest-scored row is dropped: one per step (the paper's MSRNN), or, in the one-shot regime,
+- The lowest-scored row is dropped: one per step (the paper's MSRNN), or, in the one-shot regime
+  (engine/oneshot.py),
   all but the `size` best at once, after a prompt read with full attention.
 - A policy is called only when the layer holds more rows than `size`: size + 1 at a step, every
   prompt row at a one-shot cut. The current token (pos == t) is one of them and may be dropped;

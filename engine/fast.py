@@ -19,6 +19,7 @@ import warnings
 
 import torch
 
+import engine.oneshot
 from engine import guards
 import llama
 import msrnn
@@ -35,7 +36,7 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     last: only the last position's logits (llama.forward)."""
     guards.check_policy(policy, size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
-    state = msrnn.init_state(model, ids.shape[0], size, oneshot)
+    state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
     step = compiled(scored_step) if compile else scored_step
@@ -69,7 +70,7 @@ def fill(ms: msrnn.MultiState, q, k, v, policy):
         i1 = min(i0 + FILL_BLOCK, f)
         qb = q[:, :, :, i0:i1].reshape(B, H, G * (i1 - i0), hd)       # (B, Hkv, G b, hd): G heads share a KV head
         scores = (qb / math.sqrt(hd) @ k[:, :, :i1].mT).view(B, H, G, i1 - i0, i1)  # (B, Hkv, G, b, i1)
-        attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1, dtype=ms.score.dtype)
+        attn = scores.masked_fill(~visible[i0:i1, :i1], float("-inf")).softmax(-1, dtype=llama.wide(scores.dtype))
         o = attn.to(v.dtype).view(B, H, G * (i1 - i0), i1) @ v[:, :, :i1]  # (B, Hkv, G b, hd)
         out[:, :, :, i0:i1] = o.view(B, H, G, i1 - i0, hd)
         ms.score[:, :, :i1] += attn.sum((2, 3))  # summed over the KV head's G queries, as in attend
@@ -126,7 +127,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, temperature: f
     if T > 1:
         _, state = prefill(model, ids[:, :-1], policy, size, oneshot, last=True)
     else:
-        state = msrnn.init_state(model, B, size, oneshot)
+        state = engine.oneshot.init_state(model, B, size, oneshot)
     return msrnn.generate(model, ids[:, -1:], max_new, policy, state=state, temperature=temperature, top_k=top_k,
                           seed=seed, step=compiled_step() if compile else llama.step)
 
@@ -152,7 +153,13 @@ def compiled_step():
 def compiled(fn):
     """fn compiled by torch.compile (inductor): the same code, its small operations fused into a few
     C++ loops, so that a step costs its memory traffic rather than ~2,000 operator calls. Without a
-    C++ compiler, fn itself, with one warning."""
+    C++ compiler, fn itself, with one warning.
+
+    msrnn.MultiState is written so that it compiles to few graphs: `append` writes a filling state
+    as slices i:i+1 (a changing i is followed, not recompiled for) and a full one by indexing (which
+    inductor does in place, where scatter_ becomes a copy of the whole buffer); `evict` drops by
+    argmin, not a sort of count 1 (from which inductor would learn n == size + 1 and fail once the
+    size varies)."""
     if shutil.which(os.environ.get("CXX", "g++")) is None:  # inductor's C++ compiler
         warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: running uncompiled")
         return fn

@@ -75,7 +75,7 @@ def integer(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
 
 
-def check_state_args(batch, size, oneshot):
+def check_state_args(batch, size, oneshot=0):
     if size is not None and (not integer(size) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
     if not integer(batch) or batch < 1:

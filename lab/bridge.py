@@ -2,7 +2,7 @@
 
 kvpress compresses a Hugging Face model's cache once, after the prompt: each attention layer's
 press scores every prompt row (`ScorerPress.score`) and keeps the best. That is this project's
-one-shot regime (msrnn.init_state(oneshot=...)) with another signature, so `press(policy)` runs our
+one-shot regime (engine/oneshot.py) with another signature, so `press(policy)` runs our
 own cut (fast.fill) on the rows kvpress hands it and marks the rows it keeps. test_bridge.py shows that
 the rows kept are those of fast.prefill's one-shot cut, on the default model.
 
@@ -11,10 +11,9 @@ Install: pip install kvpress==0.5.5 transformers==5.2.0 (kvpress 0.5.5 needs tra
 """
 import torch
 
-from engine import fast
+from engine import fast, oneshot
 import llama
 import load_weights
-import msrnn
 from lab import specs
 
 
@@ -51,7 +50,7 @@ def press(policy, compression_ratio: float = 0.5):
 def cut(module, hidden_states, keys, values, kwargs, policy, size: int):
     """Our one-shot cut of the prompt a kvpress hook sees: the positions (B, Hkv, size) of the rows that
     `policy` keeps. The prompt's rows go into a multi-state read in full by fast.fill, whose last step
-    is the cut (msrnn.MultiState.evict), as in fast.prefill(..., oneshot=T): the policy sees the same
+    is the cut (oneshot.OneShot.evict), as in fast.prefill(..., oneshot=T): the policy sees the same
     Rows (the last token's queries and attention, the attention each row received, prev NaN).
     keys, values (B, Hkv, T, hd) with RoPE applied, as in the cache; hidden_states (B, T, d)."""
     from kvpress.utils import get_prerope_query_states
@@ -63,11 +62,11 @@ def cut(module, hidden_states, keys, values, kwargs, policy, size: int):
     q, _ = apply_rotary_pos_emb(q, q, cos, sin)                       # RoPE, as the layer applied it to its queries
     q = q.view(B, Hkv, -1, T, hd)                                     # (B, Hkv, G, T, hd): G heads share a KV head
     empty = keys[:, :, :0]                                            # (B, Hkv, 0, hd): fill allocates the rows
-    ms = msrnn.MultiState(k=empty, v=values[:, :, :0], pos=torch.zeros(B, Hkv, 0, dtype=torch.long, device=keys.device),
+    ms = oneshot.OneShot(k=empty, v=values[:, :, :0], pos=torch.zeros(B, Hkv, 0, dtype=torch.long, device=keys.device),
                           score=torch.zeros(B, Hkv, 0, dtype=llama.wide(keys.dtype), device=keys.device),
                           prev=torch.zeros(B, Hkv, 0, dtype=llama.wide(keys.dtype), device=keys.device),
                           free=torch.zeros(B, Hkv, dtype=torch.long, device=keys.device), size=size,
-                          layer=module.layer_idx, oneshot=T)
+                          layer=module.layer_idx, prompt=T)
     fast.fill(ms, q, keys, values, policy)
     return ms.pos[:, :, :ms.n]                                        # (B, Hkv, size): every row if size >= T
 

@@ -19,7 +19,7 @@ import torch
 
 from engine import guards
 from lab import experiments
-from engine import fast
+from engine import fast, oneshot
 from lab import harness
 import llama
 import msrnn
@@ -46,7 +46,7 @@ def recorded(policy, log):
     def recording(rows):
         scores = policy(rows)
         if isinstance(scores, torch.Tensor) and scores.is_floating_point() and scores.dim() == 3:
-            drop = msrnn.lowest(scores, rows.pos.shape[-1] - rows.size)           # (B, 1 or Hkv, k)
+            drop = oneshot.lowest(scores, rows.pos.shape[-1] - rows.size)           # (B, 1 or Hkv, k)
             dropped = rows.pos.gather(-1, drop.expand(-1, rows.pos.shape[1], -1))  # (B, Hkv, k)
             log.append((rows.layer, rows.t, dropped.tolist(), scores.shape[1], bool(scores.isnan().any())))
         return scores
@@ -69,11 +69,11 @@ def exact(named, deterministic=True):
         x = tokens(2, 40, seed=2)
         policy = named.on(model, x)
         for size in SIZES:
-            for oneshot in (0, 24):
+            for prompt in (0, 24):
                 try:
-                    views = [msrnn.run(model, x, policy, size, oneshot),
-                             fast.prefill(model, x, policy, size, oneshot)[0],
-                             msrnn.masked_forward(model, x, policy, size, oneshot)[0]]
+                    views = [oneshot.run(model, x, policy, size, prompt),
+                             fast.prefill(model, x, policy, size, prompt)[0],
+                             oneshot.masked_forward(model, x, policy, size, prompt)[0]]
                 except guards.PolicyError as e:
                     if not isinstance(getattr(e, "original", None), ValueError):
                         return "fail", str(e)

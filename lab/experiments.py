@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from engine import guards
-from engine import fast
+from engine import fast, oneshot
 from lab import harness
 import llama
 import msrnn
@@ -264,7 +264,7 @@ def drops(model, ids, named, size):
 
     def recording(rows):
         scores = scored(rows)
-        gone = msrnn.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
+        gone = oneshot.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
         where = (rows.layer, rows.pos[0, 0, gone].cpu())
         dropped_at[where], score[where] = rows.t, scores[0, 0, gone].double().cpu()
         return scores
@@ -392,7 +392,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     prompt read once. In the one-shot regime the prompt is read with full attention whatever the
     policy and size; only the cut at its last token differs. So one prefill keeps, per layer, the rows
     that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
-    from them by MultiState.evict, as fill makes it (test_experiments.py: the same tokens)."""
+    from them by OneShot.evict, as fill makes it (test_experiments.py: the same tokens)."""
     T = prompts.shape[1]
     seen = []  # per layer: what its cut reads (msrnn.Rows)
 
@@ -403,7 +403,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     first = logits[:, -1].argmax(-1)                                 # (B,) the full-attention prompt's next token
     out = []
     for policy, size in cuts:
-        state = msrnn.init_state(model, prompts.shape[0], size, T)
+        state = oneshot.init_state(model, prompts.shape[0], size, T)
         for ms, r in zip(state, seen):                               # the state fill leaves just before its cut
             # copies: the cut and the steps after it write into the state in place
             ms.k, ms.v, ms.pos, ms.score, ms.prev = (r[f].clone() for f in ("keys", "values", "pos", "score", "prev"))

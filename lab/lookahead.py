@@ -3,7 +3,7 @@
 In the spirit of Belady's optimal cache replacement (1966), it keeps the rows that the full-cache
 model's same layer will attend to most over the rest of the text. It is built for one text, so
 `lookahead(model, tokens)` returns the policy for that text; `demo.py check` says it reads ahead.
-test_policies.py compares it with a list-based reference.
+tests/test_policies.py compares it with a list-based reference.
 """
 import math
 

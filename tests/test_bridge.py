@@ -23,7 +23,7 @@ import torch
 from lab import bridge
 from data import default_model
 from lab import experiments
-from engine import fast
+from engine import fast, oneshot
 import llama
 import load_weights
 import msrnn
@@ -96,7 +96,7 @@ class Prompt:
         """Our one-shot cut of the recorded prompt (fast.fill, as fast.prefill runs it when the cut ends the
         prompt), then one greedy token: (kept positions per layer, sorted; logits (2, vocab))."""
         T = self.ids.shape[1]
-        state = msrnn.init_state(self.ours, 1, size, oneshot=T)
+        state = oneshot.init_state(self.ours, 1, size, T)
         for ms, (q, k, v) in zip(state.layers, self.qkv):
             fast.fill(ms, q, k, v, policy)
         state.t = T

@@ -11,7 +11,7 @@ import torch
 
 from engine import guards
 from data import default_model
-from engine import fast
+from engine import fast, oneshot
 from lab import harness
 import llama
 import msrnn
@@ -48,7 +48,7 @@ def test_bad_tokens_are_named(entry, bad, message):
 def test_every_entry_point_takes_one_sequence_or_a_batch():
     x = tokens(1, 12)
     full = msrnn.run(MODEL, x[0], policies.tova, 4)  # (T, vocab)
-    for view in (fast.prefill, msrnn.masked_forward):  # a 1-D tensor once failed to unpack
+    for view in (fast.prefill, oneshot.masked_forward):  # a 1-D tensor once failed to unpack
         one, _ = view(MODEL, x[0], policies.tova, 4)
         assert one.shape == (12, 61)
         assert_close(one, full, atol=EXACT, msg=view.__name__)
@@ -59,11 +59,12 @@ def test_every_entry_point_takes_one_sequence_or_a_batch():
     (dict(size=2.0), "size must be a positive integer or None, got 2.0"),
     (dict(size=0), "size must be a positive integer or None, got 0"),
     (dict(batch=0), "batch must be a positive integer, got 0"),
-    (dict(size=4, oneshot=True), "oneshot must be a prompt length >= 0"),
+    (dict(size=4, prompt=True), "oneshot must be a prompt length >= 0"),
+    (dict(prompt=4), "oneshot must be a prompt length >= 0 for a bounded state"),
 ])
 def test_bad_state_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        msrnn.init_state(MODEL, **kwargs)
+        oneshot.init_state(MODEL, **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -4,12 +4,12 @@ import functools
 import pytest
 import torch
 
-from engine import fast
+from engine import fast, oneshot
 import llama
 from lab import lookahead
 import msrnn
 import policies
-import reference
+from test_equivalence import reference_run
 from lab import specs
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
@@ -154,8 +154,6 @@ def test_bad_arguments():
         msrnn.run(model, x, lambda rows: torch.full((1, 1), 3), 3)  # a row index, as policies once returned
     with pytest.raises(ValueError, match="must return a float tensor.*got int"):
         msrnn.run(model, x, lambda rows: 0, 3)
-    with pytest.raises(ValueError, match="regime is for a new state"):
-        next(msrnn.generate(model, x, 2, state=msrnn.init_state(model, 1, 3), regime="full"))
 
 
 def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer, books):
@@ -211,10 +209,10 @@ def test_oneshot_regime_is_the_reference(name, size, prompt):
     for cfg in (tiny_config(), tiny_config(sliding_window=9)):
         model = random_model(cfg, seed=3)
         x = tokens(1, 30, seed=4)
-        want = reference.run(model, x, ALL[name], size, prompt)
-        assert_close(msrnn.run(model, x, ALL[name], size, oneshot=prompt), want, atol=EXACT, msg=f"run, {cfg}")
-        for view in (fast.prefill, msrnn.masked_forward):
-            assert_close(view(model, x, ALL[name], size, oneshot=prompt)[0], want, atol=EXACT,
+        want = reference_run(model, x, ALL[name], size, prompt)
+        assert_close(oneshot.run(model, x, ALL[name], size, prompt), want, atol=EXACT, msg=f"run, {cfg}")
+        for view in (fast.prefill, oneshot.masked_forward):
+            assert_close(view(model, x, ALL[name], size, prompt)[0], want, atol=EXACT,
                          msg=f"{view.__name__}, {cfg}")
         if prompt:
             assert (msrnn.run(model, x, ALL[name], size) - want).abs().max() > 1e-3, \
@@ -227,14 +225,14 @@ def test_oneshot_generation_and_handover(name, size):
     x = tokens(2, 30, seed=4)
     # generate(regime="full") reads the prompt in full and cuts once: its greedy tokens are the argmax
     # of the one-shot run over prompt + generated tokens
-    new = torch.stack(list(msrnn.generate(model, x[:, :16], 10, ALL[name], size, regime="full")), 1)
+    new = torch.stack(list(fast.generate(model, x[:, :16], 10, ALL[name], size, regime="full")), 1)
     seq = torch.cat([x[:, :16], new], 1)
-    assert torch.equal(msrnn.run(model, seq, ALL[name], size, oneshot=16)[:, 15:-1].argmax(-1), new)
+    assert torch.equal(oneshot.run(model, seq, ALL[name], size, 16)[:, 15:-1].argmax(-1), new)
     # prefill in the one-shot regime hands over a state of size + 1 slots (holding size rows) that feed continues exactly
     logits, state = fast.prefill(model, x[:, :16], ALL[name], size, oneshot=16)
     assert all(ms.k.shape[2] == size + 1 and (ms.pos[:, :, :ms.n] >= 0).sum(-1).eq(size).all() for ms in state)
     rest = msrnn.feed(model, x[:, 16:], state, ALL[name])
-    assert_close(torch.cat([logits, rest], 1), msrnn.run(model, x, ALL[name], size, oneshot=16), atol=EXACT)
+    assert_close(torch.cat([logits, rest], 1), oneshot.run(model, x, ALL[name], size, 16), atol=EXACT)
 
 
 def test_short_prompt_regimes_are_identical():
@@ -242,7 +240,7 @@ def test_short_prompt_regimes_are_identical():
     x = tokens(2, 30)
     for name in ("tova", "h2o", "window"):
         step = msrnn.run(model, x, ALL[name], 8)
-        assert_close(msrnn.run(model, x, ALL[name], 8, oneshot=8), step, atol=0, msg=name)  # the same computation
+        assert_close(oneshot.run(model, x, ALL[name], 8, 8), step, atol=0, msg=name)  # the same computation
         assert_close(fast.prefill(model, x, ALL[name], 8, oneshot=5)[0], step, atol=EXACT, msg=name)
 
 
@@ -273,11 +271,11 @@ def test_lookahead_equals_a_naive_reference(horizon):
         x = tokens(1, 28, seed=6)
         oracle = lookahead.lookahead(model, x, horizon)
         for size, prompt in ((3, 0), (6, 0), (4, 15)):
-            want = reference.run(model, x, naive_lookahead(model, x, horizon), size, prompt)
-            for view in (fast.prefill, msrnn.masked_forward):
-                assert_close(view(model, x, oracle, size, oneshot=prompt)[0], want, atol=EXACT,
+            want = reference_run(model, x, naive_lookahead(model, x, horizon), size, prompt)
+            for view in (fast.prefill, oneshot.masked_forward):
+                assert_close(view(model, x, oracle, size, prompt)[0], want, atol=EXACT,
                              msg=f"{view.__name__}, {size=}, {prompt=}, {cfg}")
-            assert_close(msrnn.run(model, x, oracle, size, oneshot=prompt), want, atol=EXACT,
+            assert_close(oneshot.run(model, x, oracle, size, prompt), want, atol=EXACT,
                          msg=f"run, {size=}, {prompt=}, {cfg}")
 
 
@@ -299,9 +297,9 @@ def test_lookahead_long_text_blocks():
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_policy_is_the_list_reference(name):
-    """reference.py, the paper in plain lists, is what msrnn.run computes with slots (float64, batch 2)."""
+    """test_equivalence.py's list reference, the paper in plain lists, is what msrnn.run computes with slots (float64, batch 2)."""
     model = random_model(tiny_config(), seed=7)
     x = tokens(2, 24, seed=8)
     for size in filter(lambda s: valid(name, s), (1, 5, 9)):
-        assert_close(msrnn.run(model, x, ALL[name], size), reference.run(model, x, ALL[name], size), atol=EXACT,
+        assert_close(msrnn.run(model, x, ALL[name], size), reference_run(model, x, ALL[name], size), atol=EXACT,
                      msg=f"{name=}, {size=}")

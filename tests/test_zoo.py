@@ -8,6 +8,7 @@ import torch
 
 import llama
 import msrnn
+from engine import oneshot
 import policies
 from lab import specs
 from lab import zoo
@@ -74,7 +75,7 @@ def test_oneshot_cut_sees_every_row_new():
     def spy(rows):
         prevs.append(rows.prev.clone())
         return rows.attn.mean((1, 2))[:, None]
-    msrnn.run(model, tokens(1, 14), spy, 4, oneshot=10)
+    oneshot.run(model, tokens(1, 14), spy, 4, 10)
     for layer in (0, 1):  # the cut in each layer: 10 rows, none scored before
         assert prevs[layer].isnan().all() and prevs[layer].shape[-1] == 10
     nxt = prevs[2]  # layer 0's next step: the 4 rows kept carry their scores from the cut, the new one none
