@@ -78,21 +78,25 @@ def test_sink_is_a_static_mask():
     assert_close(msrnn.run(model, x, sink, size), static, atol=EXACT)
 
 
-def naive_masks(model, x, size, score):
-    """An independent reference for one sequence: kept rows as a Python list in position order;
-    score(attn over kept rows (H, G, n), accumulated (H, n) dict, kept, t) -> index to drop."""
+def naive_masks(model, x, size, score, head_wise=False):
+    """An independent reference for one sequence: kept rows as a Python list in position order, one list
+    for the layer or, head_wise, one per KV head; score(attn over kept rows (heads, G, n), accumulated
+    (heads, n) dict, kept, t) -> index to drop."""
     def attention(layer, q, k, v):
-        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-        T, kept, acc = scores.shape[-1], [], {}
-        mask = torch.zeros(T, T, dtype=torch.bool)
-        for t in range(T):
-            kept.append(t)
-            mask[t, kept] = True
-            attn = scores[0, :, :, t, kept].softmax(-1)             # (Hkv, G, n)
-            for r, p in enumerate(kept):
-                acc[p] = acc.get(p, 0.0) + attn[..., r].sum().item()
-            if len(kept) > size:
-                kept.pop(score(attn, acc, kept, t))
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5         # (1, Hkv, G, T, T)
+        H, T = scores.shape[1], scores.shape[-1]
+        mask = torch.zeros(1, H, 1, T, T, dtype=torch.bool)
+        for heads in [[h] for h in range(H)] if head_wise else [list(range(H))]:
+            kept, acc = [], {}
+            for t in range(T):
+                kept.append(t)
+                for h in heads:
+                    mask[0, h, 0, t, kept] = True
+                attn = scores[0, heads, :, t][..., kept].softmax(-1)  # (heads, G, n)
+                for r, p in enumerate(kept):
+                    acc[p] = acc.get(p, 0.0) + attn[..., r].sum().item()
+                if len(kept) > size:
+                    kept.pop(score(attn, acc, kept, t))
         return llama.softmax_attention(q, k, v, mask)
     return llama.forward(model, x, attention)
 
@@ -109,6 +113,23 @@ def test_tova_and_h2o_match_a_naive_reference():
                      msg=f"tova, {size=}")
         assert_close(msrnn.run(model, x, policies.h2o, size), naive_masks(model, x, size, h2o), atol=EXACT,
                      msg=f"h2o, {size=}")
+
+
+def test_head_wise_policies_match_a_naive_reference():
+    """tova_head and h2o_head: each KV head keeps its own rows, by its own queries' attention or its own
+    accumulated score (naive_masks with one list per KV head)."""
+    model = random_model(tiny_config())
+    x = tokens(1, 30)[0]
+    tova = lambda attn, acc, kept, t: attn.mean((0, 1)).argmin().item()
+    def h2o(attn, acc, kept, t):
+        old = [p for p in kept if p <= t - size // 2]
+        return kept.index(min(old, key=acc.get))
+    for size in (2, 5, 9):
+        for name, score in (("tova_head", tova), ("h2o_head", h2o)):
+            mine = msrnn.run(model, x, policies.POLICIES[name], size)
+            assert_close(mine, naive_masks(model, x, size, score, head_wise=True), atol=EXACT, msg=f"{name}, {size=}")
+            layer_wise = msrnn.run(model, x, policies.POLICIES[name.removesuffix("_head")], size)
+            assert (mine - layer_wise).abs().max() > 1e-3, f"{name}, {size=}: the layer-wise logits; the test shows nothing"
 
 
 def test_batch_sequences_drop_their_own_rows():
