@@ -102,6 +102,12 @@ def test_unbounded_msrnn_equals_transformer(name):
     assert_close(recurrent, parallel, atol=EXACT)
     assert_close(llama.forward(model, x[1]), parallel[1], atol=EXACT)  # a batch is independent sequences
     assert_close(llama.forward(model, x, last=True), parallel[:, -1:], atol=EXACT)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_prefill_last_is_the_last_position(name):
+    model = random_model(CONFIGS[name])
+    x = tokens(3, 40)
     assert_close(fast.prefill(model, x, policies.tova, 9, last=True)[0], fast.prefill(model, x, policies.tova, 9)[0][:, -1:],
                  atol=EXACT)
 
