@@ -90,16 +90,15 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def books():
-    """The Canterbury books of texts.py, downloaded once; skipped where they are not cached and pip fails."""
-    from data import default_model
-    from data import texts
+    """The Canterbury books of data/corpus.py, downloaded once; skipped where they are not cached and pip fails."""
+    from data import corpus as module, default_model
     try:
-        texts.book("alice29")  # fetches all four books, or none
+        module.book("alice29")  # fetches all four books, or none
     except subprocess.CalledProcessError as e:  # only pip's download raises this; a bad hash raises RuntimeError
-        pytest.skip(f"the books of {texts.SDIST} are not in {default_model.cache_root() / 'texts'} and pip could not "
-                    f"download them (exit {e.returncode}); run `python -c \"import texts; texts.book('alice29')\"` "
+        pytest.skip(f"the books of {module.SDIST} are not in {default_model.cache_root() / 'texts'} and pip could not "
+                    f"download them (exit {e.returncode}); run `python -c \"from data import books; books.book('alice29')\"` "
                     "once with network access")
-    return texts
+    return module
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ import load_weights
 import msrnn
 from lab import specs
 from t2r import train
-from data import texts
+from data import corpus
 
 
 def load(args):
@@ -123,7 +123,7 @@ def tour_retention(model, tok, length=512, size=64, layer=15):
 def tour_view(model, tok, length=512, size=64):
     say("6. See it", "The page below shows, step by step and layer by layer, what Window+4 and TOVA keep of the\n"
         "same text; open it in any browser (python demo.py view makes one for any text and policies):")
-    ids = torch.tensor(tok.encode(texts.book("alice29")).ids[:length])
+    ids = torch.tensor(tok.encode(corpus.book("alice29")).ids[:length])
     print(indent(os.path.relpath(write_page(experiments.view(model, tok, ids, size=size), harness.RESULTS / "tour-view.html"))))
 
 
@@ -153,7 +153,7 @@ def cmd_tour(args):
 
 def read_text(args) -> str:
     """The text of --text (in --encoding), else of --book."""
-    return texts.read(args.text, args.encoding) if args.text else texts.book(args.book)
+    return corpus.read(args.text, args.encoding) if args.text else corpus.book(args.book)
 
 
 def cmd_ppl(args):

@@ -18,14 +18,14 @@ import llama
 import msrnn
 import policies
 from lab import specs
-from data import texts
+from data import corpus
 
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
 
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:
     """n chunks (n, length) of real text: the first chunk of each book, then the second of each, ..."""
-    per_book = [texts.chunks(tok.encode(texts.book(b)).ids, length) for b in books]
+    per_book = [corpus.chunks(tok.encode(corpus.book(b)).ids, length) for b in books]
     out = [c[i] for i in range(max(map(len, per_book))) for c in per_book if i < len(c)][:n]
     if len(out) < n:
         raise ValueError(f"the books hold only {len(out)} chunks of {length} tokens")
@@ -116,7 +116,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
     file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is specs.FULL else p.key}-{s}.json"
-    done = {(p, s): row for p, s in settings if (row := harness.read_cached(file(p, s))) is not None}
+    done = {(p, s): row for p, s in settings if (row := harness.read_cached(file(p, s), MEASURED)) is not None}
     todo = [setting for setting in settings if setting not in done]
     log(f"perplexity sweep: {n_chunks} chunks of {chunk} tokens, sizes {list(sizes)}, "
         f"{', '.join(p.label for p in named)}; {len(todo)} of {len(settings)} settings to measure, {jobs} process(es)")
@@ -152,18 +152,21 @@ def call(model, ids, fn, *args):
     return fn(model, ids, *args)
 
 
-def cache_dir(kind: str, model, ids):
+def cache_dir(kind: str, model, ids, code=(__file__,)):
     """results/<kind>/<key>/: measured settings, keyed by everything that changes their numbers: the
-    model's weights and dtype, the tokens, and the code of llama.py, msrnn.py and fast.py. Each file in it is
-    named by the policy's key (its source and parameters) and the size."""
-    code = [harness.ROOT / "llama.py", harness.ROOT / "msrnn.py", harness.ROOT / "engine" / "fast.py"]
-    return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *code)
+    model's weights and dtype, the tokens, and the content of every module of the project that `code`
+    (this file, or the caller's) imports, transitively (harness.sources). Each file in it is named
+    by the policy's key (its file and parameters, specs.Named.key) and the size."""
+    return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *harness.sources(*code))
 
 
 def weights(model) -> list:
     """Every weight tensor of a model once (the named q/k/v and gate/up are views of fused ones)."""
     per_layer = [w for L in model.layers for w in (L.attn_norm, L.w_qkv, L.wo, L.mlp_norm, L.w_gate_up, L.w_down)]
     return [model.embed, *per_layer, model.norm, model.lm_head]
+
+
+MEASURED = {"ppl": float, "per_chunk": [float], "seconds": float}  # what `measure` returns, as read_cached checks it
 
 
 def measure(model, ids, policy, size, batch, compile=False) -> dict:

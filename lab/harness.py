@@ -3,10 +3,12 @@ record about the run that made them, a transcript of what a run printed, one way
 a pool of worker processes. Nothing here changes a number.
 """
 import argparse
+import ast
 import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -44,16 +46,44 @@ def atomic_write(path: pathlib.Path, text: str):
         tmp.write_text(text)
 
 
-def read_cached(path: pathlib.Path):
-    """A cached JSON result, or None when it is missing or unreadable (then it is measured again: a
-    file damaged by hand or by a crash of an older version must not block every later run)."""
+def read_cached(path: pathlib.Path, shape=None):
+    """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
+    measured again: a file damaged by hand or by a crash of an older version must not block every
+    later run). shape: a type (float means any finite number), or a dict {key: type} of what it must hold."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         print(f"[msrnn] ignoring the unreadable cached result {path} ({e}); measuring it again", file=sys.stderr)
         return None
+    wrong = _not_of_shape(data, shape)
+    if wrong:
+        print(f"[msrnn] ignoring the cached result {path}: {wrong}; measuring it again", file=sys.stderr)
+        return None
+    return data
+
+
+def _not_of_shape(data, shape) -> str:
+    """What is wrong with data as `shape` (see read_cached), or ''."""
+    if shape is None:
+        return ""
+    if isinstance(shape, dict):
+        if not isinstance(data, dict):
+            return f"expected an object with {', '.join(shape)}, got {type(data).__name__}"
+        missing = [k for k in shape if k not in data]
+        if missing:
+            return f"it has no {', '.join(map(repr, missing))}"
+        return next((f"{k!r}: {w}" for k, t in shape.items() if (w := _not_of_shape(data[k], t))), "")
+    if shape is float:  # a number, not a bool, not NaN or infinite (json reads NaN)
+        ok = isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data)
+    elif shape is int:
+        ok = isinstance(data, int) and not isinstance(data, bool)
+    elif isinstance(shape, list):  # [float]: a non-empty list of them
+        ok = isinstance(data, list) and data and not any(_not_of_shape(x, shape[0]) for x in data)
+    else:
+        ok = isinstance(data, shape)
+    return "" if ok else f"expected {shape if isinstance(shape, list) else shape.__name__}, got {data!r:.40}"
 
 
 def code_version() -> str:
@@ -111,6 +141,31 @@ def transcript():
     out = io.StringIO()
     with contextlib.redirect_stdout(_Tee(sys.stdout, out)):
         yield out
+
+
+def sources(*files: pathlib.Path) -> list[pathlib.Path]:
+    """files and every module they import from their own folder or from the repository, transitively:
+    the code a result depends on, for its cache key. Read from each file's import statements (never
+    run); an import that names no such file (torch, math) is left out."""
+    seen, todo = [], [pathlib.Path(f).resolve() for f in files]
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.append(f)
+        try:
+            tree = ast.parse(f.read_bytes())
+        except (SyntaxError, ValueError, RecursionError):
+            continue  # its bytes are still hashed
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or "", *(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)]
+                     if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                for home in (f.parent, ROOT):
+                    part = home.joinpath(*name.split("."))
+                    todo += [m for m in (part.with_suffix(".py"), part / "__init__.py") if name and m.is_file()]
+    return sorted(seen)
 
 
 def fingerprint(*parts) -> str:

