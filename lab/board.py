@@ -25,9 +25,9 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
     t0 = time.time()
     prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)
-    cache = experiments.cache_dir("board", model, prompts)
+    cache = experiments.cache_dir("board", model, prompts, code=(__file__,))
     file = lambda p, what: cache / f"{p.key}-{what}.json"
-    missing = lambda p, what: harness.read_cached(file(p, what)) is None
+    missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None
     # the cells not measured yet go to the sweep's processes after its settings, the longest first:
     # every one-shot cut in one job (they share the reading of the prompts, experiments.oneshot_answer_ids),
     # then each policy's per-step pass-key cells and its checker run
@@ -42,11 +42,11 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
                               chunk=chunk, jobs=jobs, compile=compile, more=more, log=log)
     rows = {}
     for p in named:
-        checked = harness.read_cached(file(p, "checked"))
+        checked = harness.read_cached(file(p, "checked"), CELLS["checked"])
         rows[p.label] = {"ppl": {s: sweep["ppl"][p.label][s]["ppl"] for s in sizes},
                          "per_chunk": {s: sweep["ppl"][p.label][s]["per_chunk"] for s in sizes},
                          "gap_closed": sweep["gap_closed"].get(f"{p.label} / best bound", {}),
-                         "passkey": {f"{s} {r}": harness.read_cached(file(p, f"passkey-{s}-{r}"))["found"]
+                         "passkey": {f"{s} {r}": harness.read_cached(file(p, f"passkey-{s}-{r}"), CELLS[r])["found"]
                                      for s in passkey_sizes for r in ("step", "full")},
                          "verdicts": {k: checked[k] for k in ("contract", "exact", "causal")},
                          # the checker's cost ("12 µs per call", or "fail")
@@ -56,6 +56,8 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
 
 
 DEPTHS, KEYS = (0.1, 0.5, 0.9), (71432, 50918)  # experiments.passkey's prompts
+CELLS = {"step": {"found": int}, "full": {"found": int},  # what each cell holds (harness.read_cached checks it)
+         "checked": {"contract": str, "exact": str, "causal": str, "cost": str}}
 
 
 def found(tok, ids) -> int:

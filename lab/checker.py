@@ -160,7 +160,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
-                ppl = harness.read_cached(file)
+                ppl = harness.read_cached(file, float)
                 if ppl is None:
                     ppl = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime,
                                                  prompt_len=length // 2)["ppl"]

@@ -10,6 +10,7 @@ import pathlib
 import sys
 
 from engine import guards
+from lab import harness
 from lab import lookahead
 import policies
 from lab import zoo
@@ -31,14 +32,20 @@ class Named:
         """The policy function for reading `tokens` (only a lookahead looks at them)."""
         return self.fn(model, tokens) if self.reads_ahead else self.fn
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
-        """A file name for this policy's results that changes when its source or parameters do."""
+        """A file name for this policy's results that changes when its parameters, its whole file or
+        anything that file imports from its own folder or the repository does (harness.sources): a
+        helper or a constant beside the function counts, not only the function's own lines."""
+        fn = inspect.unwrap(self.fn)
+        fn = getattr(fn, "func", fn)  # a functools.partial: the function it binds
         try:
-            source = inspect.getsource(inspect.unwrap(self.fn))
+            code = [pathlib.Path(inspect.getsourcefile(fn))]
+            source = inspect.getsource(fn) + harness.fingerprint(*harness.sources(*code))
         except (OSError, TypeError):
             source = repr(self.fn)
-        digest = hashlib.sha1((source + self.label).encode()).hexdigest()[:8]
+        bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
+        digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
         return f"{slug}-{digest}"
 
