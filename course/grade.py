@@ -63,30 +63,123 @@ LIST = [f"{POL}test_every_policy_is_the_list_reference[{p}]" for p in ("window",
 
 PARTS = [
     Part(1, "the decoder layer as the RNN step (llama.py)", ("llama",), points=20, tests=(
-        EQ + "test_unbounded_msrnn_equals_transformer", EQ + "test_identical_greedy_tokens",
+        *(f"{EQ}test_unbounded_msrnn_equals_transformer[{c}]" for c in ("llama-gqa", "mistral-window5", "head-dim-16")),
+        EQ + "test_identical_greedy_tokens[llama-gqa]",
         POL + "test_window_is_mistral_sliding_window_plus_one", POL + "test_sink_is_a_static_mask",
-        POL + "test_recurrent_equals_masked_view[tova]", HF + "test_logits_match_transformers"),
+        HF + "test_logits_match_transformers[False-llama-gqa]"),
         model=(EQ + "test_default_model_knows_paris", EQ + "test_default_model_perplexity_on_gpl3"),
         hints=(
             ("[llama-gqa]", "", "your step's logits differ from your forward's {diff}: do both views share qkv and mlp, "
              "with RoPE at each token's absolute position (t in step, 0 .. T-1 in forward), and a residual around "
              "attention and around the MLP?"),
-            ("[mistral-window5]", "", "with Mistral's sliding window your two views differ {diff}: does forward, when "
+            ("[mistral-window5]", "", "with Mistral's sliding window your two views differ {diff}: does forward, "
              "given no attention, mask with llama.causal_mask(T, sliding_window)?"),
-            ("[head-dim-16]", "", "with head_dim * heads != dim your views differ {diff}: split heads by head_dim "
-             "from the config, not by dim // n_heads"),
-            ("test_unbounded_msrnn_equals_transformer", "", "your two views differ {diff} ({test}): RoPE scaling "
-             "is in rope_angles; do both views use it the same way?"),
+            ("[head-dim-16]", "", "with head_dim * heads != dim your views differ {diff}: split the heads by the "
+             "config's head_dim, not by dim // n_heads"),
             ("test_window_is_mistral", "", "with a bounded state your step differs from the transformer {diff}, "
              "though the unbounded one agrees: is RoPE applied at the token's position t (state.t), not at the "
              "number of rows the state holds?"),
-            ("test_sink_is_a_static_mask", "", "forward given an attention differs from the MSRNN {diff}: does "
-             "forward call attention(i, q, k, v) in every layer i, with q (B, Hkv, G, T, hd) and k, v "
-             "(B, Hkv, 1, T, hd), and use what it returns?"),
+            ("test_sink_is_a_static_mask", "", "your forward, given an attention, differs from the MSRNN {diff}: does "
+             "it call attention(i, q, k, v) in every layer i, with q (B, Hkv, G, T, hd) and k, v (B, Hkv, 1, T, hd), "
+             "and use what it returns?"),
             ("test_logits_match_transformers", "", "your two views agree, but their logits differ from the "
              "transformers library's Llama {diff}: a mistake both views share. RMSNorm before the projections, "
-             "RoPE on queries and keys only, pairs (x_i, x_(i + hd/2)) rotated (rotate-half), the final norm "
+             "RoPE on queries and keys only, the pairs (x_i, x_(i + hd/2)) rotated (rotate-half), the final norm "
              "before lm_head?"),
+        )),
+    Part(2, "the unbounded multi-state (msrnn.py)", ("msrnn",), points=15, tests=(
+        *(f"{EQ}test_unbounded_msrnn_equals_transformer[{c}]" for c in ("llama-gqa", "mistral-window5", "llama-mha")),
+        EQ + "test_identical_greedy_tokens[llama-gqa]", EQ + "test_sampling_is_seeded_and_continues_a_state",
+        EQ + "test_parallel_views_unbounded_hand_over_the_state[prefill]"),
+        model=(EQ + "test_default_model_views_agree",),
+        hints=(
+            ("[llama-gqa]", "nan", "your multi-state gives NaN {diff}: does the token's own row join the state before "
+             "its query attends (append, then attend)?"),
+            ("[llama-gqa]", "", "msrnn.run with your multi-state differs from the transformer {diff}: append the row, "
+             "then softmax(q·k/√hd) over every held row, then the weights times the values?"),
+            ("[llama-mha]", "", "with one query head per KV head (G = 1) your multi-state differs {diff}: q is "
+             "(B, Hkv, G, hd), K (B, Hkv, n, hd), so q @ K.mT is (B, Hkv, G, n)"),
+            ("[mistral-window5]", "", "with Mistral's sliding window your multi-state differs {diff}: rows with "
+             "pos <= t - window get no attention"),
+            ("test_parallel_views_unbounded", "", "a state filled by fast.prefill does not continue exactly in your "
+             "append {diff}: the next row goes to slot n, the rows are slots 0 .. n-1, and n counts them"),
+        )),
+    Part(3, "a bounded multi-state: eviction (msrnn.py)", ("msrnn",), points=20, tests=(
+        *LIST, POL + "test_tova_and_h2o_match_a_naive_reference", POL + "test_window_is_mistral_sliding_window_plus_one",
+        POL + "test_bounded_state_is_fixed_slots_never_copied", POL + "test_batch_sequences_drop_their_own_rows"),
+        hints=(
+            ("test_window_is_mistral", "", "Window with size k must equal Mistral's sliding window of k + 1, and "
+             "yours does not {diff}: does the query attend over size + 1 rows (append, attend, then drop)?"),
+            ("test_bounded_state_is_fixed_slots", "", "your bounded state reallocates or copies its buffers: "
+             "once full, the new row goes into the slot the policy freed (self.free), nothing moves"),
+            ("[tova]", "", "with TOVA your finite MSRNN differs from the list reference {diff}: the current token's "
+             "row must be among those the policy scores and may be the one dropped"),
+            ("[window]", "", "with Window your finite MSRNN differs from the list reference {diff}: drop the "
+             "lowest-scored row, and write the next row into its slot"),
+            ("[h2o]", "", "with H2O your finite MSRNN differs from the list reference {diff}, though TOVA agrees: "
+             "each row's score adds the attention it receives at every step, and a reused slot's starts at 0"),
+            ("test_batch_sequences", "", "a sequence's drops depend on the other sequences of its batch {diff}: "
+             "drop per sequence"),
+            ("_head]", "", "with a head-wise policy your finite MSRNN differs from the list reference {diff}: "
+             "with scores (B, Hkv, n) each KV head frees its own slot"),
+        )),
+    Part(4, "the paper's policies (policies.py)", ("policies",), points=15, tests=(
+        POL + "test_tova_and_h2o_match_a_naive_reference", POL + "test_head_wise_policies_match_a_naive_reference",
+        POL + "test_window_is_mistral_sliding_window_plus_one", POL + "test_sink_is_a_static_mask",
+        POL + "test_bad_arguments", *LIST),
+        model=(POL + "test_default_model_tova_beats_sinks_beats_window",),
+        hints=(
+            ("test_window_is_mistral", "", "window: the newest rows must be kept {diff}: score a row by its "
+             "position (rows.pos), not by its slot"),
+            ("test_sink_is_a_static_mask", "", "sink (Window+i) differs from a static mask of the first `sinks` "
+             "tokens and the latest {diff}: positions 0 .. sinks-1 get inf, the rest their position"),
+            ("test_bad_arguments", "sinks=4", "sink must refuse sinks >= size with ValueError('sink: sinks=4 must be "
+             "smaller than the multi-state size ...')"),
+            ("test_tova_and_h2o", "tova", "tova differs from a naive TOVA {diff}: the current query's attention "
+             "averaged over every query head of the layer (KV heads and their groups), shape (B, 1, n)"),
+            ("test_tova_and_h2o", "h2o", "h2o differs from a naive H2O {diff}: keep the int(size * recent) newest "
+             "rows (score inf); without them a new row, whose accumulated score is 0, is dropped at once"),
+            ("test_head_wise", "tova_head", "tova_head differs from a naive head-wise TOVA {diff}: each KV head "
+             "averages its own G queries' attention, shape (B, Hkv, n)"),
+            ("test_head_wise", "h2o_head", "h2o_head differs from a naive head-wise H2O {diff}: each KV head's own "
+             "accumulated score, its newest rows protected, shape (B, Hkv, n)"),
+        )),
+    Part(5, "the masked transformer view (msrnn.py)", ("msrnn",), points=10, tests=(
+        *(f"{POL}test_recurrent_equals_masked_view[{p}]" for p in ("window", "tova", "h2o_head")),
+        POL + "test_identical_greedy_tokens[tova]", POL + "test_masked_prefill_hands_over_the_recurrent_state[tova]",
+        EQ + "test_parallel_views_unbounded_hand_over_the_state[masked_forward]"),
+        hints=(
+            ("test_recurrent_equals_masked_view", "nan", "your masked view gives NaN {diff}: row i of the mask "
+             "must hold the current token i itself"),
+            ("test_recurrent_equals_masked_view", "", "your masked view differs from the token-by-token run {diff}: "
+             "row i of the mask is the rows held when query i attends, before step i drops one"),
+            ("hand_over", "", "the state your masked view returns does not continue exactly {diff}: it must be the "
+             "state the recurrence reached (the one held_mask ran), with state.t = T"),
+        )),
+    Part(6, "Table 1: the memory arithmetic (msrnn.py)", ("msrnn",), points=5, tests=(EXP + "test_table1_arithmetic",),
+        hints=(
+            ("test_table1", "a row", "state_bytes: {says}"),
+            ("test_table1", "", "state_bytes: {says}"),
+        )),
+    Part(7, "T2R: the linear state, two views (t2r/linear.py)", ("t2r.linear",), points=15, tests=(
+        T2R + "test_recurrent_equals_parallel[relu]", T2R + "test_recurrent_equals_parallel[elu]",
+        T2R + "test_state_size_is_constant[relu]", T2R + "test_swap_and_swap_back"),
+        hints=(
+            ("test_recurrent_equals_parallel[elu]", "", "with ELU+1 your two views differ {diff}: φ(x) = ELU(x) + 1"),
+            ("test_recurrent_equals_parallel[relu]", "", "your RNN view differs from your transformer view {diff}: "
+             "does the token's φ(k) vᵀ join S, z before its own query reads them (query i sees keys 0 .. i)?"),
+            ("test_state_size_is_constant", "", "state_bytes is not what the state holds: S is (Hkv, r, hd) and z "
+             "(Hkv, r) in every swapped layer, plus the window's rows"),
+            ("test_swap_and_swap_back", "", "swapping layers: {says}"),
+        )),
+    Part(8, "extra: T2R's hybrid window (t2r/linear.py)", ("t2r.linear",), points=5, tests=(
+        *(f"{T2R}test_recurrent_equals_parallel[hybrid-{w}]" for w in (1, 3, 9)),
+        T2R + "test_hybrid_with_features_off_is_the_sliding_window_transformer", T2R + "test_state_size_is_constant[hybrid-3]"),
+        hints=(
+            ("features_off", "", "with every feature off your hybrid is not Mistral's sliding window {diff}: the "
+             "window's keys weighed by exp(q·k/√hd - m), the newest `window` of them, the query's own included"),
+            ("test_recurrent_equals_parallel", "", "your hybrid's two views differ {diff}: row t - window is folded "
+             "into S, z when row t takes its slot, and both parts share one denominator"),
         )),
 ]
 
@@ -124,6 +217,9 @@ def verdict(part: Part, records, tests):
             return 0, 1, 0, load_hint(r)
         if "timeout" in r:
             return 0, 1, 0, f"its tests ran over {r['timeout']} s: is there a loop that never ends?"
+        if "collect_error" in r:
+            whose = "your code" if r["mine"] else "the repository's code, not yours"
+            return 0, 1, 0, f"{r['collect_error']} does not import ({whose}): {r['message']}"
         if "crash" in r:
             return 0, 1, 0, "the tests did not start: " + r["crash"].splitlines()[-1]
     mine = [r for r in records if any(owned(r, t) for t in tests)]
@@ -143,19 +239,27 @@ def load_hint(r):
 
 
 def hint(part: Part, failed):
-    """The first of the part's hints that matches a failed test, else what the first failure says."""
+    """What to tell the student: a function not written yet; else the first of the part's hints that
+    matches a failed test (a hint with no pattern is for a failed comparison, an AssertionError);
+    else where the student's code raised; else what the first failure says."""
+    todo = {tuple(r["where"]) for r in failed if r.get("cause") == "NotImplementedError" and r["where"]}
+    if todo:  # the functions the failed tests reached, in the file's order
+        return "not written yet: " + ", ".join(f"{fn} ({file}, line {line})" for file, line, fn in sorted(todo))
     for name, says, text in part.hints:
         for r in failed:
-            if name in r["test"] and re.search(says, f"{r['error']}: {r['message']}", re.S):
-                return text.format(diff=details(r["message"]), test=r["test"].split("::")[-1],
-                                   says=(r["message"] or "").strip().splitlines()[0][:200])
-    r = failed[0]
-    if r["error"] == "NotImplementedError":
-        where = r["where"]
-        return f"not written yet: {where[2]} ({where[0]}, line {where[1]})" if where else "not written yet"
-    first = (r["message"] or "").strip().splitlines()[:1] or [""]
+            message = r["message"] or ""
+            if name in r["test"] and (re.search(says, f"{r['error']}: {message}", re.S | re.I) if says
+                                      else r["error"] == "AssertionError"):
+                return text.format(diff=details(message), test=r["test"].split("::")[-1],
+                                   says=first_line(message))
+    r = next((r for r in failed if r["where"]), failed[0])
     at = f", raised in your {r['where'][0]} line {r['where'][1]} ({r['where'][2]})" if r["where"] else ""
-    return f"{r['test'].split('::')[-1]}: {r['error']}: {first[0][:200]}{at}"
+    return f"{r['test'].split('::')[-1]}: {r['error']}: {first_line(r['message'])}{at}"
+
+
+def first_line(message):
+    lines = (message or "").strip().splitlines()
+    return lines[0][:200] if lines else ""
 
 
 # ---------------------------------------------------------------- checking the folder first
@@ -204,7 +308,7 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
         got = round(p.points * passed / (passed + failed)) if passed + failed else 0
         total += got
         state = "pass" if not failed and passed else ("skip" if not failed else "FAIL")
-        log(f"{p.number}. {p.title:<52} {state:4}  {got:3d}/{p.points:<3d} ({passed} of {passed + failed} tests"
+        log(f"{p.number}. {p.title:<50} {state:4}  {got:3d}/{p.points:<3d} ({passed} of {passed + failed} tests"
             + (f", {skipped} skipped" if skipped else "") + ")")
         if why:
             log(f"   hint: {why}")

@@ -24,10 +24,10 @@ FOLDER = pathlib.Path(os.environ["MSRNN_STUDENT"]).resolve() if os.environ.get("
 REPORT = os.environ.get("MSRNN_REPORT")
 
 
-def report(**record):
+def record(**fields):
     if REPORT:
         with open(REPORT, "a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(fields) + "\n")
 
 
 def substitute(folder: pathlib.Path, names):
@@ -54,9 +54,17 @@ if FOLDER is not None:
     try:
         substitute(FOLDER, modules)
     except BaseException as e:  # a syntax error, an import error, an exception at import time: named, then re-raised
-        report(load_error=f"{type(e).__name__}: {e}", where=where(e.__traceback__, FOLDER),
+        record(load_error=f"{type(e).__name__}: {e}", where=where(e.__traceback__, FOLDER),
                file=getattr(e, "filename", None), line=getattr(e, "lineno", None))
         raise
+
+
+def innermost(e):
+    """The exception at the bottom of e's chain: a policy's own error, which engine/guards.py re-raises
+    as a PolicyError that names it, is the student's NotImplementedError."""
+    while (inner := getattr(e, "original", None) or e.__cause__ or e.__context__) is not None:
+        e = inner
+    return e
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -65,7 +73,17 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when == "call" or rep.outcome != "passed":
         e = call.excinfo.value if call.excinfo else None
-        report(test=item.nodeid, when=rep.when, outcome=rep.outcome,
+        inner = innermost(e) if e is not None else None
+        record(test=item.nodeid, when=rep.when, outcome=rep.outcome,
                error=type(e).__name__ if e is not None else None,
+               cause=type(inner).__name__ if inner is not None else None,
                message=str(e)[:2000] if e is not None else None,
-               where=where(call.excinfo.tb, FOLDER) if call.excinfo else None)
+               where=(where(inner.__traceback__, FOLDER) or where(call.excinfo.tb, FOLDER)) if e is not None else None)
+
+
+def pytest_collectreport(report):
+    if report.failed:  # a test file that does not import: say why, and whether the student's file is where it broke
+        text = str(report.longrepr).strip().splitlines()
+        mine = FOLDER is not None and any(str(FOLDER) in line for line in text)
+        error = next((line[2:] for line in reversed(text) if line.startswith("E ")), text[-1] if text else "")
+        record(collect_error=report.nodeid, message=error.strip(), mine=mine)

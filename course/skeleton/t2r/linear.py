@@ -1,0 +1,164 @@
+"""Part 7 of the course (course/README.md): write `FeatureMaps.phi`, `attention`,
+`LinearState.attend`, `LinearState.fold` and `state_bytes`.
+
+T2R: the pretrained transformer turned into an RNN with a constant-size state.
+
+Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
+(Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
+never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
+φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), Hedgehog's learned
+[softmax(W x + b), softmax(-(W x + b))] with r features in all (Zhang et al. 2024, arXiv 2402.04347), or the
+untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
+older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
+attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
+
+The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
+for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
+How the maps are trained, saved and compared is t2r/train.py's.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import llama
+import msrnn
+from engine import guards
+
+EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off
+
+
+class FeatureMaps(nn.Module):
+    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
+
+    Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
+    maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
+    grouped-query attention G query heads read one S. `layers` are the layers swapped out.
+    kind: "relu" (T2R), "hedgehog", or "elu" (ELU+1, untrained, r = head_dim).
+    """
+    KINDS = ("relu", "hedgehog", "elu")
+
+    def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
+                 layers=None, seed: int = 0, dtype=torch.float32):
+        super().__init__()
+        if kind not in self.KINDS:
+            raise ValueError(f"feature map kind must be 'relu' (T2R), 'hedgehog' or 'elu' (ELU+1), got {kind!r}")
+        if kind == "hedgehog" and r % 2:
+            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
+        n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
+        self.layers = list(range(n_layers)) if layers is None else sorted(layers)
+        guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
+                            f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
+        g = torch.Generator().manual_seed(seed)
+        p = lambda x: nn.Parameter(x.to(dtype))
+        if kind == "relu":
+            # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
+            # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
+            w = lambda *s: p(torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5)
+            self.wq, self.bq = w(n_layers, H, G, r, d), p(torch.zeros(n_layers, H, G, r))
+            self.wk, self.bk = w(n_layers, H, 1, r, d), p(torch.zeros(n_layers, H, 1, r))
+        elif kind == "hedgehog":
+            # rows of norm about 1, like Hedgehog's identity start: softmax over projections of x as
+            # sharp as x itself. The query map's gain exp(gq) weighs the linear part against the
+            # window's softmax in the hybrid (LoLCATs learns such a factor); it cancels in plain T2R.
+            rows = lambda n: torch.randn(n_layers, n, r // 2, d, generator=g, dtype=torch.float64) / d**0.5
+            self.wq, self.bq = p(rows(H * G).unflatten(1, (H, G))), p(torch.zeros(n_layers, H, G, r // 2))
+            self.wk, self.bk = p(rows(H)[:, :, None]), p(torch.zeros(n_layers, H, 1, r // 2))
+            self.gq = p(torch.zeros(n_layers, H, G))
+
+    def phi(self, layer: int, x, which: str):
+        """Part 7. The feature map of layer `layer`: x (B, Hkv, G for queries or 1 for keys, T, hd)
+        -> features (B, Hkv, G or 1, T, r).
+
+        "elu": ELU(x) + 1 (Katharopoulos et al. 2020), r = hd. "relu": T2R's ReLU(W x + b), with
+        W, b = self.wq[layer], self.bq[layer] for queries (which == "q"), self.wk, self.bk for keys:
+        one (r, hd) matrix per (KV head, query head of its group). "hedgehog": the softmax over the
+        features of W x + b, and of -(W x + b), concatenated (r features in all), in float32 at least,
+        times exp(self.gq[layer]) for queries."""
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------- transformer view
+
+def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
+    """Part 7. The transformer view: causal linear attention (window 0) for all positions at once.
+    q (B, Hkv, G, T, hd), fq = φ(q) (.., r); k, v (B, Hkv, 1, T, hd), fk = φ(k) (.., r)
+    -> (B, Hkv, G, T, hd).
+
+    Query i weighs key j <= i by φ(q_i)·φ(k_j) and divides by the sum of its weights (at least
+    EPS). You may first write it as T x T weights under a causal mask and ignore `block`.
+    Extra (the hybrid, window > 0): the `window` newest keys (i - j < window) are weighed by
+    exp(q_i·k_j/√hd - m_i) instead, m_i the largest such score, under one normalisation for both
+    parts; and, for O(T·block) memory, queries in blocks that read older blocks through running
+    sums S, z."""
+    raise NotImplementedError
+
+
+def forward(model: llama.Model, maps: FeatureMaps, tokens):
+    """llama.forward with linear attention in the swapped layers, softmax in the others."""
+    def attend(i, q, k, v):
+        if i not in maps.layers:
+            return softmax(model, q, k, v)
+        return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+    return llama.forward(model, tokens, attend)
+
+
+def softmax(model, q, k, v):
+    """The layer's own causal softmax attention, as llama.forward computes it."""
+    c = model.config
+    return llama.softmax_attention(q, k, v, None if c.sliding_window is None else
+                                   llama.causal_mask(q.shape[3], c.sliding_window, q.device))
+
+
+# ---------------------------------------------------------------- RNN view
+
+@dataclass
+class LinearState:
+    """One swapped layer's state: S, z over the folded rows, and the `window` newest rows kept exact
+    in a ring of slots (row t in slot t % window). Its size never changes with t."""
+    maps: FeatureMaps
+    layer: int
+    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ
+    z: torch.Tensor  # (B, Hkv, r)     Σ φ(k)
+    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact rows; window 0 for plain T2R
+    V: torch.Tensor  # (B, Hkv, window, hd)
+
+    def attend(self, q, k, v, t, policy=None):
+        """Part 7. The RNN view, the hook llama.step calls: q (B, Hkv, G, hd), k, v (B, Hkv, hd)
+        -> (B, Hkv, G, hd).
+
+        Plain T2R (no window rows, self.K.shape[2] == 0): fold the token's (k, v) into S, z, then
+        out = φ(q)ᵀS / max(φ(q)·z, EPS). Extra (the hybrid): row t goes into the ring of w slots
+        (slot t % w) after the row it replaces, t - w, is folded; the held rows add
+        exp(q·k/√hd - m) weights to numerator and denominator, as in `attention`."""
+        raise NotImplementedError
+
+    def fold(self, k, v):
+        """Part 7. Fold a row into the linear state: S += φ(k) vᵀ, z += φ(k), for k, v (B, Hkv, hd)
+        (φ of keys: self.maps.phi(self.layer, ..., "k"))."""
+        raise NotImplementedError
+
+
+def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
+    """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
+    c, w = model.config, maps.window
+    zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
+    multi = msrnn.init_state(model, batch).layers
+    return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
+                                    zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
+
+
+@torch.no_grad()
+def run(model: llama.Model, maps: FeatureMaps, tokens):
+    """The RNN view on tokens (B, T), one step at a time: logits (B, T, vocab)."""
+    state = init_state(model, maps, tokens.shape[0])
+    return torch.stack([llama.step(model, tokens[:, t], state) for t in range(tokens.shape[1])], 1)
+
+
+def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
+    """Part 7. Bytes one sequence's state holds: the hybrid's window of key/value rows
+    (msrnn.state_bytes), plus S and z of maps.r features per KV head in every swapped layer."""
+    raise NotImplementedError
