@@ -5,6 +5,7 @@
   python demo.py check mine.py:fn                             is your policy exact, causal, good?
   python demo.py sweep | retention | passkey | memory | t2r   the paper's experiments, and T2R
   python demo.py view --policy sink tova                      a page: what each policy keeps, step by step
+  python demo.py grade [FOLDER | --reference]                 grade the course (course/README.md)
 
 Every command but ppl writes results/<command>.json and .log (and .png with matplotlib); with
 other settings than the defaults, results/runs/<command>-<what differs>.*.
@@ -357,6 +358,9 @@ def parser():
     p.add_argument("--context", type=harness.at_least(1), default=4096)
     p.add_argument("--budget", type=harness.positive, default=1.0, help="cache memory budget in GiB (default 1)")
 
+    sub.add_parser("grade", add_help=False, help="grade the course: demo.py grade [FOLDER] [--reference] [--init] "
+                   "[--only N ...] (course/README.md)")
+
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
                        "trained on CPU, compared with TOVA by bytes of state")
     p.add_argument("--r", type=harness.at_least(1), nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
@@ -374,6 +378,9 @@ def parser():
 def main(argv=None):
     ap, sub = parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["grade"]:  # the course's grader, with its own options (course/grade.py)
+        from course import grade
+        raise SystemExit(grade.main(argv[1:]))
     args = ap.parse_args(argv)
     if args.cmd is None:  # no command: the tour
         args = ap.parse_args([*argv, "tour"])
