@@ -200,8 +200,10 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size: int):
     """The transformer view as llama.forward's attention hook, (i, q, k, v) -> (B, Hkv, G, T, hd): the
     rows each query holds come from the policy's drops on these q, k, v (no gradient); the output is
     differentiable in the maps' parameters (and in q, k, v). A layer outside maps.layers keeps the
-    policy's rows only. t2r/train.py's attention transfer trains maps with it."""
+    policy's rows only. policy: a function, or a name as the command line gives it ('tova',
+    'mine.py:fn'). t2r/train.py's attention transfer trains maps with it."""
     check(model, maps, size)
+    policy = _policy(policy)
 
     def attend(i, q, k, v):
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
@@ -211,28 +213,44 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size: int):
     return attend
 
 
-def forward(model: llama.Model, maps: linear.FeatureMaps, tokens, policy, size: int):
-    """Logits of the finite MSRNN with a tail for every position at once, shaped as llama.forward's."""
-    return llama.forward(model, tokens, student(model, maps, policy, size))
-
-
-@torch.no_grad()
-def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: int, chunk: int = 4096,
-               progress=None) -> dict:
-    """Perplexity of tokens ids (T,) cut into chunks of `chunk` tokens, each read from scratch by the
-    transformer view; policy: a function, or a name as the command line gives it ('tova', 'mine.py:fn').
-    The keys of lab.experiments.perplexity."""
-    from lab import experiments, specs  # the drivers' helpers: the reading path above needs neither
+def _policy(policy, model=None, tokens=None):
+    """A policy function as it is, or one from a name (lab/specs.py, the command line's names); a
+    bound that reads ahead only where the tokens are known."""
+    if callable(policy):
+        return policy
+    from lab import specs  # the drivers' names: the reading path above needs none
     named = specs.named(policy)
     if named.fn is None:
         raise ValueError("a tail needs a policy that drops rows, not the full cache")
-    pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
-    pieces = [p[None] for p in pieces if len(p) > 1]
+    if named.reads_ahead and tokens is None:
+        raise ValueError(f"{named.label} reads the tokens ahead; the student sees only q, k, v: use forward")
+    return named.on(model, tokens)
+
+
+def forward(model: llama.Model, maps: linear.FeatureMaps, tokens, policy, size: int):
+    """Logits of the finite MSRNN with a tail for every position at once, shaped as llama.forward's."""
+    return llama.forward(model, tokens, student(model, maps, _policy(policy, model, tokens), size))
+
+
+@torch.no_grad()
+def nll(model: llama.Model, maps: linear.FeatureMaps, tokens, policy, size: int) -> torch.Tensor:
+    """Negative log-likelihood of every next token, (T - 1,) for tokens (T,), (B, T - 1) for (B, T)."""
+    from lab import experiments
+    ids = tokens.view(1, -1) if tokens.dim() == 1 else tokens
+    out = experiments.next_token_nll(forward(model, maps, ids, policy, size), ids)
+    return out[0] if tokens.dim() == 1 else out
+
+
+def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: int, chunk: int = 4096,
+               progress=None) -> dict:
+    """Perplexity of tokens ids (T,) cut into chunks of `chunk` tokens, each read from scratch by the
+    transformer view (a bad policy fails before any work); the keys of lab.experiments.perplexity."""
+    pieces = [p for p in ids.split(chunk) if len(p) > 1]
     if not pieces:
         raise ValueError(f"the text has {len(ids)} token(s): perplexity needs at least 2")
     losses = []
     for i, p in enumerate(pieces):
-        losses.append(experiments.next_token_nll(forward(model, maps, p, named.on(model, p), size), p)[0])
+        losses.append(nll(model, maps, p, policy, size))
         if progress:
             progress(i + 1, len(pieces))
     loss = torch.cat(losses)

@@ -1,0 +1,145 @@
+"""T2R's other two claims, measured: a state that stays the same size, and a decode step whose cost
+stays flat, however many tokens were read; for T2R, TOVA, TOVA with a T2R tail and the full cache.
+
+    python -m t2r.speed        # results/t2r_speed.json, .log and .png
+
+A decode step's cost depends on the state, not on the text that made it. So each state is built as it
+stands after n tokens, without reading them: random keys and values in the rows it would hold (n for
+the full cache, size + 1 slots for TOVA, with or without a tail) and random S, z (T2R, the tail), at
+position n. Its bytes are counted from its tensors (`held_bytes`; tests/test_tail.py checks them
+against a state that read the tokens), and the steps timed are real steps of the real model
+(llama.step), the median of `steps` after one warm-up, every kind at one length before the next.
+Positions past the model's 8,192 are past its training, which changes what it says, not what a step costs.
+"""
+import argparse
+import sys
+import time
+
+import torch
+
+import llama
+import load_weights
+import msrnn
+import policies
+from lab import experiments, harness
+from t2r import linear, tail
+
+
+def maps_from(spec: str, model) -> linear.FeatureMaps:
+    """'relu:64', 'hedgehog:16', 'elu': untrained maps (a step costs the same whatever their values)."""
+    kind, _, r = spec.partition(":")
+    return linear.FeatureMaps(model.config, int(r) if r else 64, kind, dtype=model.dtype).to(model.device)
+
+
+def held_bytes(state: msrnn.State) -> int:
+    """Bytes of what a state holds for attention: the keys and values of the rows in use, and S, z where
+    there is a linear state (the slots' positions and scores, 16 bytes a row, are bookkeeping, left out)."""
+    total = 0
+    for ms in state:
+        if isinstance(ms, linear.LinearState):
+            total += sum(x.nbytes for x in (ms.S, ms.z, ms.K, ms.V))
+            continue
+        total += ms.k[:, :, :ms.n].nbytes + ms.v[:, :, :ms.n].nbytes
+        if isinstance(ms, tail.TailState):
+            total += ms.S.nbytes + ms.z.nbytes
+    return total
+
+
+def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps) -> msrnn.State:
+    """The state of `kind` ('full', 'tova', 'tail', 't2r') as it stands after n tokens (see the top)."""
+    g = torch.Generator().manual_seed(0)
+    rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
+    if kind == "t2r":
+        state = linear.init_state(model, t2r_maps)
+        for ls in state:
+            ls.S, ls.z = rand(ls.S), rand(ls.z)
+    else:
+        state = experiments.synthetic_state(model, 1, n, None if kind == "full" else size)
+    if kind == "tail":
+        fresh = tail.init_state(model, tail_maps, size)
+        for i, (ms, empty) in enumerate(zip(state, fresh)):
+            state.layers[i] = tail.TailState(**{**vars(ms), "maps": tail_maps, "S": rand(empty.S), "z": rand(empty.z)})
+    state.t = n
+    return state
+
+
+@torch.no_grad()
+def measure(model, lengths=(1024, 8192, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=7, log=print) -> dict:
+    t2r_maps, tail_maps = maps_from(t2r, model), maps_from(tail_spec, model)
+    kinds = {"t2r": f"T2R {t2r}", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
+    token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
+    results = []
+    for n in lengths:
+        for kind, label in kinds.items():
+            state = built(model, kind, n, size, t2r_maps, tail_maps)
+            policy = None if kind in ("full", "t2r") else policies.tova
+            seconds = harness.median_time(lambda: llama.step(model, token, state, policy), steps, warmup=1)
+            results.append({"kind": kind, "label": label, "tokens_read": n, "state_bytes": held_bytes(state),
+                            "tokens_per_s": 1 / seconds})
+            log(f"{n:>7,} tokens read  {label:<28} {results[-1]['state_bytes'] / 2**20:9.2f} MiB   "
+                f"{results[-1]['tokens_per_s']:7.2f} tokens/s")
+            del state
+    return {"lengths": list(lengths), "size": size, "t2r": t2r, "tail": tail_spec, "steps": steps,
+            "threads": torch.get_num_threads(), "dtype": str(model.dtype).removeprefix("torch."), "results": results}
+
+
+def table(data) -> str:
+    """One row per kind: MiB of state and tokens/s at each length, and the last length's speed against the first's."""
+    lengths, rows = data["lengths"], {}
+    for r in data["results"]:
+        rows.setdefault(r["label"], {})[r["tokens_read"]] = r
+    head = "| | " + " | ".join(f"MiB at {n:,}" for n in lengths) + " | " + " | ".join(f"tokens/s at {n:,}" for n in lengths)
+    lines = [head + f" | {lengths[-1]:,} vs {lengths[0]:,} |", "|---" * (2 * len(lengths) + 2) + "|"]
+    for label, by_n in rows.items():
+        mib = " | ".join(f"{by_n[n]['state_bytes'] / 2**20:.2f}" for n in lengths)
+        tps = " | ".join(f"{by_n[n]['tokens_per_s']:.2f}" for n in lengths)
+        ratio = by_n[lengths[-1]]["tokens_per_s"] / by_n[lengths[0]]["tokens_per_s"]
+        lines.append(f"| {label} | {mib} | {tps} | {ratio:.2f}x |")
+    return "\n".join(lines)
+
+
+def draw(plt, data):
+    plt.gcf().set_size_inches(11, 4.2)
+    for panel, (key, scale, ylabel) in enumerate((("state_bytes", 2**-20, "state per sequence (MiB)"),
+                                                  ("tokens_per_s", 1, "decoding speed (tokens/s)"))):
+        plt.subplot(1, 2, panel + 1)
+        for label in dict.fromkeys(r["label"] for r in data["results"]):
+            pts = [(r["tokens_read"], r[key] * scale) for r in data["results"] if r["label"] == label]
+            plt.plot(*zip(*pts), marker="o", label=label)
+        plt.xscale("log")
+        plt.yscale("log")
+        plt.xlabel("tokens read")
+        plt.ylabel(ylabel)
+        plt.legend(fontsize=7)
+    plt.suptitle(f"A constant state and a flat cost (T2R, TOVA, TOVA + tail) against a growing cache; "
+                 f"{data['dtype']}, {data['threads']} thread(s)", fontsize=9)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lengths", type=harness.at_least(1), nargs="+", default=[1024, 8192, 32768],
+                    help="tokens read before the steps timed (default 1024 8192 32768)")
+    ap.add_argument("--size", type=harness.at_least(1), default=256, help="TOVA's multi-state size (default 256)")
+    ap.add_argument("--t2r", default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
+    ap.add_argument("--tail", default="relu:16", help="the tail's feature map, kind:r (default relu:16)")
+    ap.add_argument("--steps", type=harness.at_least(1), default=7, help="decode steps timed per cell (default 7)")
+    ap.add_argument("--threads", type=harness.at_least(1), default=1,
+                    help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
+                         "waking a second thread for each cost more than it saved)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    t0, version = time.time(), harness.code_version()
+    with harness.transcript() as printed:
+        model = load_weights.load_model()
+        data = measure(model, args.lengths, args.size, args.t2r, args.tail, args.steps)
+        print("\n" + table(data))
+    name = "t2r_speed" if argv is None and len(sys.argv) == 1 else "runs/t2r_speed-" + "_".join(
+        a.strip("-").replace("/", "_") for a in (argv if argv is not None else sys.argv[1:]))
+    about = {"code_version": version, "model": "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
+             "dtype": data["dtype"]}
+    path = harness.save(name, data, about, printed.getvalue(), draw)
+    print(f"t2r.speed: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+
+
+if __name__ == "__main__":
+    main()
