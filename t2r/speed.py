@@ -8,10 +8,11 @@ stands after n tokens, without reading them: random keys and values in the rows 
 the full cache, size + 1 slots for TOVA, with or without a tail) and random S, z (T2R, the tail), at
 position n. Its bytes are counted from its tensors (`held_bytes`; tests/test_tail.py checks them
 against a state that read the tokens), and the steps timed are real steps of the real model
-(llama.step), the median of `steps` after one warm-up, every kind at one length before the next.
+(llama.step): `measure` says how.
 Positions past the model's 8,192 are past its training, which changes what it says, not what a step costs.
 """
 import argparse
+import statistics
 import sys
 import time
 
@@ -64,21 +65,31 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps) -> msrnn.Sta
 
 
 @torch.no_grad()
-def measure(model, lengths=(1024, 8192, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=7, log=print) -> dict:
+def measure(model, lengths=(1024, 8192, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=15, log=print) -> dict:
+    """Every state built first, then `steps` rounds of one step from each, so that a change in the
+    machine's load falls on every cell alike; each cell's figure is the median of its rounds, in CPU
+    seconds of this thread (what other processes on shared cores take is not counted) and in wall seconds."""
     t2r_maps, tail_maps = maps_from(t2r, model), maps_from(tail_spec, model)
     kinds = {"t2r": f"T2R {t2r}", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
     token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
+    cells = [(n, kind) for n in lengths for kind in kinds]
+    states = {cell: built(model, cell[1], cell[0], size, t2r_maps, tail_maps) for cell in cells}
+    bytes_ = {cell: held_bytes(state) for cell, state in states.items()}  # before any step: as after n tokens
+    cpu, wall = {cell: [] for cell in cells}, {cell: [] for cell in cells}
+    for rnd in range(steps + 1):  # round 0 is the warm-up
+        for (n, kind), state in states.items():
+            c0, w0 = time.thread_time(), time.perf_counter()
+            llama.step(model, token, state, None if kind in ("full", "t2r") else policies.tova)
+            if rnd:
+                cpu[n, kind].append(time.thread_time() - c0)
+                wall[n, kind].append(time.perf_counter() - w0)
     results = []
-    for n in lengths:
-        for kind, label in kinds.items():
-            state = built(model, kind, n, size, t2r_maps, tail_maps)
-            policy = None if kind in ("full", "t2r") else policies.tova
-            seconds = harness.median_time(lambda: llama.step(model, token, state, policy), steps, warmup=1)
-            results.append({"kind": kind, "label": label, "tokens_read": n, "state_bytes": held_bytes(state),
-                            "tokens_per_s": 1 / seconds})
-            log(f"{n:>7,} tokens read  {label:<28} {results[-1]['state_bytes'] / 2**20:9.2f} MiB   "
-                f"{results[-1]['tokens_per_s']:7.2f} tokens/s")
-            del state
+    for n, kind in cells:
+        results.append({"kind": kind, "label": kinds[kind], "tokens_read": n, "state_bytes": bytes_[n, kind],
+                        "tokens_per_s": 1 / statistics.median(cpu[n, kind]),
+                        "tokens_per_wall_s": 1 / statistics.median(wall[n, kind])})
+        log(f"{n:>7,} tokens read  {kinds[kind]:<28} {bytes_[n, kind] / 2**20:9.2f} MiB   "
+            f"{results[-1]['tokens_per_s']:7.2f} tokens/s ({results[-1]['tokens_per_wall_s']:.2f} by the wall clock)")
     return {"lengths": list(lengths), "size": size, "t2r": t2r, "tail": tail_spec, "steps": steps,
             "threads": torch.get_num_threads(), "dtype": str(model.dtype).removeprefix("torch."), "results": results}
 
@@ -122,7 +133,7 @@ def main(argv=None):
     ap.add_argument("--size", type=harness.at_least(1), default=256, help="TOVA's multi-state size (default 256)")
     ap.add_argument("--t2r", default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
     ap.add_argument("--tail", default="relu:16", help="the tail's feature map, kind:r (default relu:16)")
-    ap.add_argument("--steps", type=harness.at_least(1), default=7, help="decode steps timed per cell (default 7)")
+    ap.add_argument("--steps", type=harness.at_least(1), default=15, help="decode steps timed per cell (default 15)")
     ap.add_argument("--threads", type=harness.at_least(1), default=1,
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
                          "waking a second thread for each cost more than it saved)")
