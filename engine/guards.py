@@ -2,6 +2,7 @@
 fast.prefill, fast.generate) checks its inputs here, once, so that the step itself stays the equation
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
+import functools
 import inspect
 import math
 import traceback
@@ -112,6 +113,77 @@ def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
     if state is not None and regime != "step":
         raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
+
+
+# ---------------------------------------------------------------- a step is all or nothing
+
+# what a msrnn.MultiState (engine/oneshot.py's OneShot: and `prompt`) holds; a layer of another kind
+# (t2r's states, test_equivalence.py's lists) keeps fields this module does not know how to restore
+MULTISTATE_FIELDS = {"k", "v", "pos", "score", "prev", "free", "n", "size", "window", "layer", "prompt"}
+
+
+def check_state(model, state):
+    """A state made for this model: one multi-state per layer, each of its KV heads, head_dim, dtype
+    and device (a state of another model was zipped to the shorter list of layers, or failed deep in torch)."""
+    c = model.config
+    if len(state.layers) != c.n_layers:
+        raise ValueError(f"the state has {len(state.layers)} layer(s), the model {c.n_layers}: it was made for another model")
+    for i, ms in enumerate(state.layers):
+        if not set(vars(ms)) <= MULTISTATE_FIELDS:
+            continue  # another kind of layer state checks itself
+        got = (ms.k.shape[1], ms.k.shape[3], ms.k.dtype, ms.k.device)
+        want = (c.n_kv_heads, c.head_dim, model.dtype, model.device)
+        for what, g, w in zip(("KV heads", "head_dim", "dtype", "device"), got, want):
+            if g != w:
+                raise ValueError(f"the state's layer {i} has {what} {g}, the model {w}: it was made for another model "
+                                 "(msrnn.init_state(model, ...) makes one for this one)")
+
+
+def all_or_nothing(step):
+    """llama.step, all or nothing: if anything in the step raises (a policy in layer 3, a torch error,
+    Ctrl-C), every layer's multi-state and the position are put back as they were before it, and the
+    error says so; feeding the token again then gives the clean run's logits (tests/test_stale.py).
+
+    Only what a step writes is kept: each layer's buffers and row count by reference (a state that
+    grows gets new buffers; the old ones are untouched), and for a bounded state copies of the
+    small per-row fields the step rewrites in place (pos, score, prev, free; O(size), never the keys
+    and values, whose only slot written is the one the policy had freed). bench.py: within noise."""
+    @functools.wraps(step)
+    def atomic(model, tokens, state, policy=None):
+        check_state(model, state)
+        t, saved = state.t, [_save(ms) for ms in state.layers]
+        try:
+            return step(model, tokens, state, policy)
+        except BaseException as e:
+            kept = all(s is not None for s in saved)
+            for ms, s in zip(state.layers, saved):
+                if s is not None:
+                    _restore(ms, s)
+            state.t = t
+            note = (f"the state is as it was before this step (position {t}); it can be fed again" if kept else
+                    f"the step at position {t} failed halfway in a state whose layers msrnn cannot restore: rebuild it")
+            if isinstance(e, Exception) and len(e.args) == 1 and isinstance(e.args[0], str):
+                e.args = (f"{e.args[0]} [{note}]",)
+            else:
+                e.add_note(note)
+            raise
+    return atomic
+
+
+def _save(ms):
+    if not set(vars(ms)) <= MULTISTATE_FIELDS:
+        return None
+    fields = dict(vars(ms))
+    if ms.size is not None:  # the fields a bounded step rewrites in place
+        fields.update(pos=ms.pos.clone(), score=ms.score.clone(), prev=ms.prev.clone(), free=ms.free.clone())
+    return fields
+
+
+def _restore(ms, fields):
+    n, pos = fields["n"], fields["pos"]
+    if ms.size is None and n < pos.shape[2]:  # an unbounded step writes only slot n, past the rows held
+        pos[:, :, n] = -1
+    vars(ms).update(fields)
 
 
 # ---------------------------------------------------------------- what a policy returns

@@ -78,3 +78,108 @@ def test_a_cache_cell_of_the_wrong_shape_is_measured_again(results_in_tmp, cell,
     assert again["ppl"] == pytest.approx(good["ppl"], rel=1e-12) and json.loads(file.read_text())["ppl"] == again["ppl"]
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"ignoring the cached result {file}" in err, err
+
+
+# ---------------------------------------------------------------- a step is all or nothing
+
+import llama  # noqa: E402
+import msrnn  # noqa: E402
+import policies  # noqa: E402
+from engine import guards, oneshot  # noqa: E402
+from conftest import EXACT, assert_close  # noqa: E402
+
+DEEP = random_model(tiny_config(n_layers=3))
+
+
+def fails_once(policy, layer, at):
+    """policy, but raising once, in `layer` at position `at` (the layers before it have appended,
+    scored and dropped by then)."""
+    armed = [True]
+
+    def flaky(rows):
+        if armed[0] and rows.layer == layer and rows.t == at:
+            armed[0] = False
+            raise RuntimeError("a policy bug")
+        return policy(rows)
+    return flaky
+
+
+def h2o_recurrent(rows):
+    """H2O's score (rows.score) plus the last call's scores (rows.prev): a step must restore both."""
+    return policies.h2o(rows) + 0.5 * rows.prev.nan_to_num(0.0).clamp(max=1e3)
+
+
+@pytest.mark.parametrize("policy", [policies.tova, h2o_recurrent, policies.tova_head])
+@pytest.mark.parametrize("prompt, at", [(0, 4), (0, 9), (6, 5), (6, 9)])  # per step: the first drop, a later
+# one; a one-shot prompt of 6 tokens: its cut (at position 5), a drop after it
+def test_a_token_fed_after_a_failed_step_gives_the_clean_runs_logits(policy, at, prompt):
+    """A policy that raised in layer 1 left layer 0 appended and evicted, t not advanced: feeding the
+    token again duplicated a row, and the logits were off by 2.73, silently."""
+    x, size = tokens(2, 14, seed=3), 4
+    clean = oneshot.run(DEEP, x, policy, size, prompt)
+    flaky = fails_once(policy, 1, at)
+    state = oneshot.init_state(DEEP, 2, size, prompt)
+    got, failed = [], 0
+    for i in range(x.shape[1]):
+        try:
+            got.append(msrnn.feed(DEEP, x[:, i:i + 1], state, flaky)[:, 0])
+        except guards.PolicyError as e:
+            failed += 1
+            assert i == at and f"the state is as it was before this step (position {at})" in str(e), str(e)
+            assert state.t == at
+            got.append(msrnn.feed(DEEP, x[:, i:i + 1], state, flaky)[:, 0])  # the same token again
+    assert failed == 1
+    assert_close(torch.stack(got, 1), clean, atol=0.0)  # bit for bit
+
+
+def test_an_unbounded_step_that_fails_is_undone_too(monkeypatch):
+    x = tokens(1, 20, seed=4)
+    clean = msrnn.run(DEEP, x)
+    state = msrnn.init_state(DEEP)
+    msrnn.feed(DEEP, x[:, :16], state)  # 16 slots: the next row makes the state grow
+    real = msrnn.MultiState.attend
+    monkeypatch.setattr(msrnn.MultiState, "attend", lambda ms, *a: real(ms, *a) if ms.layer < 2 else 1 / 0)
+    with pytest.raises(ZeroDivisionError, match=r"before this step \(position 16\)"):
+        msrnn.feed(DEEP, x[:, 16:17], state)
+    monkeypatch.setattr(msrnn.MultiState, "attend", real)
+    assert state.t == 16 and all(ms.n == 16 for ms in state)
+    assert_close(torch.cat([clean[:, :16], msrnn.feed(DEEP, x[:, 16:], state)], 1), clean, atol=0.0)
+
+
+def test_a_generation_that_fails_leaves_the_state_of_the_tokens_before():
+    x = tokens(1, 6, seed=5)
+    clean = torch.cat(list(msrnn.generate(DEEP, x, 10, policies.tova, 4)))  # positions 6 .. 15
+    state = msrnn.init_state(DEEP, 1, 4)
+    with pytest.raises(guards.PolicyError, match=r"position 9\)"):
+        list(msrnn.generate(DEEP, x, 10, fails_once(policies.tova, 2, 9), state=state))
+    before = msrnn.init_state(DEEP, 1, 4)
+    msrnn.feed(DEEP, torch.cat([x, clean[None, :3]], 1), before, policies.tova)  # what steps 0 .. 8 leave
+    assert state.t == before.t == 9
+    for ms, want in zip(state, before):
+        assert ms.n == want.n and torch.equal(ms.free, want.free)
+        for f in ("k", "v", "pos", "score", "prev"):
+            assert torch.equal(getattr(ms, f), getattr(want, f)) or f in "kv" and torch.equal(
+                getattr(ms, f)[want.pos >= 0], getattr(want, f)[want.pos >= 0]), f  # a freed slot's key may differ
+
+
+@pytest.mark.parametrize("made_for, message", [
+    (dict(n_layers=1), r"the state has 1 layer\(s\), the model 3"),  # was zipped: layers 2-3 skipped, logits off by 6.08
+    (dict(n_layers=3, n_kv_heads=1, n_heads=4), "layer 0 has KV heads 1, the model 2"),
+    (dict(n_layers=3, head_dim=4), "layer 0 has head_dim 4, the model 8"),
+])
+def test_a_state_made_for_another_model_is_refused_by_name(made_for, message):
+    state = msrnn.init_state(random_model(tiny_config(**made_for)), 1, 4)
+    for run in (lambda: msrnn.feed(DEEP, tokens(1, 3), state, policies.tova),
+                lambda: llama.step(DEEP, tokens(1, 1)[:, 0], state, policies.tova),
+                lambda: next(msrnn.generate(DEEP, tokens(1, 3), 2, policies.tova, state=state))):
+        with pytest.raises(ValueError, match=message):
+            run()
+
+
+def test_a_state_of_another_dtype_or_device_is_refused_by_name():
+    state = msrnn.init_state(DEEP.to(dtype=torch.float32), 1, 4)
+    with pytest.raises(ValueError, match="layer 0 has dtype torch.float32, the model torch.float64"):
+        msrnn.feed(DEEP, tokens(1, 3), state, policies.tova)
+    state = msrnn.init_state(DEEP.to(device="meta"), 1, 4)
+    with pytest.raises(ValueError, match="layer 0 has device meta, the model cpu"):
+        msrnn.feed(DEEP, tokens(1, 3), state, policies.tova)
