@@ -138,10 +138,11 @@ def compiled_step():
     and the row count become symbolic after the first recompiles (about 20 s each for the default
     model on 2 cores). A state that must grow is grown before the compiled step, not in it, so that
     each doubling of an unbounded state is not a graph of its own."""
-    fast = compiled(llama.step)
-    if fast is llama.step:
-        return fast
+    fast = compiled(llama.step.__wrapped__)  # the step itself: its all-or-nothing guard stays eager
+    if fast is llama.step.__wrapped__:
+        return llama.step
 
+    @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
         for ms in state.layers:
             ms.make_room(state.t)
