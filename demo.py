@@ -32,7 +32,7 @@ import llama
 import load_weights
 import msrnn
 from lab import specs
-from t2r import train
+from t2r import tail, train
 from data import corpus
 
 
@@ -161,24 +161,33 @@ def cmd_ppl(args):
     policy = specs.named(args.policy)
     if (policy is specs.FULL) != (args.size is None):
         raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
+    with_tail = args.tail is not None or args.tail_maps is not None
+    if with_tail and (policy is specs.FULL or args.prompt != "step" or args.prompt_len):
+        raise SystemExit("error: --tail folds what a policy drops at every step: it needs a policy, --size, --prompt step")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
     text = read_text(args)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
     t0 = time.time()
-    r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
-                               compile=args.compile,
-                               progress=lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr))
+    progress = lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr)
+    if with_tail:  # t2r/tail.py: what the policy drops is folded into a T2R state
+        maps, which = tail.maps_from(model, args.tail, args.tail_maps)
+        print(which)
+        r = tail.perplexity(model, maps, ids, policy, args.size, args.chunk, progress=progress)
+    else:
+        r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
+                                   compile=args.compile, progress=progress)
     scored = f" after a prompt of {prompt_len} read {'in full, then cut once' if args.prompt == 'full' else 'per step'}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
-          f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}; {time.time() - t0:.1f} s")
+          f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}"
+          f"{f' + tail of {maps.kind} r={maps.r}' if with_tail else ''}; {time.time() - t0:.1f} s")
     return r, model
 
 
 def cmd_check(args):
     named = [specs.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
-    results = [checker.check(p, model, tok) for p in named]
+    results = [checker.check(p, model, tok, tail=args.tail) for p in named]
     if len(results) > 1:
         checker.summary(named, results)
     bad = {p.label: checker.failed(p, out) for p, out in zip(named, results)}
@@ -236,10 +245,13 @@ def cmd_memory(args):
 
 
 def cmd_t2r(args):
+    torch.set_num_threads(args.threads) if args.threads else None
     model, tok = load(args)
-    data = train.experiment(model, tok, r=args.r, window=args.window, window_r=args.window_r, steps=args.steps,
-                          finetune=args.finetune, train_chunks=args.train_chunks, eval_chunks=args.eval_chunks,
-                          sizes=args.sizes, load_maps=args.load, log=print)
+    data = train.experiment(model, tok, r=args.r, window=args.window, train_length=args.train_length,
+                            epochs=args.epochs, minutes=args.minutes, finetune_mode=args.finetune,
+                            finetune_minutes=args.finetune_minutes, sizes=args.sizes, tail_r=args.tail_r,
+                            tail_size=args.tail_size, tail_minutes=args.tail_minutes, eval_chunks=args.eval_chunks,
+                            log=print)
     print("\n" + train.table(data))
     return data, model
 
@@ -305,11 +317,16 @@ def parser():
     p.add_argument("--tokens", type=harness.at_least(2), default=None, help="use only the first N tokens of the text")
     p.add_argument("--chunk", type=harness.at_least(2), default=4096, help="tokens per chunk, each read from scratch (default 4096)")
     p.add_argument("--compile", action="store_true", help=compile_help)
+    p.add_argument("--tail", help="fold every row the policy drops into a T2R state (t2r/tail.py) of this feature "
+                   "map, kind:r, e.g. hedgehog:16 or relu:16; untrained unless --tail-maps is given")
+    p.add_argument("--tail-maps", help="a maps file that training saved (safetensors), for --tail")
 
     p = sub.add_parser("check", parents=[common], help="check a policy: exact, causal, contract, cost, quality")
     p.add_argument("policy", nargs="*", default=list(specs.POLICIES) + ["lookahead:256"],
                    help=f"one or more: {one} (default: every built-in, and lookahead:256)")
     p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
+    p.add_argument("--tail", help="also check the policy with a T2R tail of this feature map, kind:r (e.g. "
+                   "relu:6): its two views agree, and a zeroed tail is the policy alone")
 
     p = sub.add_parser("sweep", parents=[common], help="perplexity vs multi-state size, every policy (Table 3)")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[64, 128, 256, 512, 1024, 2048])
@@ -361,17 +378,22 @@ def parser():
     sub.add_parser("grade", add_help=False, help="grade the course: demo.py grade [FOLDER] [--reference] [--init] "
                    "[--only N ...] (course/README.md)")
 
-    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
-                       "trained on CPU, compared with TOVA by bytes of state")
-    p.add_argument("--r", type=harness.at_least(1), nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
+    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state "
+                       "(transfer, then finetune), compared with TOVA by bytes of state")
+    p.add_argument("--r", type=harness.at_least(2), default=64, help="features of T2R and the hybrid (default 64)")
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
-    p.add_argument("--window-r", type=harness.at_least(1), default=16, help="the hybrid's feature size (default 16)")
-    p.add_argument("--steps", type=harness.at_least(0), default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
-    p.add_argument("--finetune", type=harness.at_least(0), default=0, help="next-token finetune steps after the transfer (default 0)")
-    p.add_argument("--train-chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
+    p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
+    p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
+    p.add_argument("--minutes", type=harness.positive, default=30.0, help="CPU budget of the attention transfer (default 30)")
+    p.add_argument("--finetune", choices=("lora", "full"), default="lora",
+                   help="lora: LoRA r=8 on q, k, v, o (LoLCATs); full: every weight (Kasai et al.)")
+    p.add_argument("--finetune-minutes", type=harness.positive, default=10.0, help="budget of each finetune (default 10)")
+    p.add_argument("--tail-r", type=harness.at_least(2), default=16, help="features of TOVA's tail (default 16)")
+    p.add_argument("--tail-size", type=harness.at_least(1), default=64, help="rows TOVA holds while its tail trains (default 64)")
+    p.add_argument("--tail-minutes", type=harness.positive, default=8.0, help="budget of the tail's transfer (default 8)")
     p.add_argument("--eval-chunks", type=harness.at_least(1), default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
-    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
-    p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256], help="TOVA, H2O, Window+4 sizes")
+    p.add_argument("--threads", type=harness.at_least(0), default=0, help="torch threads (default 0: torch's choice)")
     return ap, sub
 
 

@@ -10,9 +10,11 @@ contract  a float score per row, (B, 1, n) or (B, Hkv, n), no NaN; the same drop
 cost      microseconds per call with 257 rows of the default model's shape, next to TOVA's
 quality   perplexity on the default model and a real book, next to Window+4 and TOVA, both regimes
 """
+import dataclasses
 import functools
 import itertools
 import json
+import sys
 import time
 
 import torch
@@ -37,6 +39,43 @@ MODELS = {  # 3 layers, dim 32, 6 query heads sharing 2 KV heads; the second wit
 
 def tokens(B, T, seed):
     return torch.randint(0, 61, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+LIMIT = 0.05  # seconds one call may take on these tiny models (TOVA takes 10 µs); the checks make about 7,000
+
+
+class Watch:
+    """The policy of `named`, checked at every call as no run can afford: that it changes nothing it is
+    shown, even through .data or .numpy(), which the version counters of guards.score_rows cannot see
+    (the contents are compared, bit for bit), and that a call takes less than LIMIT on average (a
+    slow policy stops the check). Every 5 s a progress line goes to stderr."""
+
+    def __init__(self, named):
+        self.named, self.calls, self.took, self.start, self.shown, self.stopped = named, 0, 0.0, time.time(), time.time(), None
+        on = (lambda model, x: self.watch(named.fn(model, x))) if named.reads_ahead else self.watch(named.fn)
+        self.checked = dataclasses.replace(named, fn=on)
+
+    def watch(self, policy):
+        @functools.wraps(policy)
+        def watching(rows):
+            before = {f: getattr(rows, f).clone() for f in guards.ROWS_FIELDS}
+            t0 = time.perf_counter()
+            scores = policy(rows)
+            self.took, self.calls = self.took + time.perf_counter() - t0, self.calls + 1
+            if time.time() - self.shown > 5:
+                self.shown = time.time()
+                print(f"  ... {self.calls:,} calls in {self.shown - self.start:.0f} s", file=sys.stderr, flush=True)
+            bits = lambda x: x.contiguous().view(torch.uint8)         # NaN equals NaN, bit for bit
+            changed = [f for f, x in before.items() if not torch.equal(bits(x), bits(getattr(rows, f)))]
+            if changed:
+                raise guards.PolicyError(f"policy {guards.policy_name(policy)} wrote into rows.{changed[0]} (the contents "
+                                         "changed, through .data, .numpy() or the like): a policy must change nothing it is shown")
+            if self.calls >= 3 and self.took > LIMIT * self.calls:  # on average: one stall of the machine is not the policy's
+                self.stopped = (f"stopped after {self.calls} calls of {self.took / self.calls * 1e3:.0f} ms on average "
+                                f"on the checker's tiny models (limit {LIMIT * 1e3:.0f} ms; the checks make about 7,000 calls)")
+                raise guards.PolicyError(f"policy {guards.policy_name(policy)} is too slow: {self.stopped}")
+            return scores
+        return watching
 
 
 def recorded(policy, log):
@@ -90,6 +129,43 @@ def exact(named, deterministic=True):
                "position") if deterministic else "; it is not deterministic (see contract)"
         return "fail", f"the views differ by {worst:.1e} (bound {EXACT:.0e}, float64) in {where}{why}"
     return "pass", f"token by token = prefill = masked view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}{note}"
+
+
+def with_tail(named, spec, deterministic=True):
+    """The policy with a T2R tail of feature map spec 'kind:r' (t2r/tail.py), random maps: its RNN view
+    (llama.step) = its transformer view, and a tail of no features (r = 0) is the policy alone, bit for bit."""
+    from t2r import linear, tail
+    model = llama.random_model(MODELS["LLaMA"], seed=1)  # not Mistral: a tail cannot forget what its window would
+    x = tokens(2, 40, seed=2)
+    policy = named.on(model, x)
+    maps, _ = tail.maps_from(model, spec)
+    with torch.no_grad():  # random weights and biases, so that the tail matters and some features are off
+        g = torch.Generator().manual_seed(3)
+        for p in maps.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
+    none = linear.FeatureMaps(model.config, 0, dtype=model.dtype)  # a tail of no features
+    worst, runs, refused = 0.0, 0, {}
+    for size in SIZES:
+        try:
+            rnn = msrnn.feed(model, x, tail.init_state(model, maps, size, batch=2), policy)
+            worst = max(worst, (tail.forward(model, maps, x, policy, size) - rnn).abs().max().item())
+            if not torch.equal(msrnn.feed(model, x, tail.init_state(model, none, size, batch=2), policy),
+                               msrnn.run(model, x, policy, size)):
+                return "fail", f"size {size}: a tail of no features changed the policy's logits"
+        except guards.PolicyError as e:
+            if not isinstance(getattr(e, "original", None), ValueError):
+                return "fail", str(e)
+            refused[size] = str(e.original)
+            continue
+        runs += 1
+    if not runs:
+        return "fail", "the policy refused every size: " + next(iter(refused.values()))
+    where = f"{runs} runs: LLaMA, sizes {SIZES[0]}-{SIZES[-1]}, random {maps.kind} maps of r={maps.r}"
+    if worst > EXACT:
+        return "fail", f"the tail's views differ by {worst:.1e} (bound {EXACT:.0e}, float64) in {where}" + \
+            ("" if deterministic else "; it is not deterministic (see contract)")
+    return "pass", (f"RNN view = transformer view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}; "
+                    "no features = the policy alone, bit for bit")
 
 
 def causal(named, deterministic=True, t=24):
@@ -171,19 +247,22 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
 
 # ---------------------------------------------------------------- the verdict table
 
-def check(policy, model=None, tok=None, log=print) -> dict:
+def check(policy, model=None, tok=None, log=print, tail=None) -> dict:
     """Run every check on a policy (a name, 'file.py:fn', or a function) and print the verdict table.
-    With the default model and tokenizer given, also its quality on a real book."""
+    With the default model and tokenizer given, also its quality on a real book; with tail ('kind:r'),
+    also the policy with a T2R tail (`with_tail`)."""
     named = specs.named(policy)
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
-    out = {}
-    out["contract"] = contract(named)
+    out, watch = {}, Watch(named)
+    out["contract"] = contract(watch.checked)
     deterministic = "not deterministic" not in out["contract"][1]
-    out["exact"] = exact(named, deterministic)
-    out["causal"] = causal(named, deterministic)
-    out["cost"] = cost(named)
-    for name in ("exact", "causal", "contract", "cost"):
+    out["exact"] = exact(watch.checked, deterministic)
+    out["causal"] = causal(watch.checked, deterministic)
+    out["cost"] = ("fail", watch.stopped) if watch.stopped else cost(named)
+    if tail:
+        out["tail"] = with_tail(named, tail, deterministic)
+    for name in ("exact", "causal", "contract", "cost", *(["tail"] if tail else [])):
         log(f"  {name:<9} {out[name][0]:<26} {out[name][1]}")
     if model is not None:
         length = 2048
@@ -203,7 +282,7 @@ def check(policy, model=None, tok=None, log=print) -> dict:
 def failed(named, out) -> list[str]:
     """The checks a result fails: exact and contract must pass, and causal too unless the policy is
     declared to read ahead (a lookahead, for which "lookahead (not a policy)" is the expected verdict)."""
-    bad = [what for what in ("exact", "contract") if out[what][0] != "pass"]
+    bad = [what for what in ("exact", "contract", "tail") if what in out and out[what][0] != "pass"]
     if out["causal"][0] != "pass" and not (named.reads_ahead and out["causal"][0] == "lookahead (not a policy)"):
         bad.append("causal")
     return bad
