@@ -78,6 +78,32 @@ def test_which_tensor_is_kept_in_which_float():
     assert msrnn.state_bytes(model, 8) == msrnn.state_bytes(random_model(CONFIGS["LLaMA"]), 8) // 4  # 2 bytes, not 8
 
 
+def test_table1_arithmetic():
+    """Table 1's memory column is msrnn.state_bytes, on shapes alone (meta tensors: nothing is allocated).
+    LLaMA-2-7B in float16 holds 0.5 MiB a row, 2 GiB at 4,096 rows (the paper prints 2.18 GB). Its
+    largest batches, 139 / 70 / 35 / 17 / 8 at 256 ... 2,048 rows and the full 4,096, follow from one
+    memory budget (17.53 to 17.57 GiB) when a bounded state counts size + 1 slots, the row a step
+    attends to before it drops one (as experiments.memory counts), and from no budget with size rows."""
+    def model(n_layers, n_heads, n_kv_heads, head_dim, dtype):
+        c = llama.Config(vocab_size=8, dim=8, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                         head_dim=head_dim, ffn_dim=8)
+        meta = torch.empty(8, 8, dtype=dtype, device="meta")
+        return llama.Model(c, meta, [], meta[0], meta, torch.empty(head_dim // 2, dtype=torch.float64))
+    llama2 = model(32, 32, 32, 128, torch.float16)
+    assert msrnn.state_bytes(llama2, 1) == 2 ** 19, "a row: a key and a value of head_dim in every layer and KV head"
+    assert msrnn.state_bytes(llama2, 4096) == 2 ** 31, "4,096 rows of LLaMA-2-7B in float16: 2 GiB"
+    smol = model(30, 9, 3, 64, torch.float32)  # SmolLM2-135M: grouped-query attention, 3 KV heads for 9 query heads
+    assert msrnn.state_bytes(smol, 1) == 2 * 30 * 3 * 64 * 4, "the state has n_kv_heads heads, not n_heads"
+    paper = {256: 139, 512: 70, 1024: 35, 2048: 17, 4096: 8}
+    for extra, feasible in ((1, True), (0, False)):
+        rows = {size: size + extra if size < 4096 else size for size in paper}
+        low = max(batch * msrnn.state_bytes(llama2, rows[s]) for s, batch in paper.items())
+        high = min((batch + 1) * msrnn.state_bytes(llama2, rows[s]) for s, batch in paper.items())
+        assert (low < high) == feasible, (extra, low / 2 ** 30, high / 2 ** 30)
+    budget = int(17.55 * 2 ** 30)
+    assert [budget // msrnn.state_bytes(llama2, s + 1 if s < 4096 else s) for s in paper] == list(paper.values())
+
+
 def test_model_to_keeps_the_fused_matrices_fused():
     model = random_model(CONFIGS["LLaMA"])
     moved = model.to(dtype=torch.float32)
