@@ -206,22 +206,40 @@ def score_rows(policy, rows) -> torch.Tensor:
     policy and the field. (Inside torch.compile the counters are not kept: the eager run checks.)"""
     compiling = torch.compiler.is_compiling()
     seen = [] if compiling else [(f, getattr(rows, f), getattr(rows, f)._version) for f in ROWS_FIELDS]
+    # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
+    modes = None if compiling else torch._C._len_torch_function_stack()
+    home = torch.get_default_device() if modes else None
     try:
         scores = policy(rows)
-    except Exception as e:
+    except PolicyError:  # the checker's own stop (checker.timed), or a policy that calls another through score_rows
+        raise
+    except (Exception, SystemExit) as e:  # sys.exit() in a policy is its failure, not the program's end
         err = PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}")
         err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
         raise err from None
+    name = policy_name(policy)
     for field, x, version in seen:
         if x._version != version:
-            raise PolicyError(f"policy {policy_name(policy)} wrote into rows.{field}: Rows is the multi-state's own "
+            raise PolicyError(f"policy {name} wrote into rows.{field}: Rows is the multi-state's own "
                               "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
+    if modes is not None and (torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home):
+        now = torch.get_default_device()
+        torch.set_default_device(home)
+        raise PolicyError(f"policy {name} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
+                          "must not change global settings")
     B, H, n = rows.pos.shape
     if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
             and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
         got = f"{scores.dtype} {tuple(scores.shape)}" if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise PolicyError(f"policy {policy_name(policy)} must return a float tensor of scores, shape ({B}, 1, {n}) "
+        raise PolicyError(f"policy {name} must return a float tensor of scores, shape ({B}, 1, {n}) "
                           f"for the layer or ({B}, {H}, {n}) per KV head (the lowest is dropped); got {got}")
+    if scores.layout != torch.strided or scores.device != rows.pos.device:
+        raise PolicyError(f"policy {name} returned scores on {scores.device} ({scores.layout}); the rows are on "
+                          f"{rows.pos.device} (torch.strided): compute the scores from the rows, where they are")
+    if not compiling and scores.device.type != "meta" and scores.isnan().any():
+        raise PolicyError(f"policy {name} returned NaN scores (layer {rows.layer}, position {rows.t}): NaN cannot be "
+                          "ranked, so which row goes would be arbitrary (rows.prev is NaN for a row never scored: "
+                          "rows.prev.nan_to_num(...)); inf keeps a row, -inf drops it")
     return scores
 
 

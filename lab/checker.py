@@ -10,9 +10,11 @@ contract  a float score per row, (B, 1, n) or (B, Hkv, n), no NaN; the same drop
 cost      microseconds per call with 257 rows of the default model's shape, next to TOVA's
 quality   perplexity on the default model and a real book, next to Window+4 and TOVA, both regimes
 """
+import dataclasses
 import functools
 import itertools
 import json
+import sys
 import time
 
 import torch
@@ -37,6 +39,43 @@ MODELS = {  # 3 layers, dim 32, 6 query heads sharing 2 KV heads; the second wit
 
 def tokens(B, T, seed):
     return torch.randint(0, 61, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+LIMIT = 0.05  # seconds one call may take on these tiny models (TOVA takes 10 µs); the checks make about 7,000
+
+
+class Watch:
+    """The policy of `named`, checked at every call as no run can afford: that it changes nothing it is
+    shown, even through .data or .numpy(), which the version counters of guards.score_rows cannot see
+    (the contents are compared, bit for bit), and that a call takes less than LIMIT on average (a
+    slow policy stops the check). Every 5 s a progress line goes to stderr."""
+
+    def __init__(self, named):
+        self.named, self.calls, self.took, self.start, self.shown, self.stopped = named, 0, 0.0, time.time(), time.time(), None
+        on = (lambda model, x: self.watch(named.fn(model, x))) if named.reads_ahead else self.watch(named.fn)
+        self.checked = dataclasses.replace(named, fn=on)
+
+    def watch(self, policy):
+        @functools.wraps(policy)
+        def watching(rows):
+            before = {f: getattr(rows, f).clone() for f in guards.ROWS_FIELDS}
+            t0 = time.perf_counter()
+            scores = policy(rows)
+            self.took, self.calls = self.took + time.perf_counter() - t0, self.calls + 1
+            if time.time() - self.shown > 5:
+                self.shown = time.time()
+                print(f"  ... {self.calls:,} calls in {self.shown - self.start:.0f} s", file=sys.stderr, flush=True)
+            bits = lambda x: x.contiguous().view(torch.uint8)         # NaN equals NaN, bit for bit
+            changed = [f for f, x in before.items() if not torch.equal(bits(x), bits(getattr(rows, f)))]
+            if changed:
+                raise guards.PolicyError(f"policy {guards.policy_name(policy)} wrote into rows.{changed[0]} (the contents "
+                                         "changed, through .data, .numpy() or the like): a policy must change nothing it is shown")
+            if self.calls >= 3 and self.took > LIMIT * self.calls:  # on average: one stall of the machine is not the policy's
+                self.stopped = (f"stopped after {self.calls} calls of {self.took / self.calls * 1e3:.0f} ms on average "
+                                f"on the checker's tiny models (limit {LIMIT * 1e3:.0f} ms; the checks make about 7,000 calls)")
+                raise guards.PolicyError(f"policy {guards.policy_name(policy)} is too slow: {self.stopped}")
+            return scores
+        return watching
 
 
 def recorded(policy, log):
@@ -215,12 +254,12 @@ def check(policy, model=None, tok=None, log=print, tail=None) -> dict:
     named = specs.named(policy)
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
-    out = {}
-    out["contract"] = contract(named)
+    out, watch = {}, Watch(named)
+    out["contract"] = contract(watch.checked)
     deterministic = "not deterministic" not in out["contract"][1]
-    out["exact"] = exact(named, deterministic)
-    out["causal"] = causal(named, deterministic)
-    out["cost"] = cost(named)
+    out["exact"] = exact(watch.checked, deterministic)
+    out["causal"] = causal(watch.checked, deterministic)
+    out["cost"] = ("fail", watch.stopped) if watch.stopped else cost(named)
     if tail:
         out["tail"] = with_tail(named, tail, deterministic)
     for name in ("exact", "causal", "contract", "cost", *(["tail"] if tail else [])):

@@ -122,7 +122,7 @@ def _from_file(path, fname):
     sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
     try:
         module_spec.loader.exec_module(module)
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # sys.exit() at import is the file's failure, not the command's end
         raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
     fn = getattr(module, fname, None)
     if not callable(fn):

@@ -183,3 +183,81 @@ def test_a_state_of_another_dtype_or_device_is_refused_by_name():
     state = msrnn.init_state(DEEP.to(device="meta"), 1, 4)
     with pytest.raises(ValueError, match="layer 0 has device meta, the model cpu"):
         msrnn.feed(DEEP, tokens(1, 3), state, policies.tova)
+
+
+# ---------------------------------------------------------------- policy guards that hold
+
+from lab import checker  # noqa: E402
+import demo  # noqa: E402
+
+
+def nan_rows(rows):
+    return policies.tova(rows).masked_fill(rows.pos == rows.t - 1, float("nan"))
+
+
+@pytest.mark.parametrize("prompt", [0, 6])
+def test_nan_scores_are_refused_with_the_policys_name_in_both_regimes(prompt):
+    """NaN rows were dropped per step and kept at a one-shot cut, silently."""
+    for view in (oneshot.run, lambda *a: fast_prefill(*a)):
+        at = 5 if prompt else 4  # the cut, or the first drop per step
+        with pytest.raises(guards.PolicyError, match=rf"policy nan_rows returned NaN scores \(layer 0, position {at}\)"):
+            view(DEEP, tokens(1, 12), nan_rows, 4 if not prompt else 3, prompt)
+
+
+def fast_prefill(*args):
+    from engine import fast
+    return fast.prefill(*args)
+
+
+def test_scores_on_another_device_or_layout_and_a_changed_default_device_are_named():
+    for policy, message in [(lambda rows: policies.tova(rows).to("meta"), r"returned scores on meta \(torch.strided\)"),
+                            (lambda rows: policies.tova(rows).to_sparse(), "returned scores on cpu \\(torch.sparse_coo\\)"),
+                            (lambda rows: torch.set_default_device("meta") or policies.tova(rows),
+                             "changed torch's default device from cpu to meta")]:
+        with pytest.raises(guards.PolicyError, match=message):
+            msrnn.run(DEEP, tokens(1, 8), policy, 4)
+        assert torch.get_default_device() == torch.device("cpu")  # put back
+
+
+WRITES = {
+    ".data": "def fn(rows):\n    rows.keys.data.mul_(0)\n    return rows.attn.mean((1, 2))[:, None]\n",
+    ".numpy()": "def fn(rows):\n    rows.pos.numpy()[..., 0] = 0\n    return rows.attn.mean((1, 2))[:, None]\n",
+    ".detach()": "def fn(rows):\n    rows.score.detach().zero_()\n    return rows.attn.mean((1, 2))[:, None]\n",
+}
+
+
+@pytest.mark.parametrize("how", WRITES)
+def test_writes_around_the_version_counters_fail_the_check(tmp_path, how, capsys):
+    (tmp_path / "w.py").write_text(WRITES[how])
+    with pytest.raises(SystemExit, match="check failed: fn: exact, contract"):
+        demo.main(["check", "--quick", f"{tmp_path}/w.py:fn"])
+    out = capsys.readouterr().out
+    assert "policy fn wrote into rows." in out, out
+
+
+@pytest.mark.parametrize("where", ["call", "import"])
+def test_a_policy_that_calls_sys_exit_fails_the_check(tmp_path, where, capsys):
+    """sys.exit(0) in a policy file made `demo.py check` exit 0 with no verdict."""
+    body = "def fn(rows):\n    sys.exit(0)\n" if where == "call" else "sys.exit(0)\ndef fn(rows):\n    return rows.pos\n"
+    (tmp_path / "quits.py").write_text("import sys\n" + body)
+    if where == "call":
+        with pytest.raises(SystemExit, match="check failed: fn: exact, contract"):
+            demo.main(["check", "--quick", f"{tmp_path}/quits.py:fn"])
+        assert "policy fn raised SystemExit: 0" in capsys.readouterr().out
+    else:
+        with pytest.raises(ValueError, match="could not import .*quits.py: SystemExit: 0"):
+            demo.main(["check", "--quick", f"{tmp_path}/quits.py:fn"])
+
+
+def test_a_slow_policy_is_stopped_with_progress(monkeypatch, capsys):
+    """6,805 calls with no progress line and no limit: 11 minutes at 100 ms a call."""
+    import time
+    monkeypatch.setattr(checker, "LIMIT", 0.005)
+
+    def slow(rows):
+        time.sleep(0.01)
+        return policies.tova(rows)
+    start = time.time()
+    out = checker.check(slow, log=lambda line: None)
+    assert time.time() - start < 20 and out["contract"][0] == out["exact"][0] == out["cost"][0] == "fail"
+    assert "too slow: stopped after 3 calls of" in out["contract"][1] and "limit 5 ms" in out["cost"][1]
