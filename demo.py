@@ -245,10 +245,15 @@ def cmd_memory(args):
 
 
 def cmd_t2r(args):
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model, tok = load(args)
-    data = train.experiment(model, tok, r=args.r, window=args.window, window_r=args.window_r, steps=args.steps,
-                          finetune=args.finetune, train_chunks=args.train_chunks, eval_chunks=args.eval_chunks,
-                          sizes=args.sizes, load_maps=args.load, log=print)
+    budget = dict(minutes=args.minutes, finetune_minutes=args.finetune_minutes, tail_minutes=args.tail_minutes)
+    if args.preset == "papers":  # the papers' token counts (train.PAPERS), no time limit: for a GPU
+        budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **train.PAPERS)
+    data = train.experiment(model, tok, r=args.r, window=args.window, train_length=args.train_length,
+                            epochs=args.epochs, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
+                            tail_size=args.tail_size, eval_chunks=args.eval_chunks, log=print, **budget)
     print("\n" + train.table(data))
     return data, model
 
@@ -375,17 +380,24 @@ def parser():
     sub.add_parser("grade", add_help=False, help="grade the course: demo.py grade [FOLDER] [--reference] [--init] "
                    "[--only N ...] (course/README.md)")
 
-    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state, "
-                       "trained on CPU, compared with TOVA by bytes of state")
-    p.add_argument("--r", type=harness.at_least(1), nargs="+", default=[16, 64], help="feature sizes of plain T2R (default 16 64)")
+    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state "
+                       "(transfer, then finetune), compared with TOVA by bytes of state")
+    p.add_argument("--r", type=harness.at_least(2), default=64, help="features of T2R and the hybrid (default 64)")
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
-    p.add_argument("--window-r", type=harness.at_least(1), default=16, help="the hybrid's feature size (default 16)")
-    p.add_argument("--steps", type=harness.at_least(0), default=40, help="attention-transfer steps, one 4,096-token chunk each (default 40)")
-    p.add_argument("--finetune", type=harness.at_least(0), default=0, help="next-token finetune steps after the transfer (default 0)")
-    p.add_argument("--train-chunks", type=harness.at_least(1), default=4, help="4,096-token chunks of lcet10, plrabn12 (default 4)")
-    p.add_argument("--eval-chunks", type=harness.at_least(1), default=2, help="4,096-token chunks of alice29, asyoulik (default 2)")
-    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 256], help="TOVA, H2O, Window+4 sizes (default 32 256)")
-    p.add_argument("--load", action="store_true", help="evaluate the maps an earlier run saved instead of training")
+    p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
+    p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
+    p.add_argument("--minutes", type=harness.positive, default=20.0, help="CPU budget of the attention transfer (default 20)")
+    p.add_argument("--finetune", choices=("lora", "full"), default="lora",
+                   help="lora: LoRA r=8 on q, k, v, o (LoLCATs); full: every weight (Kasai et al.)")
+    p.add_argument("--finetune-minutes", type=harness.positive, default=7.0, help="budget of each finetune (default 7)")
+    p.add_argument("--tail-r", type=harness.at_least(2), default=16, help="features of TOVA's tail (default 16)")
+    p.add_argument("--tail-size", type=harness.at_least(1), default=64, help="rows TOVA holds while its tail trains (default 64)")
+    p.add_argument("--tail-minutes", type=harness.positive, default=5.0, help="budget of the tail's transfer (default 5)")
+    p.add_argument("--eval-chunks", type=harness.at_least(1), default=1, help="4,096-token chunks of alice29, asyoulik (default 1)")
+    p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256], help="TOVA, H2O, Window+4 sizes")
+    p.add_argument("--threads", type=harness.at_least(0), default=0, help="torch threads (default 0: torch's choice)")
+    p.add_argument("--preset", choices=("cpu", "papers"), default="cpu", help="cpu: the --minutes budgets (default); "
+                   "papers: LoLCATs' 20 M transfer + 20 M finetune tokens, no time limit (a GPU: --device cuda)")
     return ap, sub
 
 

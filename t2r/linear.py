@@ -3,8 +3,9 @@
 Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
 (Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
 never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
-φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), or the untrained
-ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
+φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), Hedgehog's learned
+[softmax(W x + b), softmax(-(W x + b))] with r features in all (Zhang et al. 2024, arXiv 2402.04347), or the
+untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
 older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
 attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
 
@@ -21,6 +22,7 @@ from torch import nn
 
 import llama
 import msrnn
+from engine import guards
 
 EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU features are off
 
@@ -31,29 +33,51 @@ class FeatureMaps(nn.Module):
     Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
     maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
     grouped-query attention G query heads read one S. `layers` are the layers swapped out.
+    kind: "relu" (T2R), "hedgehog", or "elu" (ELU+1, untrained, r = head_dim).
     """
+    KINDS = ("relu", "hedgehog", "elu")
+
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32):
         super().__init__()
-        if kind not in ("relu", "elu"):
-            raise ValueError(f"feature map kind must be 'relu' (T2R) or 'elu' (ELU+1), got {kind!r}")
+        if kind not in self.KINDS:
+            raise ValueError(f"feature map kind must be 'relu' (T2R), 'hedgehog' or 'elu' (ELU+1), got {kind!r}")
+        if kind == "hedgehog" and r % 2:
+            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
-        self.kind, self.window, self.r = kind, window, r if kind == "relu" else d  # ELU+1 keeps d features
+        self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
         self.layers = list(range(n_layers)) if layers is None else sorted(layers)
+        guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
+                            f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
+        g = torch.Generator().manual_seed(seed)
+        p = lambda x: nn.Parameter(x.to(dtype))
         if kind == "relu":
             # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
             # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
-            g = torch.Generator().manual_seed(seed)
-            w = lambda *s: nn.Parameter((torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5).to(dtype))
-            self.wq, self.bq = w(n_layers, H, G, r, d), nn.Parameter(torch.zeros(n_layers, H, G, r, dtype=dtype))
-            self.wk, self.bk = w(n_layers, H, 1, r, d), nn.Parameter(torch.zeros(n_layers, H, 1, r, dtype=dtype))
+            w = lambda *s: p(torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5)
+            self.wq, self.bq = w(n_layers, H, G, r, d), p(torch.zeros(n_layers, H, G, r))
+            self.wk, self.bk = w(n_layers, H, 1, r, d), p(torch.zeros(n_layers, H, 1, r))
+        elif kind == "hedgehog":
+            # rows of norm about 1, like Hedgehog's identity start: softmax over projections of x as
+            # sharp as x itself. The query map's gain exp(gq) weighs the linear part against the
+            # window's softmax in the hybrid (LoLCATs learns such a factor); it cancels in plain T2R.
+            rows = lambda n: torch.randn(n_layers, n, r // 2, d, generator=g, dtype=torch.float64) / d**0.5
+            self.wq, self.bq = p(rows(H * G).unflatten(1, (H, G))), p(torch.zeros(n_layers, H, G, r // 2))
+            self.wk, self.bk = p(rows(H)[:, :, None]), p(torch.zeros(n_layers, H, 1, r // 2))
+            self.gq = p(torch.zeros(n_layers, H, G))
 
     def phi(self, layer: int, x, which: str):
         """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
         if self.kind == "elu":
             return F.elu(x) + 1
         w, b = (self.wq, self.bq) if which == "q" else (self.wk, self.bk)
-        return F.relu(torch.einsum("bhgtd,hgrd->bhgtr", x, w[layer]) + b[layer][:, :, None])
+        u = torch.einsum("bhgtd,hgrd->bhgtr", x, w[layer]) + b[layer][:, :, None]  # (B, Hkv, G or 1, T, r or r/2)
+        if self.kind == "relu":
+            return F.relu(u)
+        # Hedgehog: softmax over the features, of Wx and of -Wx, in float32 at least (like attention's)
+        u = u.to(llama.wide(u.dtype))
+        f = torch.cat([u.softmax(-1), (-u).softmax(-1)], -1).to(x.dtype)  # (B, Hkv, G or 1, T, r)
+        return f * self.gq[layer][:, :, None, None].exp() if which == "q" else f
 
 
 # ---------------------------------------------------------------- transformer view
@@ -64,8 +88,8 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
     Query i weighs key j by φ(q_i)·φ(k_j) if i - j >= window, by exp(q_i·k_j/√d - m_i) if it is one of
     the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
-    weights: one normalisation for both parts. No mixing factor: ReLU(W x + b) is positively
-    homogeneous, so the scale of W, b is the learned weight of the linear part.
+    weights: one normalisation for both parts. No separate mixing factor: ReLU(W x + b) is positively
+    homogeneous, so the scale of W, b is the learned weight of the linear part; Hedgehog's has its gain.
     Queries go in blocks of m >= window: a block sees its own and the previous block's keys one by one,
     older blocks through their running sums (S, z), so time and memory are O(T m) rather than O(T²).
     """

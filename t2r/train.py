@@ -3,6 +3,10 @@
 Training is attention transfer (Hedgehog, Zhang et al. 2024, arXiv 2402.04347; LoLCATs): only φ learns,
 so that each layer's linear attention reproduces its softmax output on the frozen model's own q, k, v.
 """
+import copy
+import dataclasses
+import inspect
+import json
 import math
 import os
 import pathlib
@@ -13,6 +17,7 @@ import torch.nn.functional as F
 
 import llama
 import msrnn
+from data import corpus
 from lab import experiments, harness, specs
 from t2r import linear
 from t2r.linear import FeatureMaps, forward, state_bytes
@@ -37,11 +42,17 @@ def load(path, model: llama.Model) -> FeatureMaps:
         raise ValueError(f"{path}: cannot read safetensors file ({e}); delete it and train again") from None
     if not {"kind", "r", "window", "layers"} <= meta.keys():
         raise ValueError(f"{path}: not a T2R maps file (its metadata lacks kind, r, window, layers)")
-    layers = [int(i) for i in meta["layers"].split(",") if i]
+    if meta["kind"] not in FeatureMaps.KINDS:
+        raise ValueError(f"{path}: field 'kind' is {meta['kind']!r}, not one of {', '.join(FeatureMaps.KINDS)}")
+    number = lambda field, low: _field_int(path, field, meta[field], low)
+    r, window = number("r", 1), number("window", 0)
+    layers = [_field_int(path, "layers", i, 0) for i in meta["layers"].split(",") if i]
     if any(not 0 <= i < model.config.n_layers for i in layers):
-        raise ValueError(f"{path}: swaps layers {layers}, the model has {model.config.n_layers}")
-    maps = FeatureMaps(model.config, int(meta["r"]), meta["kind"], int(meta["window"]), layers,
-                       dtype=model.dtype).to(model.device)
+        raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
+    try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
+        maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype).to(model.device)
+    except (MemoryError, ValueError) as e:
+        raise ValueError(f"{path}: field 'r' = {r}: {e}") from None
     want = dict(maps.named_parameters())
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
@@ -49,114 +60,386 @@ def load(path, model: llama.Model) -> FeatureMaps:
         if tensors[name].shape != want[name].shape:
             raise ValueError(f"{path}: tensor {name!r} has shape {tuple(tensors[name].shape)}, this model needs "
                              f"{tuple(want[name].shape)} (maps made for another model?)")
+        if not torch.isfinite(tensors[name]).all():
+            raise ValueError(f"{path}: tensor {name!r} holds NaN or infinite values")
         with torch.no_grad():
             want[name].copy_(tensors[name])
     return maps
 
 
-# ---------------------------------------------------------------- training
+def _field_int(path, field, text, low) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{path}: field {field!r} is {text!r}, not an integer") from None
+    if value < low:
+        raise ValueError(f"{path}: field {field!r} is {value}, it must be at least {low}")
+    return value
 
-@torch.no_grad()
-def collect(model: llama.Model, chunks, layers) -> dict:
-    """Layer -> [q, k, v, softmax output] of the frozen model on token chunks (N, T), in float16:
-    half the memory, and precise enough for regression targets (the arithmetic stays in model.dtype)."""
-    data = {i: [] for i in layers}
+
+# ---------------------------------------------------------------- the training text
+
+LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
+
+
+def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), licenses=LICENSES) -> torch.Tensor:
+    """Chunks (N, length) of every training text: the two Canterbury books that are not evaluated on,
+    and each distinct license text of `licenses` where that folder exists (links and copies read once).
+    alice29 and asyoulik, the evaluation books, are never among them."""
+    sources = [corpus.book(b) for b in books]
+    if licenses is not None and licenses.is_dir():
+        seen = {}
+        for f in sorted(licenses.iterdir()):
+            if f.is_file():
+                seen.setdefault(f.read_bytes(), f)  # GPL -> GPL-3 and the like: one copy
+        sources += [corpus.read(f) for f in seen.values()]
+    ids = [c for t in sources for c in corpus.chunks(tok.encode(t).ids, length)]
+    if not ids:
+        raise ValueError(f"the training texts hold no chunk of {length} tokens")
+    return torch.tensor(ids)
+
+
+# ---------------------------------------------------------------- resumable runs
+
+def _save_run(path, params: dict, opt, meta: dict):
+    """A run's trainable tensors, Adam's moments and step, and `meta` (JSON) in one safetensors file."""
+    from safetensors.torch import save_file
+    tensors = {f"param.{n}": p.detach().contiguous() for n, p in params.items()}
+    for n, p in params.items():
+        for key, value in opt.state.get(p, {}).items():  # step, exp_avg, exp_avg_sq
+            tensors[f"adam.{key}.{n}"] = value.detach().contiguous()
+    with harness.atomic(pathlib.Path(path)) as tmp:
+        save_file(tensors, str(tmp), metadata={"run": json.dumps(meta)})
+
+
+def _load_run(path, params: dict, opt) -> dict:
+    """Restore what _save_run wrote into `params` and `opt` (every tensor checked); returns its meta."""
+    from safetensors import safe_open
+    try:
+        with safe_open(str(path), "pt") as f:
+            meta, tensors = json.loads((f.metadata() or {})["run"]), {n: f.get_tensor(n) for n in f.keys()}
+    except Exception as e:
+        raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
+    for n, p in params.items():
+        t = tensors.get(f"param.{n}")
+        if t is None or t.shape != p.shape:
+            raise ValueError(f"{path}: tensor 'param.{n}' is " + ("missing" if t is None else
+                             f"{tuple(t.shape)}, this run needs {tuple(p.shape)} (another model or setting?)"))
+        if not torch.isfinite(t).all():
+            raise ValueError(f"{path}: tensor 'param.{n}' holds NaN or infinite values")
+        with torch.no_grad():
+            p.copy_(t)
+        state = {k: tensors[f"adam.{k}.{n}"].to(p.device) for k in ("step", "exp_avg", "exp_avg_sq")
+                 if f"adam.{k}.{n}" in tensors}
+        if state:
+            state["step"] = state["step"].cpu()  # Adam keeps its step on the CPU
+            opt.state[p] = state
+    return meta
+
+
+def _resume(checkpoint, params, opt, settings: dict, log) -> dict:
+    """The meta of a saved run of the same settings (its tensors restored), or a fresh one."""
+    if checkpoint is None or not os.path.isfile(checkpoint):
+        return {"settings": settings, "step": 0, "seconds": 0.0, "tokens": 0, "losses": [], "curve": []}
+    meta = _load_run(checkpoint, params, opt)
+    for key, value in settings.items():
+        if meta["settings"].get(key) != value:
+            raise ValueError(f"{checkpoint}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
+                             f"for {value!r}; delete the file or use another")
+    log and log(f"   resuming {checkpoint} at step {meta['step']} ({meta['tokens']:,} tokens)")
+    return meta
+
+
+def _order(n: int, step: int, seed: int) -> int:
+    """Chunk of global step `step`: a fresh permutation of the n chunks every epoch (so a resumed run
+    reads exactly what one run through would)."""
+    epoch, j = divmod(step, n)
+    return int(torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch))[j])
+
+
+# ---------------------------------------------------------------- stage 1: attention transfer
+
+def student_of(maps: FeatureMaps):
+    """The default student: layer i's linear attention (plain T2R, or the hybrid with maps.window)."""
+    return lambda i, q, k, v: linear.attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+
+
+def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000.0, seed=0, minutes=None,
+             checkpoint=None, save_every=20, evaluate=None, eval_every=50, log=print) -> dict:
+    """Attention transfer (Hedgehog; LoLCATs' stage 1), streamed: the frozen model reads each chunk
+    (N, T) once per epoch; inside every swapped layer the softmax output is computed (no grad), the
+    student's output on the same detached q, k, v is regressed onto it (MSE x `scale`, LoLCATs'), its
+    gradient taken at once and the graph freed, and the softmax output goes on to the next layer. So
+    one layer's student graph is held at a time, and nothing is stored between chunks. One Adam step
+    per chunk: a layer's maps get gradient only from that layer, so this is per-layer training.
+
+    maps: FeatureMaps, or a list of them trained side by side on the same stream (one teacher pass);
+    student(i, q, k, v) -> (B, Hkv, G, T, hd), differentiable in the maps (default student_of(maps));
+    a list with a list of maps. Stops after `epochs` or `minutes`; with `checkpoint` (a path) it saves
+    there every `save_every` steps and at the end, and a later call goes on from the saved step.
+    evaluate() -> dict, every `eval_every` steps and at the end: the curve against tokens.
+    Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
+    many = isinstance(maps, (list, tuple))
+    maps_list = list(maps) if many else [maps]
+    students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
+    students = [s or student_of(m) for s, m in zip(students, maps_list)]
+    params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
+    opt = torch.optim.Adam(params.values(), lr=lr)
+    settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
+                "maps": [describe(m) for m in maps_list]}
+    run = _resume(checkpoint, params, opt, settings, log)
+    total, t0, done_s = epochs * len(chunks), time.time(), run["seconds"]
+    layer_loss = [[0.0] * len(maps_list)]
+
+    def attend(i, q, k, v):
+        with torch.no_grad():
+            o = linear.softmax(model, q, k, v)
+        q, k, v = q.detach(), k.detach(), v.detach()
+        for j, (m, s) in enumerate(zip(maps_list, students)):
+            if i in m.layers:
+                with torch.enable_grad():
+                    loss = F.mse_loss(s(i, q, k, v), o)
+                    (scale * loss).backward()
+                layer_loss[0][j] += loss.item() / len(m.layers)
+        return o
+
+    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
+        x = chunks[_order(len(chunks), run["step"], seed)][None]        # (1, T)
+        layer_loss[0] = [0.0] * len(maps_list)
+        with torch.no_grad():
+            llama.forward(model, x, attend, last=True)  # only the attention hooks matter: no vocabulary product
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        run["step"] += 1
+        run["tokens"] += x.numel()
+        run["losses"].append(layer_loss[0])
+        run["seconds"] = done_s + time.time() - t0
+        last = run["step"] == total or (minutes and run["seconds"] >= 60 * minutes)
+        if log and (run["step"] % 10 == 0 or run["step"] == 1 or last):
+            log(f"   transfer step {run['step']}/{total}: {run['tokens']:,} tokens, "
+                f"{run['tokens'] / run['seconds']:.0f} tokens/s, MSE " + " ".join(f"{l:.4g}" for l in layer_loss[0]))
+        if evaluate and (run["step"] % eval_every == 0 or last):
+            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
+            t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
+        if checkpoint is not None and (run["step"] % save_every == 0 or last):
+            _save_run(checkpoint, params, opt, run)
+    run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
+    return run
+
+
+def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
+    """The attention-transfer MSE of `maps` on chunks (N, T), averaged over chunks and swapped layers."""
+    student, total = student or student_of(maps), [0.0]
+
+    @torch.no_grad()
     def attend(i, q, k, v):
         o = linear.softmax(model, q, k, v)
-        if i in data:
-            data[i].append([x.half() for x in (q, k, v, o)])
+        if i in maps.layers:
+            total[0] += F.mse_loss(student(i, q, k, v), o).item() / len(maps.layers) / len(chunks)
         return o
     for x in chunks.split(1):
-        llama.forward(model, x, attend)
-    return {i: [torch.cat(x) for x in zip(*d)] for i, d in data.items()}
+        llama.forward(model, x, attend, last=True)
+    return total[0]
 
 
-def transfer_loss(model, maps: FeatureMaps, data: dict, idx=None, backward=False) -> float:
-    """Attention-transfer loss: MSE between each layer's linear and softmax outputs, averaged over layers."""
-    total = 0.0
-    for i, tensors in data.items():
-        q, k, v, o = (x if idx is None else x[idx] for x in tensors)
-        q, k, v, o = (x.to(model.dtype) for x in (q, k, v, o))
-        loss = F.mse_loss(linear.attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window), o)
-        if backward:  # layers are independent: one layer's graph in memory at a time
-            loss.backward()
-        total += loss.item() / len(data)
-    return total
+def describe(maps: FeatureMaps) -> dict:
+    return {"kind": maps.kind, "r": maps.r, "window": maps.window, "layers": maps.layers}
 
 
-def transfer(model, maps: FeatureMaps, data: dict, steps: int, lr: float = 1e-2, batch: int = 1,
-             seed: int = 0, log=print) -> list:
-    """Attention transfer (Hedgehog, LoLCATs): Adam on the feature maps only. Returns the loss per step."""
-    opt = torch.optim.Adam(maps.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    n, losses, t0 = len(next(iter(data.values()))[0]), [], time.time()
-    for step in range(steps):
-        opt.zero_grad()
-        losses.append(transfer_loss(model, maps, data, torch.randint(n, (batch,), generator=g), backward=True))
-        opt.step()
-        if log and (step % 10 == 0 or step == steps - 1):
-            log(f"   transfer step {step + 1}/{steps}: MSE {losses[-1]:.4g}  ({time.time() - t0:.0f} s)")
-    return losses
+# ---------------------------------------------------------------- stage 2: swap, then finetune
+
+LORA_ON = ("wq", "wk", "wv", "wo")  # LoLCATs' LoRA targets: the attention projections
 
 
-def finetune_maps(model, maps: FeatureMaps, chunks, steps: int, lr: float = 1e-3, seed: int = 0, log=print) -> list:
-    """T2R's second stage, here for the maps only: next-token loss through the whole frozen model."""
-    opt = torch.optim.Adam(maps.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
-    losses, t0 = [], time.time()
-    for step in range(steps):
-        x = chunks[torch.randint(len(chunks), (1,), generator=g)][0]
-        opt.zero_grad()
-        logits = forward(model, maps, x[None])[0, :-1]
+def weights(model: llama.Model, mode: str, rank: int = 8, alpha: float = 16, seed: int = 0):
+    """The finetune's trainable tensors (name -> leaf tensor) and build() -> the llama.Model they make.
+
+    mode "full": every weight of the model (Kasai et al.): a copy of embeddings, norms and each layer's
+    matrices. mode "lora": for q, k, v, o of every layer an A (rank, in) and a zero B (out, rank),
+    W = W0 + alpha/rank B A (Hu et al. 2021, arXiv 2106.09685; LoLCATs' r=8, alpha=16). build() makes
+    new Layers from the current tensors each step (Layer fuses wq, wk, wv on creation, so the fused
+    matrix is rebuilt from them rather than edited in place)."""
+    fields = [f.name for f in dataclasses.fields(llama.Layer)]
+    tied = model.lm_head is model.embed
+    if mode == "full":
+        params = {f"layers.{i}.{f}": getattr(L, f).detach().clone() for i, L in enumerate(model.layers) for f in fields}
+        params |= {n: getattr(model, n).detach().clone() for n in ("embed", "norm") + (() if tied else ("lm_head",))}
+
+        def build():
+            layers = [llama.Layer(**{f: params[f"layers.{i}.{f}"] for f in fields}) for i in range(len(model.layers))]
+            return dataclasses.replace(model, embed=params["embed"], layers=layers, norm=params["norm"],
+                                       lm_head=params["embed"] if tied else params["lm_head"])
+    elif mode == "lora":
+        g, params = torch.Generator().manual_seed(seed), {}
+        for i, L in enumerate(model.layers):
+            for w in LORA_ON:
+                out, inp = getattr(L, w).shape
+                bound = 1 / math.sqrt(inp)  # PEFT's start for A (Kaiming-uniform, a=√5); B = 0, so W = W0
+                params[f"layers.{i}.{w}.A"] = ((torch.rand(rank, inp, generator=g, dtype=torch.float64) * 2 - 1)
+                                               * bound).to(device=model.device, dtype=model.dtype)
+                params[f"layers.{i}.{w}.B"] = torch.zeros(out, rank, device=model.device, dtype=model.dtype)
+
+        def build():
+            layers = [llama.Layer(**{f: getattr(L, f) + alpha / rank * params[f"layers.{i}.{f}.B"] @ params[f"layers.{i}.{f}.A"]
+                                     if f in LORA_ON else getattr(L, f) for f in fields}) for i, L in enumerate(model.layers)]
+            return dataclasses.replace(model, layers=layers)
+    else:
+        raise ValueError(f"finetune mode must be 'full' (every weight, Kasai et al.) or 'lora' (LoLCATs), got {mode!r}")
+    for p in params.values():
+        p.requires_grad_(True)
+    return params, build
+
+
+def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes=None, lr=None, maps_lr=1e-3,
+             rank=8, alpha=16, seed=0, grad_checkpoint=True, checkpoint=None, save_every=10, evaluate=None,
+             eval_every=25, log=print):
+    """Swap, then finetune (Kasai et al.'s second stage; LoLCATs' stage 2): next-token loss with the
+    linear attention in place, training the maps and the model's weights (mode "full") or LoRA
+    adapters on q, k, v, o (mode "lora"). lr: the weights' (default 1e-4 for LoRA, LoLCATs'; 1e-5 for
+    every weight); the maps learn at maps_lr. grad_checkpoint: each layer's attention is recomputed in
+    the backward pass rather than kept (torch.utils.checkpoint). Resumable as `transfer` is.
+    Returns (the finetuned llama.Model, detached; the run's meta)."""
+    lr = lr if lr is not None else {"lora": 1e-4, "full": 1e-5}.get(mode, 0)
+    params, build = weights(model, mode, rank, alpha, seed)
+    params = {f"maps.{n}": p for n, p in maps.named_parameters()} | {f"model.{n}": p for n, p in params.items()}
+    opt = torch.optim.Adam([{"params": [p for n, p in params.items() if n.startswith("maps.")], "lr": maps_lr},
+                            {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
+    settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "rank": rank, "alpha": alpha,
+                "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)}
+    run = _resume(checkpoint, params, opt, settings, log)
+    student = student_of(maps)
+    attend = lambda i, q, k, v: (linear.softmax(model, q, k, v) if i not in maps.layers else
+                                 torch.utils.checkpoint.checkpoint(student, i, q, k, v, use_reentrant=False)
+                                 if grad_checkpoint else student(i, q, k, v))
+    total, t0, done_s = epochs * len(chunks), time.time(), run["seconds"]
+    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
+        x = chunks[_order(len(chunks), run["step"], seed)]               # (T,)
+        logits = llama.forward(build(), x[None], attend)[0, :-1]          # (T - 1, vocab)
         loss = F.cross_entropy(logits.to(llama.wide(logits.dtype)), x[1:].to(logits.device))
         loss.backward()
         opt.step()
-        losses.append(loss.item())
+        opt.zero_grad(set_to_none=True)
+        run["step"] += 1
+        run["tokens"] += x.numel()
+        run["losses"].append(loss.item())
+        run["seconds"] = done_s + time.time() - t0
+        last = run["step"] == total or (minutes and run["seconds"] >= 60 * minutes)
         if log:
-            log(f"   finetune step {step + 1}/{steps}: next-token loss {losses[-1]:.3f}  ({time.time() - t0:.0f} s)")
-    return losses
+            log(f"   finetune ({mode}) step {run['step']}/{total}: {run['tokens']:,} tokens, "
+                f"{run['tokens'] / run['seconds']:.0f} tokens/s, next-token loss {run['losses'][-1]:.3f}")
+        if evaluate and (run["step"] % eval_every == 0 or last):
+            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate(detached(build))})
+            t0, done_s = time.time(), run["seconds"]
+        if checkpoint is not None and (run["step"] % save_every == 0 or last):
+            _save_run(checkpoint, params, opt, run)
+    run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
+    return detached(build), run
+
+
+def detached(build) -> llama.Model:
+    """The model build() makes, as plain tensors that later training steps do not touch."""
+    with torch.no_grad():
+        m = build()
+        fields = [f.name for f in dataclasses.fields(llama.Layer)]
+        layers = [llama.Layer(**{f: getattr(L, f).detach().clone() for f in fields}) for L in m.layers]
+        embed = m.embed.detach().clone()
+        return dataclasses.replace(m, embed=embed, layers=layers, norm=m.norm.detach().clone(),
+                                   lm_head=embed if m.lm_head is m.embed else m.lm_head.detach().clone())
 
 
 # ---------------------------------------------------------------- the comparison: python demo.py t2r
 
-def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetune=0, train_chunks=4, eval_chunks=2,
-               sizes=(32, 256), load_maps=False, log=None) -> dict:
-    """Perplexity against bytes of state per sequence at 4,096 tokens: T2R with r features (trained
-    here for `steps` attention-transfer and `finetune` next-token steps, or loaded with load_maps),
-    ELU+1, and the hybrid (`window` exact rows + T2R of window_r features) next to softmax, TOVA,
-    H2O and Window+4 at `sizes`, on the same held-out chunks. The maps are saved as safetensors in results/."""
+# what the papers spent, for the command that reaches their budget on a GPU (PAPERS.md): LoLCATs ~40 M
+# tokens in all for 7-8B models, about half in each stage
+PAPERS = {"transfer_tokens": 20_000_000, "finetune_tokens": 20_000_000}
+TRAINING_CODE = [inspect.getsource(f) for f in (training_text, _save_run, _load_run, _resume, _order, student_of,
+                                                 transfer, weights, finetune, detached)]  # read once, at import
+
+
+def code_key(*extra) -> str:
+    """A hash of the code that trains: the functions above, the method (t2r/linear.py), the decoder (llama.py)."""
+    return harness.fingerprint(*TRAINING_CODE, pathlib.Path(linear.__file__), pathlib.Path(llama.__file__), *extra)
+
+
+def zeroed(maps: FeatureMaps) -> FeatureMaps:
+    """The same maps with every feature 0: S and z stay 0, so only the window (or the held rows) is left.
+    A hybrid whose perplexity barely rises under this bypasses its linear part (arXiv 2510.05901)."""
+    off = copy.copy(maps)
+    off.phi = lambda layer, x, which: x.new_zeros(*x.shape[:-1], maps.r)
+    return off
+
+
+def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4096, train_length=1024, epochs=2,
+               minutes=20.0, finetune_mode="lora", finetune_minutes=7.0, finetune_epochs=1, sizes=(32, 64, 128, 256),
+               tail_r=16, tail_size=64, tail_minutes=5.0, eval_chunks=1, eval_every=8, curve_tokens=1024,
+               transfer_tokens=None, finetune_tokens=None, log=None) -> dict:
+    """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
+    alice29 and asyoulik for every row: T2R of each map kind with r features after attention transfer
+    and after finetuning; the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
+    `sizes`; TOVA with a T2R tail (t2r/tail.py, where it exists); the full cache. The hybrid and the
+    tail also with their features zeroed. Training reads chunks of `train_length` tokens (LoLCATs' 1,024),
+    for `epochs` or `minutes` per stage, whichever ends first; transfer_tokens and finetune_tokens, where
+    given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
+    a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
-    train = experiments.book_chunks(tok, train_chunks, books=("lcet10", "plrabn12"))  # (N, 4096)
-    test = experiments.book_chunks(tok, eval_chunks, books=("alice29", "asyoulik"))
-    results, data, collect_s = [], None, 0
+    train_ids = training_text(tok, train_length)
+    test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
+    if transfer_tokens:
+        epochs = -(-transfer_tokens // train_ids.numel())
+    if finetune_tokens:
+        finetune_epochs = -(-finetune_tokens // train_ids.numel())
+    log(f"training text: {len(train_ids)} chunks of {train_length} tokens ({train_ids.numel():,} tokens; {epochs} epochs); "
+        f"held out: {len(test)} chunks")
+    new = lambda kind, w=0, r=r: FeatureMaps(model.config, r, kind, w, dtype=model.dtype).to(model.device)
+    # the curve against training tokens: perplexity on the first `curve_tokens` of the first held-out chunk
+    piece = test[:1, :curve_tokens]
+    ppl = lambda m, maps: math.exp(experiments.next_token_nll(forward(m, maps, piece), piece).mean().item())
+    cache = lambda what, *settings: harness.RESULTS / f"t2r_{what}_{code_key(train_length, epochs, *settings)}.safetensors"
+
+    # stage 1: every map set of the table learns side by side from one stream of the frozen model
+    plain = [new(kind) for kind in kinds]
+    hybrid = new("hedgehog", window) if window else None
+    maps = plain + ([hybrid] if hybrid else [])
+    path = cache("transfer", r, kinds, window, minutes)
+    log(f"stage 1, attention transfer of {', '.join(name(m) for m in maps)} -> {path.name}")
+    stage1 = transfer(model, maps, train_ids, epochs=epochs, minutes=minutes, checkpoint=path, log=log,
+                      eval_every=eval_every, evaluate=lambda: {name(m): ppl(model, m) for m in maps})
+    results, bypass = [], {}
 
     def record(method, family, nll, bytes_, **extra):
         results.append(dict(method=method, family=family, state_bytes=bytes_, ppl=math.exp(nll.mean().item()),
-                         ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
+                            ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
         log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
 
-    new = lambda *a, **kw: FeatureMaps(model.config, *a, dtype=model.dtype, **kw).to(model.device)
-    runs = [new(n) for n in r] + [new(kind="elu")] + ([new(window_r, window=window)] if window else [])
-    for maps in runs:
-        file = harness.RESULTS / f"t2r_{maps.kind}_r{maps.r}_w{maps.window}.safetensors"
-        t0, losses, ft = time.time(), [], []
-        if maps.kind == "relu" and load_maps:
-            maps = load(file, model)
-        elif maps.kind == "relu":
-            if data is None:
-                log(f"collecting every layer's q, k, v and softmax output on {len(train)} training chunks ...")
-                data = collect(model, train, maps.layers)
-                collect_s = round(time.time() - t0)
-                t0 = time.time()
-            log(f"{name(maps)}: attention transfer, {steps} steps")
-            losses = transfer(model, maps, data, steps, log=log)
-            ft = finetune_maps(model, maps, train, finetune, log=log) if finetune else []
-            save(maps, file)
-        train_s = round(time.time() - t0)
+    cost1 = {"tokens": stage1["tokens"], "seconds": round(stage1["seconds"]), "tokens_per_s": stage1["tokens_per_s"]}
+    nll = lambda m, maps: experiments.next_token_nll(forward(m, maps, test), test)
+    with torch.no_grad():
+        for m in plain:
+            record(f"{name(m)}, transfer", m.kind, nll(model, m), state_bytes(model, m), stage="transfer", **cost1)
+        if hybrid:
+            record(f"{name(hybrid)}, transfer", "hybrid", nll(model, hybrid), state_bytes(model, hybrid),
+                   stage="transfer", **cost1)
+            record(f"{name(hybrid)}, features zeroed", "hybrid zeroed", nll(model, zeroed(hybrid)),
+                   state_bytes(model, hybrid))
+            bypass[name(hybrid)] = {"with": results[-2]["ppl"], "zeroed": results[-1]["ppl"]}
+        elu = new("elu")
+        record(name(elu), "elu", nll(model, elu), state_bytes(model, elu))
+
+    # stage 2: swap, then finetune each plain map set with the model (LoRA or every weight)
+    curves = {"transfer": stage1["curve"], "curve_tokens": piece.shape[1],
+              "full cache": math.exp(experiments.next_token_nll(llama.forward(model, piece), piece).mean().item())}
+    for m in plain:
+        path = cache("finetune", name(m), finetune_mode, finetune_minutes, finetune_epochs, r, kinds, window, minutes)
+        log(f"stage 2, {finetune_mode} finetune of {name(m)} -> {path.name}")
+        tuned, stage2 = finetune(model, m, train_ids, mode=finetune_mode, minutes=finetune_minutes,
+                                 epochs=finetune_epochs, checkpoint=path, log=log, eval_every=eval_every // 2,
+                                 evaluate=lambda t, m=m: {name(m): ppl(t, m)})
+        curves[f"finetune {name(m)}"] = stage2["curve"]
         with torch.no_grad():
-            nll = experiments.next_token_nll(forward(model, maps, test), test)
-        record(name(maps), "hybrid" if maps.window else maps.kind, nll, state_bytes(model, maps),
-               train_s=train_s, transfer_loss=losses, finetune_loss=ft)
+            record(f"{name(m)}, finetuned", m.kind + " finetuned", nll(tuned, m), state_bytes(model, m),
+                   stage=f"finetune ({finetune_mode})", tokens=stage1["tokens"] + stage2["tokens"],
+                   seconds=round(stage1["seconds"] + stage2["seconds"]), tokens_per_s=stage2["tokens_per_s"],
+                   finetune_tokens=stage2["tokens"], finetune_seconds=round(stage2["seconds"]))
 
     log("softmax attention, then the MSRNN policies on the same chunks ...")
     record("softmax, full cache", "full", experiments.nll(model, test), msrnn.state_bytes(model, test.shape[1]))
@@ -164,35 +447,97 @@ def experiment(model, tok, r=(16, 64), window=64, window_r=16, steps=40, finetun
         for p in ("tova", "h2o", "sink"):
             record(f"{specs.named(p).label} {size}", p, experiments.nll(model, test, p, size),
                    msrnn.state_bytes(model, size))
+    results += tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, tail_minutes, cache, bypass, results, log)
     results.sort(key=lambda row: row["state_bytes"])
-    return {"results": results, "collect_s": collect_s, "chunks": len(test), "tokens": test.shape[1],
-            "dtype": str(model.dtype).removeprefix("torch."), "seconds": round(time.time() - t_start)}
+    return {"results": results, "curves": curves, "bypass": bypass, "chunks": len(test), "tokens": test.shape[1],
+            "training_tokens": train_ids.numel(), "epochs": epochs, "dtype": str(model.dtype).removeprefix("torch."),
+            "seconds": round(time.time() - t_start)}
+
+
+def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, log) -> list:
+    """TOVA with a T2R tail at each size, where t2r/tail.py exists: one Hedgehog map of tail_r features
+    trained by attention transfer under TOVA's own drops at tail_size rows, then read at every size.
+    Its zeroed twin is the TOVA row itself: a tail of zero features is the policy alone, bit for bit
+    (tests/test_tail.py), so it is not run twice."""
+    try:
+        from t2r import tail
+    except ImportError:
+        log("   (no t2r/tail.py: no rows for TOVA with a tail)")
+        return []
+    tova = specs.named("tova")
+    maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
+    path = cache("tail", "tova", tail_size, tail_r, minutes, pathlib.Path(tail.__file__))
+    log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
+    run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=epochs,
+                   minutes=minutes, checkpoint=path, log=log)
+    rows = []
+    for size in sizes:
+        with torch.no_grad():
+            nll = experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test)
+        rows.append(dict(method=f"TOVA {size} + tail hedgehog {tail_r}", family="tail",
+                         state_bytes=tail.state_bytes(model, maps, size), ppl=math.exp(nll.mean().item()),
+                         ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], stage=f"transfer at {tail_size} rows",
+                         tokens=run["tokens"], seconds=round(run["seconds"]), tokens_per_s=run["tokens_per_s"]))
+        log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {rows[-1]['ppl']:.2f}")
+        alone = next(x["ppl"] for x in results if x["method"] == f"{tova.label} {size}")
+        bypass[rows[-1]["method"]] = {"with": rows[-1]["ppl"], "zeroed": alone}
+    return rows
 
 
 def name(maps: FeatureMaps) -> str:
-    plain = "ELU+1" if maps.kind == "elu" else f"T2R r={maps.r}"
+    plain = "ELU+1 (untrained)" if maps.kind == "elu" else f"T2R {maps.kind} {maps.r}"
     return f"hybrid: window {maps.window} + {plain}" if maps.window else plain
 
 
 def table(data) -> str:
-    lines = ["| method | state per sequence | perplexity | training |", "|---|---|---|---|"]
+    lines = ["| method | state per sequence | perplexity | training tokens | training time (2 cores) | tokens/s |",
+             "|---|---|---|---|---|---|"]
     for row in data["results"]:
-        train_s = f"{row['train_s']} s" if row.get("transfer_loss") else ""
-        lines.append(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {train_s} |")
-    return "\n".join(lines + [f"{data['chunks']} chunks of {data['tokens']} tokens; {data['seconds']} s in all"])
+        cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
+        lines.append(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
+    full = next(row["ppl"] for row in data["results"] if row["family"] == "full")
+    notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
+             f"tokens x {data['epochs']} epochs; {data['seconds']} s in all. Full cache: {full:.2f}."]
+    for k, v in data["bypass"].items():
+        notes.append(f"{k}: zeroing its linear part raises perplexity {v['with']:.2f} -> {v['zeroed']:.2f} "
+                     f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
+    return "\n".join(lines + notes)
 
 
 def draw(plt, data):
-    labels = {"relu": "T2R (ReLU map)", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + T2R)",
+    """Left: perplexity against state bytes; right: perplexity against training tokens."""
+    plt.gcf().set_size_inches(12, 4.6)
+    plt.subplot(1, 2, 1)
+    labels = {"relu": "T2R ReLU, transfer", "hedgehog": "T2R Hedgehog, transfer", "relu finetuned": "T2R ReLU, finetuned",
+              "hedgehog finetuned": "T2R Hedgehog, finetuned", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + Hedgehog)",
+              "hybrid zeroed": "hybrid, features zeroed", "tail": "TOVA + tail", "tail zeroed": "TOVA + tail, zeroed",
               "full": "softmax, full cache"}
-    for fam in ("tova", "h2o", "sink", "full", "relu", "elu", "hybrid"):
+    for fam in ("tova", "h2o", "sink", "tail", "tail zeroed", "full", "relu", "hedgehog", "relu finetuned",
+                "hedgehog finetuned", "elu", "hybrid", "hybrid zeroed"):
         pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
         if pts:
-            plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink") else "",
+            plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink", "tail", "tail zeroed") else "",
                      label=labels.get(fam) or specs.named(fam).label)
     plt.xscale("log")
     plt.yscale("log")
     plt.xlabel(f"state per sequence at {data['tokens']:,} tokens (MiB, {data['dtype']})")
-    plt.ylabel("perplexity")
-    plt.title("Fold the past into one state (T2R) or keep a few rows (MSRNN)")
-    plt.legend(fontsize=7)
+    plt.ylabel("perplexity (held out)")
+    plt.title("Fold the past into one state (T2R) or keep rows (MSRNN)", fontsize=9)
+    plt.legend(fontsize=6)
+    plt.subplot(1, 2, 2)
+    offset = 0
+    for stage, curve in data["curves"].items():
+        if stage in ("curve_tokens", "full cache") or not curve:
+            continue
+        start = 0 if stage == "transfer" else data["curves"]["transfer"][-1]["tokens"]
+        for method in [k for k in curve[0] if k not in ("step", "tokens")]:
+            plt.plot([start + c["tokens"] for c in curve], [c[method] for c in curve], marker=".",
+                     label=f"{method} ({stage.split()[0]})")
+    full = data["curves"]["full cache"]
+    plt.axhline(full, color="k", lw=0.8, ls=":", label="full cache")
+    plt.axhline(2 * full, color="k", lw=0.8, ls="--", label="2x full cache (target)")
+    plt.yscale("log")
+    plt.xlabel("training tokens (transfer, then finetune)")
+    plt.ylabel(f"perplexity (first {data['curves']['curve_tokens']:,} held-out tokens)")
+    plt.title("Against training tokens", fontsize=9)
+    plt.legend(fontsize=6)

@@ -1,5 +1,7 @@
-"""T2R (t2r.py) on tiny random float64 models: its two views agree, its state is constant, the swap is
-clean, attention transfer learns, and maps survive a save and load."""
+"""T2R (t2r/linear.py, t2r/train.py) on tiny random float64 models: its two views agree, its state is
+constant, the swap is clean, Hedgehog's map is what its paper writes, the streamed attention transfer
+and the finetune learn (and only what they name moves), an interrupted run resumes to the same
+numbers, and maps survive a save and load while bad files are refused by name."""
 import pytest
 import safetensors.torch
 import torch
@@ -10,9 +12,9 @@ import msrnn
 from t2r import linear, train
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
-# (kind, r, window): plain T2R, ELU+1, and hybrids whose window is 1, shorter and longer than a block
-MAPS = {"relu": ("relu", 6, 0), "elu": ("elu", 0, 0), "hybrid-1": ("relu", 5, 1), "hybrid-3": ("relu", 6, 3),
-        "hybrid-9": ("relu", 4, 9)}
+# (kind, r, window): plain T2R, Hedgehog, ELU+1, and hybrids whose window is 1, shorter and longer than a block
+MAPS = {"relu": ("relu", 6, 0), "hedgehog": ("hedgehog", 6, 0), "elu": ("elu", 0, 0), "hybrid-1": ("relu", 5, 1),
+        "hybrid-3": ("relu", 6, 3), "hybrid-9": ("relu", 4, 9), "hedgehog-3": ("hedgehog", 4, 3)}
 
 
 def maps_for(model, name, seed=0, **kw):
@@ -81,30 +83,176 @@ def test_swap_and_swap_back():
     assert torch.equal(linear.run(model, maps_for(model, "relu", layers=[]), x), msrnn.run(model, x))
 
 
-@pytest.mark.parametrize("name", ["relu", "hybrid-3"])
-def test_attention_transfer_lowers_its_loss(name):
+def test_hedgehog_map_is_two_softmaxes():
+    """φ(x) = [softmax(Wx + b), softmax(-(Wx + b))] (arXiv 2402.04347), written out by hand per head;
+    queries carry the gain exp(gq)."""
+    model = random_model(tiny_config())
+    maps = maps_for(model, "hedgehog")
+    x = torch.randn(2, 2, 2, 5, 8, dtype=torch.float64)          # (B, Hkv, G, T, hd)
+    for layer in range(2):
+        for h in range(2):
+            for g in range(2):
+                u = x[:, h, g] @ maps.wq[layer, h, g].T + maps.bq[layer, h, g]     # (B, T, r/2)
+                want = torch.cat([u.exp() / u.exp().sum(-1, keepdim=True), (-u).exp() / (-u).exp().sum(-1, keepdim=True)], -1)
+                assert_close(maps.phi(layer, x, "q")[:, h, g], want * maps.gq[layer, h, g].exp(), atol=EXACT)
+            u = x[:, h, 0] @ maps.wk[layer, h, 0].T + maps.bk[layer, h, 0]
+            assert_close(maps.phi(layer, x[:, :, :1], "k")[:, h, 0, :, :3], u.softmax(-1), atol=EXACT)
+    with pytest.raises(ValueError, match="r must be even"):
+        linear.FeatureMaps(model.config, 5, "hedgehog")
+
+
+@pytest.mark.parametrize("name", ["relu", "hedgehog", "hybrid-3", "hedgehog-3"])
+def test_streamed_transfer_lowers_its_loss(name):
     model = random_model(tiny_config())
     kind, r, window = MAPS[name]
     maps = linear.FeatureMaps(model.config, r, kind, window, dtype=torch.float64)
-    data = train.collect(model, tokens(6, 48, seed=2), maps.layers)
-    held_out = train.collect(model, tokens(2, 48, seed=3), maps.layers)
+    held_out = tokens(2, 48, seed=3)
     before = train.transfer_loss(model, maps, held_out)
-    losses = train.transfer(model, maps, data, steps=40, lr=3e-2, log=None)
-    assert len(losses) == 40
-    assert train.transfer_loss(model, maps, held_out) < 0.7 * before
+    run = train.transfer(model, maps, tokens(8, 48, seed=2), epochs=5, lr=3e-2, log=None)
+    assert run["step"] == 40 and run["tokens"] == 40 * 48 and len(run["losses"]) == 40
+    assert train.transfer_loss(model, maps, held_out) < 0.9 * before
 
 
-def test_finetune_lowers_next_token_loss():
+def test_transfer_trains_what_the_student_computes():
+    """A student of one's own: the maps learn through it, and several map sets share one stream."""
     model = random_model(tiny_config())
-    maps = maps_for(model, "hybrid-3")
-    x = tokens(1, 40, seed=4)
-    loss = lambda: F.cross_entropy(linear.forward(model, maps, x)[0, :-1], x[0, 1:]).item()
-    before = loss()
-    train.finetune_maps(model, maps, x, steps=10, lr=1e-2, log=None)
-    assert loss() < before
+    a, b = (linear.FeatureMaps(model.config, 4, "hedgehog", 2, dtype=torch.float64) for _ in range(2))
+    calls = []
+    def student(i, q, k, v):
+        calls.append(i)
+        return train.student_of(b)(i, q, k, v)
+    start = {n: p.detach().clone() for n, p in a.named_parameters()}
+    train.transfer(model, [a, b], tokens(2, 20), student=[None, student], lr=1e-2, log=None)
+    assert calls == [0, 1, 0, 1]  # every layer of every chunk, on the spot
+    assert all(not torch.equal(start[n], p) for n, p in a.named_parameters())  # gq too: the hybrid reads its gain
 
 
-@pytest.mark.parametrize("name", ["relu", "elu", "hybrid-3"])
+def check_only_named_moved(model, tuned, moved):
+    for i, (L, T) in enumerate(zip(model.layers, tuned.layers)):
+        for f in ("attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"):
+            same = torch.equal(getattr(L, f), getattr(T, f))
+            assert same != (f in moved), f"layer {i} {f}: " + ("moved" if not same else "did not move")
+    for f in ("embed", "norm"):
+        assert torch.equal(getattr(model, f), getattr(tuned, f)) != (f in moved), f
+
+
+@pytest.mark.parametrize("mode", ["lora", "full"])
+def test_finetune_lowers_the_loss_and_moves_only_what_it_names(mode):
+    model = random_model(tiny_config())
+    original = [t.clone() for L in model.layers for t in (L.w_qkv, L.wo, L.w_gate_up, L.w_down)]
+    maps = maps_for(model, "hedgehog-3")
+    maps_before = {n: p.detach().clone() for n, p in maps.named_parameters()}
+    x = tokens(2, 40, seed=4)
+    loss = lambda m: F.cross_entropy(linear.forward(m, maps, x).flatten(0, 1)[:-1], x.flatten()[1:]).item()
+    before = loss(model)
+    tuned, run = train.finetune(model, maps, x, mode=mode, epochs=8, lr=1e-2, maps_lr=1e-2, log=None)
+    assert run["step"] == 16 and run["tokens"] == 16 * 40
+    with torch.no_grad():
+        assert loss(tuned) < 0.8 * before
+    moved = {"wq", "wk", "wv", "wo"} | ({"attn_norm", "mlp_norm", "w_gate", "w_up", "w_down", "embed", "norm"}
+                                       if mode == "full" else set())
+    check_only_named_moved(model, tuned, moved)
+    assert all(not torch.equal(maps_before[n], p) for n, p in maps.named_parameters())  # the maps learn too
+    assert all(torch.equal(a, b) for a, b in zip(original, [t for L in model.layers for t in
+                                                            (L.w_qkv, L.wo, L.w_gate_up, L.w_down)]))  # model untouched
+
+
+def test_finetune_weights_start_as_the_model():
+    """build() before any step: every weight a copy (full) or W0 + 0 (LoRA's B = 0), so the logits are the model's."""
+    model = random_model(tiny_config())
+    x = tokens(2, 15)
+    for mode in ("full", "lora"):
+        _, build = train.weights(model, mode)
+        with torch.no_grad():
+            assert_close(llama.forward(build(), x), llama.forward(model, x), atol=EXACT, msg=mode)
+    with pytest.raises(ValueError, match="mode must be 'full'"):
+        train.weights(model, "qlora")
+
+
+def test_gradient_checkpointing_changes_no_number():
+    model = random_model(tiny_config())
+    x = tokens(2, 30, seed=5)
+    out = []
+    for gc in (False, True):
+        maps = maps_for(model, "hybrid-3")
+        tuned, _ = train.finetune(model, maps, x, mode="lora", epochs=2, lr=1e-2, grad_checkpoint=gc, log=None)
+        out.append((tuned, maps))
+    (t1, m1), (t2, m2) = out
+    assert_close(t1.layers[0].wq, t2.layers[0].wq, atol=EXACT)
+    assert_close(m1.wq, m2.wq, atol=EXACT)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupted_at(step):
+    def evaluate(*_):
+        nonlocal step
+        step -= 1
+        if step == 0:
+            raise Interrupt
+        return {}
+    return evaluate
+
+
+@pytest.mark.parametrize("stage", ["transfer", "lora", "full"])
+def test_interrupted_run_resumes_to_the_same_maps(tmp_path, stage):
+    """Stopped after step 5 (saved every 2 steps: it goes on from step 4), then resumed from the file:
+    the same maps and weights as one run through, to the last bit, in float64."""
+    model = random_model(tiny_config())
+    x = tokens(3, 24, seed=6)
+    def go(checkpoint=None, evaluate=None):
+        maps = maps_for(model, "hedgehog-3")
+        if stage == "transfer":
+            run = train.transfer(model, maps, x, epochs=3, checkpoint=checkpoint, save_every=2, evaluate=evaluate,
+                                 eval_every=1, log=None)
+            return maps, None, run
+        tuned, run = train.finetune(model, maps, x, mode=stage, epochs=3, lr=1e-3, checkpoint=checkpoint,
+                                    save_every=2, evaluate=evaluate, eval_every=1, log=None)
+        return maps, tuned, run
+    maps, tuned, run = go()
+    path = tmp_path / "run.safetensors"
+    with pytest.raises(Interrupt):
+        go(path, interrupted_at(5))
+    again, tuned_again, run_again = go(path)
+    assert run_again["step"] == run["step"] == 9 and run_again["losses"] == run["losses"]
+    for (n, p), q in zip(maps.named_parameters(), again.parameters()):
+        assert torch.equal(p, q), n
+    if tuned is not None:
+        assert all(torch.equal(a.wq, b.wq) and torch.equal(a.w_down, b.w_down) for a, b in zip(tuned.layers, tuned_again.layers))
+        assert torch.equal(tuned.embed, tuned_again.embed)
+    other = train.finetune if stage != "transfer" else train.transfer
+    with pytest.raises(ValueError, match="saved with"):  # another setting is refused, not mixed in
+        if stage == "transfer":
+            train.transfer(model, maps_for(model, "hedgehog-3"), x, lr=0.5, checkpoint=path, log=None)
+        else:
+            other(model, maps_for(model, "hedgehog-3"), x, mode=stage, lr=0.5, checkpoint=path, log=None)
+
+
+def test_training_text_leaves_the_evaluation_books_out(books):
+    class Recording:  # a tokenizer that records what it is given: one id per character
+        seen = []
+        def encode(self, text):
+            self.seen.append(text)
+            return type("Encoding", (), {"ids": [ord(c) % 61 for c in text]})
+    tok = Recording()
+    ids = train.training_text(tok, 4096)
+    held_out = {books.book("alice29"), books.book("asyoulik")}
+    assert not held_out & set(tok.seen) and books.book("lcet10") in tok.seen and books.book("plrabn12") in tok.seen
+    assert ids.shape[1] == 4096 and ids.shape[0] == sum(len(t) // 4096 for t in tok.seen)
+
+
+def test_zeroed_hybrid_is_its_window():
+    model = random_model(tiny_config())
+    maps = maps_for(model, "hedgehog-3")
+    mistral = llama.Model(**{**model.__dict__, "config": tiny_config(sliding_window=3)})
+    x = tokens(2, 30)
+    assert_close(linear.forward(model, train.zeroed(maps), x), llama.forward(mistral, x), atol=EXACT)
+    assert (linear.forward(model, maps, x) - llama.forward(mistral, x)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["relu", "hedgehog", "elu", "hybrid-3"])
 def test_saved_maps_give_identical_logits(tmp_path, name):
     model = random_model(tiny_config(n_layers=3))
     maps = maps_for(model, name, layers=[0, 2])
@@ -129,3 +277,21 @@ def test_maps_that_do_not_fit_are_refused(tmp_path):
     safetensors.torch.save_file(tensors, tmp_path / "plain.safetensors")
     with pytest.raises(ValueError, match="not a T2R maps file"):
         train.load(tmp_path / "plain.safetensors", model)
+
+
+def test_bad_maps_files_are_refused_by_field(tmp_path):
+    """Issue 32: a NaN, a negative window, an absurd r (refused before allocating, with an estimate)."""
+    model = random_model(tiny_config())
+    maps = maps_for(model, "relu")
+    tensors = {n: p.detach().clone() for n, p in maps.named_parameters()}
+    meta = {"kind": "relu", "r": "6", "window": "0", "layers": "0,1"}
+    bad = dict(tensors, wq=tensors["wq"].clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"), dtype=torch.float64)))
+    cases = [(bad, meta, r"nan\.safetensors: tensor 'wq' holds NaN", "nan"),
+             (tensors, dict(meta, window="-3"), r"window\.safetensors: field 'window' is -3, it must be at least 0", "window"),
+             (tensors, dict(meta, r=str(10**9)), r"r\.safetensors: field 'r' = 1000000000: .* needs [0-9.]+ GiB", "r"),
+             (tensors, dict(meta, r="six"), r"field 'r' is 'six', not an integer", "six"),
+             (tensors, dict(meta, kind="gelu"), r"field 'kind' is 'gelu'", "kind")]
+    for t, m, match, file in cases:
+        safetensors.torch.save_file(t, tmp_path / f"{file}.safetensors", metadata=m)
+        with pytest.raises(ValueError, match=match):
+            train.load(tmp_path / f"{file}.safetensors", model)
