@@ -57,8 +57,8 @@ def details(message):
 
 # ---------------------------------------------------------------- the parts, in the paper's order
 
-EQ, POL, T2R, EXP, HF = "test_equivalence.py::", "tests/test_policies.py::", "tests/test_t2r.py::", \
-    "tests/test_experiments.py::", "tests/test_transformers.py::"
+EQ, POL, T2R, DEV, HF = "test_equivalence.py::", "tests/test_policies.py::", "tests/test_t2r.py::", \
+    "tests/test_devices.py::", "tests/test_transformers.py::"
 LIST = [f"{POL}test_every_policy_is_the_list_reference[{p}]" for p in ("window", "sink", "h2o", "h2o_head", "tova", "tova_head")]
 
 PARTS = [
@@ -93,8 +93,6 @@ PARTS = [
         EQ + "test_parallel_views_unbounded_hand_over_the_state[prefill]"),
         model=(EQ + "test_default_model_views_agree",),
         hints=(
-            ("[llama-gqa]", "nan", "your multi-state gives NaN {diff}: does the token's own row join the state before "
-             "its query attends (append, then attend)?"),
             ("[llama-gqa]", "", "msrnn.run with your multi-state differs from the transformer {diff}: append the row, "
              "then softmax(q·k/√hd) over every held row, then the weights times the values?"),
             ("[llama-mha]", "", "with one query head per KV head (G = 1) your multi-state differs {diff}: q is "
@@ -149,31 +147,33 @@ PARTS = [
         POL + "test_identical_greedy_tokens[tova]", POL + "test_masked_prefill_hands_over_the_recurrent_state[tova]",
         EQ + "test_parallel_views_unbounded_hand_over_the_state[masked_forward]"),
         hints=(
-            ("test_recurrent_equals_masked_view", "nan", "your masked view gives NaN {diff}: row i of the mask "
-             "must hold the current token i itself"),
             ("test_recurrent_equals_masked_view", "", "your masked view differs from the token-by-token run {diff}: "
-             "row i of the mask is the rows held when query i attends, before step i drops one"),
+             "row i of the mask is the rows held when query i attends: those kept after step i - 1 (before step i "
+             "drops one) and the current token i itself"),
             ("hand_over", "", "the state your masked view returns does not continue exactly {diff}: it must be the "
              "state the recurrence reached (the one held_mask ran), with state.t = T"),
         )),
-    Part(6, "Table 1: the memory arithmetic (msrnn.py)", ("msrnn",), points=5, tests=(EXP + "test_table1_arithmetic",),
+    Part(6, "Table 1: the memory arithmetic (msrnn.py)", ("msrnn",), points=5, tests=(DEV + "test_table1_arithmetic",),
         hints=(
-            ("test_table1", "a row", "state_bytes: {says}"),
             ("test_table1", "", "state_bytes: {says}"),
         )),
     Part(7, "T2R: the linear state, two views (t2r/linear.py)", ("t2r.linear",), points=15, tests=(
-        T2R + "test_recurrent_equals_parallel[relu]", T2R + "test_recurrent_equals_parallel[elu]",
-        T2R + "test_state_size_is_constant[relu]", T2R + "test_swap_and_swap_back"),
+        *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("relu", "elu", "hedgehog")),
+        T2R + "test_hedgehog_map_is_two_softmaxes", T2R + "test_state_size_is_constant[relu]",
+        T2R + "test_swap_and_swap_back"),
         hints=(
-            ("test_recurrent_equals_parallel[elu]", "", "with ELU+1 your two views differ {diff}: φ(x) = ELU(x) + 1"),
             ("test_recurrent_equals_parallel[relu]", "", "your RNN view differs from your transformer view {diff}: "
-             "does the token's φ(k) vᵀ join S, z before its own query reads them (query i sees keys 0 .. i)?"),
+             "out = φ(q)ᵀS / φ(q)·z, with the token's own φ(k) vᵀ in S, z before its query reads them (query i "
+             "sees keys 0 .. i)?"),
+            ("test_recurrent_equals_parallel[elu]", "", "with ELU+1 your two views differ {diff}: φ(x) = ELU(x) + 1"),
+            ("test_hedgehog_map", "", "Hedgehog's map differs from the paper's, written out by hand {diff}: the "
+             "softmax over the r/2 features of W x + b, then that of -(W x + b), and the queries' times exp(gq)"),
             ("test_state_size_is_constant", "", "state_bytes is not what the state holds: S is (Hkv, r, hd) and z "
              "(Hkv, r) in every swapped layer, plus the window's rows"),
             ("test_swap_and_swap_back", "", "swapping layers: {says}"),
         )),
     Part(8, "extra: T2R's hybrid window (t2r/linear.py)", ("t2r.linear",), points=5, tests=(
-        *(f"{T2R}test_recurrent_equals_parallel[hybrid-{w}]" for w in (1, 3, 9)),
+        *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("hybrid-1", "hybrid-3", "hybrid-9", "hedgehog-3")),
         T2R + "test_hybrid_with_features_off_is_the_sliding_window_transformer", T2R + "test_state_size_is_constant[hybrid-3]"),
         hints=(
             ("features_off", "", "with every feature off your hybrid is not Mistral's sliding window {diff}: the "
@@ -199,8 +199,11 @@ def run_tests(folder: pathlib.Path, modules, tests, timeout=TIMEOUT):
         except subprocess.TimeoutExpired:
             return [{"timeout": timeout}]
         records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+        said = (done.stdout + done.stderr).strip()
+        if "ERROR: not found:" in said:  # a test that was renamed or removed: the grader's fault, not the student's
+            raise SystemExit(f"course/grade.py is out of date, its PARTS name a test that does not exist:\n{said[-600:]}")
         if not records:  # pytest stopped before any test: say what it said
-            records = [{"crash": (done.stdout + done.stderr).strip()[-1500:]}]
+            records = [{"crash": said[-1500:]}]
         return records
 
 
@@ -211,25 +214,27 @@ def owned(record, test):
 
 
 def verdict(part: Part, records, tests):
-    """(passed, failed, skipped, hint) for one part, from its tests' records."""
+    """(passed, failed, skipped, hint, what the checks on the real model printed) for one part."""
     for r in records:  # the folder could not be loaded, or pytest never ran: the part cannot be graded
         if "load_error" in r:
-            return 0, 1, 0, load_hint(r)
+            return 0, 1, 0, load_hint(r), []
         if "timeout" in r:
-            return 0, 1, 0, f"its tests ran over {r['timeout']} s: is there a loop that never ends?"
-        if "collect_error" in r:
+            return 0, 1, 0, f"its tests ran over {r['timeout']} s: is there a loop that never ends?", []
+        if "collect_error" in r and any(t.startswith(r["collect_error"]) for t in tests):
             whose = "your code" if r["mine"] else "the repository's code, not yours"
-            return 0, 1, 0, f"{r['collect_error']} does not import ({whose}): {r['message']}"
+            return 0, 1, 0, f"{r['collect_error']} does not import ({whose}): {r['message']}", []
         if "crash" in r:
-            return 0, 1, 0, "the tests did not start: " + r["crash"].splitlines()[-1]
+            return 0, 1, 0, "the tests did not start: " + r["crash"].splitlines()[-1], []
     mine = [r for r in records if any(owned(r, t) for t in tests)]
     missing = [t for t in tests if not any(owned(r, t) for r in mine)]
     if missing:
-        raise SystemExit(f"course/parts.py is out of date: part {part.number} names tests that do not exist: {missing}")
+        raise SystemExit(f"course/grade.py is out of date: part {part.number} names tests that do not exist: {missing}")
     failed = [r for r in mine if r["outcome"] == "failed"]
     passed = sum(r["outcome"] == "passed" and r["when"] == "call" for r in mine)
     skipped = sum(r["outcome"] == "skipped" for r in mine)
-    return passed, len(failed), skipped, hint(part, failed) if failed else None
+    printed = [f"{r['test'].split('::')[-1]} printed: {r['printed']}" for r in mine  # the real model's outputs
+               if r["outcome"] == "passed" and r.get("printed") and any(owned(r, t) for t in part.model)]
+    return passed, len(failed), skipped, hint(part, failed) if failed else None, printed
 
 
 def load_hint(r):
@@ -283,7 +288,7 @@ def problems(folder: pathlib.Path, modules):
 
 
 def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
-    """Grade `parts` on folder; returns [(part, passed, failed, skipped, hint)]."""
+    """Grade `parts` on folder and print the verdicts: [(part, passed, failed, skipped, hint, printed)]."""
     t0 = time.time()
     groups = {}  # parts that take the same student modules share one pytest process
     for p in parts:
@@ -294,7 +299,7 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
             bad = problems(folder, modules)
             if bad:
                 for p in ps:
-                    results[p.number] = (p, 0, 1, 0, "; ".join(bad))
+                    results[p.number] = (p, 0, 1, 0, "; ".join(bad), [])
                 continue
             tests = list(dict.fromkeys(t for p in ps for t in p.tests + (p.model if model else ())))
             runs[modules] = pool.submit(run_tests, folder, modules, tests)
@@ -304,7 +309,7 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
                 results[p.number] = (p, *verdict(p, records, p.tests + (p.model if model else ())))
     out = [results[p.number] for p in parts]
     total = 0
-    for p, passed, failed, skipped, why in out:
+    for p, passed, failed, skipped, why, printed in out:
         got = round(p.points * passed / (passed + failed)) if passed + failed else 0
         total += got
         state = "pass" if not failed and passed else ("skip" if not failed else "FAIL")
@@ -312,6 +317,8 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
             + (f", {skipped} skipped" if skipped else "") + ")")
         if why:
             log(f"   hint: {why}")
+        for line in printed:
+            log(f"   {line}")
     log(f"total {total}/{sum(p.points for p in parts)} in {time.time() - t0:.0f} s")
     return out
 
@@ -340,7 +347,7 @@ def main(argv=None):
     parts = [p for p in PARTS if not args.only or p.number in args.only]
     print(f"grading {folder}" + (" (the reference solutions)" if args.reference else ""), flush=True)
     out = grade(folder, parts, args.model)
-    return 0 if all(failed == 0 for _, _, failed, _, _ in out) else 1
+    return 0 if all(failed == 0 for _, _, failed, *_ in out) else 1
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ def pytest_runtest_makereport(item, call):
                error=type(e).__name__ if e is not None else None,
                cause=type(inner).__name__ if inner is not None else None,
                message=str(e)[:2000] if e is not None else None,
-               where=(where(inner.__traceback__, FOLDER) or where(call.excinfo.tb, FOLDER)) if e is not None else None)
+               where=(where(inner.__traceback__, FOLDER) or where(call.excinfo.tb, FOLDER)) if e is not None else None,
+               printed=rep.capstdout.strip()[-500:] if rep.when == "call" else "")
 
 
 def pytest_collectreport(report):
