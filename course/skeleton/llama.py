@@ -179,6 +179,7 @@ def output(model: Model, x: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------- RNN view
 
+@guards.all_or_nothing  # a step that raises leaves the state as it was before it
 def step(model: Model, tokens: torch.Tensor, state, policy=None) -> torch.Tensor:
     """Part 1. One token per sequence through every layer: logits (B, vocab) for tokens (B,).
 
