@@ -160,3 +160,18 @@ def test_speed_builds_the_state_reading_would_leave(kind):
     assert built.t == read.t == n
     llama.step(model, x[:, 0], built, policy)
     assert speed.held_bytes(built) == speed.held_bytes(read) + (msrnn.state_bytes(model, 1) if kind == "full" else 0)
+
+
+def test_nll_and_perplexity_are_the_forward_views():
+    """What t2r/train.py and demo.py call: nll (T - 1,) for (T,) and (B, T - 1) for (B, T), the
+    cross-entropy of forward's logits; perplexity over chunks read from scratch, a policy by name."""
+    model, x = random_model(tiny_config()), tokens(2, 20)
+    maps = maps_for(model)
+    logits = tail.forward(model, maps, x, policies.tova, 3)
+    want = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), x[:, 1:].flatten(), reduction="none").view(2, 19)
+    assert_close(tail.nll(model, maps, x, "tova", 3), want, atol=EXACT)
+    assert_close(tail.nll(model, maps, x[1], policies.tova, 3), want[1], atol=EXACT)
+    r = tail.perplexity(model, maps, x[0], "tova", 3, chunk=10)
+    halves = [tail.nll(model, maps, x[0, i:i + 10], policies.tova, 3) for i in (0, 10)]
+    assert r["chunks"] == 2 and r["tokens"] == 18
+    assert abs(r["ppl"] - torch.cat(halves).mean().exp().item()) < 1e-9
