@@ -131,7 +131,8 @@ def tour_view(model, tok, length=512, size=64):
 def write_page(data, path):
     """viewer.html with `data` inline: one file that needs no network."""
     page = (harness.ROOT / "lab" / "viewer.html").read_text()
-    harness.atomic_write(path, page.replace("/*DATA*/null", json.dumps(data).replace("</", "<\\/")))
+    # every < as \u003c: no "</script>" or "<!--" in the data can end or hide the page's script
+    harness.atomic_write(path, page.replace("/*DATA*/null", json.dumps(data).replace("<", "\\u003c")))
     return path
 
 
@@ -275,8 +276,9 @@ def result_name(args, parser) -> str:
         return args.cmd
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
-    if len(slug) > 60:
-        slug = f"{slug[:50]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+    plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
+    if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
+        slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
     return f"runs/{args.cmd}-{slug}"
 
 

@@ -53,7 +53,10 @@ def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     sequence at a time, so the vocabulary stays the last, contiguous dimension: 7x faster than
     cross_entropy on the (B, vocab, T) view."""
     ids, wide = ids.to(logits.device), llama.wide(logits.dtype)
-    return torch.stack([F.cross_entropy(x[:-1].to(wide), y[1:], reduction="none") for x, y in zip(logits, ids)]).cpu()
+    loss = torch.stack([F.cross_entropy(x[:-1].to(wide), y[1:], reduction="none") for x, y in zip(logits, ids)]).cpu()
+    if logits.device.type != "meta" and not loss.isfinite().all():  # NaN or infinite logits: named, not averaged
+        exp_loss(loss[~loss.isfinite()][0].item(), logits.dtype)
+    return loss
 
 
 def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
@@ -90,8 +93,19 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
         raise ValueError(f"the text has {len(ids)} token(s): perplexity needs a chunk of at least "
                          f"{max(1, prompt_len) + 1} (the tokens read first, then one to predict)")
     loss = torch.cat(losses)
-    return {"ppl": math.exp(loss.mean().item()), "tokens": len(loss), "chunks": len(losses),
-            "ppl_per_chunk": [math.exp(x.mean().item()) for x in losses]}
+    return {"ppl": exp_loss(loss.mean().item(), model.dtype), "tokens": len(loss), "chunks": len(losses),
+            "ppl_per_chunk": [exp_loss(x.mean().item(), model.dtype) for x in losses]}
+
+
+def exp_loss(loss: float, dtype) -> float:
+    """A perplexity, exp(mean loss), or an error naming the dtype: a loss that is NaN, infinite or
+    past exp's range means the logits were not finite, never a number to print."""
+    if math.isfinite(loss) and loss < 700:
+        return math.exp(loss)
+    half = dtype in (torch.float16, torch.bfloat16)
+    raise ValueError(f"a loss of {loss:.4g}, with the model in {str(dtype).removeprefix('torch.')}: its logits "
+                     "are not finite (or too large for a perplexity)" + ("; half precision overflows sooner "
+                     "(float16 past 65,504): try --dtype float32" if half else "; the weights may be too large"))
 
 
 # ---------------------------------------------------------------- perplexity vs multi-state size (Fig. 3, Table 3)
@@ -179,8 +193,8 @@ def measure(model, ids, policy, size, batch, compile=False) -> dict:
     else:
         losses = [nll(model, x, named, None if named is specs.FULL else size, compile=compile) for x in ids.split(batch)]
     losses = torch.cat(losses)                                       # (n_chunks, T - 1)
-    return {"ppl": math.exp(losses.nanmean().item()), "per_chunk": losses.nanmean(1).exp().tolist(),
-            "seconds": time.time() - start}
+    return {"ppl": exp_loss(losses.nanmean().item(), model.dtype),
+            "per_chunk": [exp_loss(x, model.dtype) for x in losses.nanmean(1).tolist()], "seconds": time.time() - start}
 
 
 def gap_closed(ppl, sizes, labels, baseline="Window+4") -> dict:

@@ -92,9 +92,12 @@ def _bind(fn, args, spec) -> Named:
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
         default = next(q.default for q in free if q.name == key)
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
-        if kind is not None and not (isinstance(kw[key], (int, float)) and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
+        number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
+        if kind is not None and not (number and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
             want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
+        if kind is int:
+            kw[key] = int(kw[key])  # 'sink:4.0' is sink:4, one label and one cache key
     bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     shown = text.format(**bound)

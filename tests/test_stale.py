@@ -261,3 +261,55 @@ def test_a_slow_policy_is_stopped_with_progress(monkeypatch, capsys):
     out = checker.check(slow, log=lambda line: None)
     assert time.time() - start < 20 and out["contract"][0] == out["exact"][0] == out["cost"][0] == "fail"
     assert "too slow: stopped after 3 calls of" in out["contract"][1] and "limit 5 ms" in out["cost"][1]
+
+
+# ---------------------------------------------------------------- output that cannot mislead
+
+def test_the_page_escapes_every_angle_bracket_in_its_data(tmp_path):
+    """A text holding <!-- then <script> left the page blank: only </ was escaped, so the page's own
+    </script> no longer closed its script."""
+    data = {"tokens": ["<!--", "<script>", "</script>", "a<b"], "policies": [{"label": "<!--<script>"}]}
+    page = demo.write_page(data, tmp_path / "p.html").read_text()
+    head, rest = page.split("const DATA = ", 1)
+    embedded = rest.split(";\n", 1)[0]
+    assert "<" not in embedded and json.loads(embedded) == data
+
+
+def overflowing(dtype, scale):
+    model = random_model(tiny_config(), dtype=torch.float64)
+    model.lm_head.mul_(scale)  # the embedding is tied to nothing here: only the unembedding grows
+    return model.to(dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype, scale, message", [
+    (torch.float16, 1e4, r"a loss of .*, with the model in float16: .* try --dtype float32"),
+    (torch.float32, 1e6, r"a loss of .*e\+0\d, with the model in float32: its logits .* weights may be too large"),
+])
+def test_a_perplexity_that_is_not_finite_is_named_with_its_dtype(dtype, scale, message):
+    """float16 printed 'perplexity nan' and exited 0; float32 raised a bare OverflowError."""
+    model = overflowing(dtype, scale)
+    with pytest.raises(ValueError, match=message):
+        experiments.perplexity(model, tokens(1, 40)[0], chunk=40)
+    with pytest.raises(ValueError, match=message):
+        experiments.measure(model, tokens(2, 24), "tova", 4, 2)
+
+
+def test_result_names_from_user_text_do_not_collide():
+    """view --text "a b" and view --text a_b wrote one result name; the second overwrote the first."""
+    ap, sub = demo.parser()
+    name = lambda *argv: demo.result_name(ap.parse_args(["view", *argv]), sub.choices["view"])
+    names = [name("--text", "a b"), name("--text", "a_b"), name("--policy", "a", "b"), name("--policy", "a_b")]
+    assert len(set(names)) == 4, names
+    assert name("--size", "8") == "runs/view-size_8"  # a plain value keeps its plain name
+
+
+def test_integer_parameters_take_integers_and_nan_or_inf_is_named():
+    """sink:4.0 was 'Window+4.0', a second label and cache key for sink:4; sink:nan named no parameter."""
+    assert specs.named("sink:4.0").label == specs.named("sink:4").label == "Window+4"
+    assert specs.named("sink:4.0").key == specs.named("sink:4").key
+    for spec, message in [("sink:nan", "sinks must be an integer from 0 to ∞, got 'nan'"),
+                          ("sink:inf", "sinks must be an integer from 0 to ∞, got 'inf'"),
+                          ("h2o:recent=nan", "recent must be a number from 0 to 1, got 'nan'"),
+                          ("sink:4.5", "sinks must be an integer")]:
+        with pytest.raises(ValueError, match=message):
+            specs.named(spec)
