@@ -451,3 +451,7 @@ if __name__ == "__main__":
             raise
         ours = isinstance(e, (ValueError, OSError, MemoryError, load_weights.CheckpointError, RuntimeError))
         raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")
+    except BaseException as e:  # a Rust panic in the tokenizer (pyo3's PanicException) is no Exception
+        if type(e).__name__ != "PanicException" or "--debug" in sys.argv:
+            raise
+        raise SystemExit(f"error: the tokenizer crashed (its Rust code panicked: {e}); is tokenizer.json this model's?")

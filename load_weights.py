@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from engine import guards
 import llama
 
 # Checkpoint name -> our field, per layer. Every entry must be present and have the expected shape.
@@ -45,7 +46,10 @@ def device(name: str = "cpu") -> torch.device:
     except RuntimeError:
         raise ValueError(f"unknown device {name!r} (cpu, cuda, cuda:N, mps or auto)") from None
     available = {"cpu": lambda: True, "cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
-    if not available.get(dev.type, lambda: True)() or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
+    if dev.type not in available:  # meta holds no values; hpu, xla, ...: nothing here was run on them
+        raise ValueError(f"device {name!r}: msrnn runs on cpu, cuda, cuda:N or mps (or auto)"
+                         + ("; meta holds shapes, not values (the tests use Model.to('meta'))" if dev.type == "meta" else ""))
+    if not available[dev.type]() or (dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count()):
         raise ValueError(f"device {name!r} is not available on this machine (try --device auto, or cpu)")
     return dev
 
@@ -59,6 +63,8 @@ def _shapes(c: llama.Config) -> dict:
     layer = {"attn_norm": (c.dim,), "wq": (q, c.dim), "wk": (kv, c.dim), "wv": (kv, c.dim), "wo": (c.dim, q),
              "mlp_norm": (c.dim,), "w_gate": (c.ffn_dim, c.dim), "w_up": (c.ffn_dim, c.dim),
              "w_down": (c.dim, c.ffn_dim)}
+    # a name is about 100 bytes: a config of 10**9 layers must not build 9e9 of them before the comparison
+    guards.check_memory(100 * len(LAYER_NAMES) * c.n_layers, f"the tensor names of {c.n_layers:,} layers")
     shapes = {"model.embed_tokens.weight": (c.vocab_size, c.dim), "model.norm.weight": (c.dim,)}
     if not c.tie_embeddings:
         shapes["lm_head.weight"] = (c.vocab_size, c.dim)
@@ -82,6 +88,8 @@ def read_config(path) -> llama.Config:
         d = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{file}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise CheckpointError(f"{file}: nested too deeply to be a config") from None
     if not isinstance(d, dict):
         raise CheckpointError(f"{file}: must hold a JSON object of fields, got {type(d).__name__}")
 
@@ -141,6 +149,8 @@ def read_config(path) -> llama.Config:
     if head_dim is None and dim % heads:
         raise CheckpointError(f"{file}: hidden_size={dim} is not a multiple of num_attention_heads={heads}, "
                               "and head_dim is not given")
+    if (head_dim or dim // heads) % 2:  # RoPE rotates pairs (x_i, x_{i + d/2})
+        raise CheckpointError(f"{file}: head_dim {head_dim or dim // heads} is odd; RoPE needs an even head_dim")
     return llama.Config(
         vocab_size=field("vocab_size", int), dim=dim, n_layers=field("num_hidden_layers", int),
         n_heads=heads, n_kv_heads=kv_heads, head_dim=head_dim or dim // heads,
@@ -156,7 +166,10 @@ def _safetensors_files(path: Path) -> list[Path]:
         try:
             weight_map = json.loads(_inside(path, index, index).read_text())["weight_map"]
             files = {name: (f, path / f) for name, f in weight_map.items()}
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+            bad = next((f"entry {n!r} -> {f!r}" for n, f in weight_map.items() if "\0" in n + f), None)
+            if bad:  # else "embedded null byte" from the file system, naming nothing
+                raise TypeError(f"{bad} holds a NUL character")
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise CheckpointError(f"{index}: not a valid index (a JSON object with a weight_map of tensor -> file): "
                                   f"{type(e).__name__}: {e}") from None
         # an absolute path, `..` or a symlink would have us read any file on the machine: refused unopened
@@ -216,6 +229,8 @@ def _read_tensors(path: Path, wanted: dict, dtype, device) -> dict:
 
 
 def _open(file: Path):
+    if not os.access(file, os.R_OK):  # safetensors would report "No such file or directory"
+        raise CheckpointError(f"{file}: cannot be read (permission denied)")
     try:
         return safe_open(file, framework="pt")
     except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
@@ -272,7 +287,9 @@ def load_tokenizer(path=None):
         raise CheckpointError(f"{file}: empty, expected a tokenizers JSON file")
     try:
         return Tokenizer.from_file(str(file))
-    except Exception as e:  # the library's message names no file
+    except BaseException as e:  # the library's message names no file; a Rust panic is no Exception
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
         raise CheckpointError(f"{file}: not a valid tokenizer ({e})") from None
 
 

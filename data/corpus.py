@@ -50,8 +50,9 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} not found")
     try:
         text = path.read_text(encoding=encoding).replace("\r\n", "\n")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"text file {path} is not {encoding} (byte {e.start}: {e.reason}); "
+    except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
+        where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
+        raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
     except LookupError:
         raise ValueError(f"unknown text encoding {encoding!r}") from None

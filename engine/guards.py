@@ -21,6 +21,10 @@ def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
     if tokens.dim() not in dims or tokens.shape[-1] == 0 or tokens.numel() == 0:
         want = " or ".join({1: "(T,)", 2: "(B, T)"}[d] for d in dims)
         raise ValueError(f"tokens must have shape {want} with at least one token, got {tuple(tokens.shape)}")
+    if tokens.device.type == "meta" and model.device.type != "meta":
+        raise ValueError(f"tokens are on the meta device, which holds no values; the model is on {model.device}")
+    if tokens.dtype not in (torch.int32, torch.int64):  # uint8 would index as a mask, int8 not at all, and aminmax
+        tokens = tokens.to(torch.long)                    # has no uint16-64: as int64 (uint64 past 2**63: negative)
     if tokens.device.type != "meta":  # meta tensors (test_devices.py) have shapes but no values
         lo, hi = tokens.aminmax()
         if lo < 0 or hi >= model.config.vocab_size:
@@ -76,13 +80,17 @@ def integer(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
 
 
-def check_state_args(batch, size, oneshot=0):
+def check_state_args(batch, size, oneshot=0, model=None):
     if size is not None and (not integer(size) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
     if not integer(batch) or batch < 1:
         raise ValueError(f"batch must be a positive integer, got {batch!r}")
     if not integer(oneshot) or oneshot < 0 or (oneshot and size is None):
         raise ValueError(f"oneshot must be a prompt length >= 0 for a bounded state, got {oneshot!r} (size {size})")
+    if model is not None:  # msrnn.init_state's first slots (16 at most): keys and values, pos, score, prev
+        c, cap = model.config, 16 if size is None else min(size + 1, 16)
+        slot = 2 * c.head_dim * model.embed.element_size() + 24
+        check_memory(c.n_layers * batch * c.n_kv_heads * cap * slot, f"a state of {batch:,} sequences")
 
 
 def check_policy(policy, size):
@@ -104,11 +112,13 @@ def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
         raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
         raise ValueError(f"temperature must be a number >= 0 (0 is greedy), got {temperature!r}")
+    if 0 < temperature < 1e-6:  # logits / 5e-324 are infinite, and softmax of them NaN
+        raise ValueError(f"temperature {temperature!r} is too small to sample with (at least 1e-06); 0 is greedy")
     if top_k is not None and (not integer(top_k) or not 1 <= top_k <= model.config.vocab_size):
         raise ValueError(f"top_k must be None or an integer from 1 to the vocabulary size "
                          f"{model.config.vocab_size}, got {top_k!r}")
-    if not integer(seed):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
+    if not integer(seed) or not -2 ** 63 <= seed < 2 ** 64:  # what torch.Generator.manual_seed takes
+        raise ValueError(f"seed must be an integer from -2**63 to 2**64 - 1, got {seed!r}")
     if regime not in ("step", "full"):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
     if state is not None and regime != "step":

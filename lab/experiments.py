@@ -295,6 +295,7 @@ def retention_stats(dropped_at, ids, size, tok) -> dict:
     dropped_at (n_layers, T) of the token ids (T,): how many held rows are among the `size` most
     recent, whether the first tokens stay to the end, and which tokens stay longest."""
     n_layers, T = dropped_at.shape
+    guards.check_memory(2 * n_layers * T * T, f"the ({n_layers}, {T}, {T}) retention statistics")  # held, and a sum
     held = held_rows(dropped_at)                                     # (n_layers, T, T)
     lifetime = held.sum(1).float()                                   # (n_layers, T) steps each token stayed
     steps_left = (T - torch.arange(T)).float()                       # steps it could have stayed

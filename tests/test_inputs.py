@@ -75,7 +75,7 @@ def test_bad_state_arguments_are_named(kwargs, message):
     (dict(temperature=1.0, top_k=62), "top_k must be None or an integer from 1 to the vocabulary size 61, got 62"),
     (dict(temperature=1.0, top_k=2.5), "top_k must be .* got 2.5"),
     (dict(max_new=-1), "max_new must be an integer >= 0, got -1"),
-    (dict(seed="x"), "seed must be an integer, got 'x'"),
+    (dict(seed="x"), r"seed must be an integer from -2\*\*63 to 2\*\*64 - 1, got 'x'"),
 ])
 def test_bad_sampling_arguments_are_named(kwargs, message):
     args = {"max_new": 3, **kwargs}

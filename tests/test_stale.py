@@ -313,3 +313,132 @@ def test_integer_parameters_take_integers_and_nan_or_inf_is_named():
                           ("sink:4.5", "sinks must be an integer")]:
         with pytest.raises(ValueError, match=message):
             specs.named(spec)
+
+
+# ---------------------------------------------------------------- the memory promise
+
+def test_what_scales_with_the_input_is_refused_before_it_is_allocated(tmp_path, monkeypatch):
+    """init_state(batch=5e6), retention_stats at 40,000 tokens (3.2 GB) and a config of 10**9 layers
+    (9e9 names, then a bare MemoryError) allocated first."""
+    import load_weights
+    from test_loader import hf_config, save
+    monkeypatch.setattr(guards, "check_memory", guarded := _refusing(guards.check_memory))
+    with pytest.raises(MemoryError, match=r"a state of 5,000,000 sequences needs .* GiB, but only"):
+        msrnn.init_state(DEEP, batch=5_000_000)
+    with pytest.raises(MemoryError, match=r"the \(30, 40000, 40000\) retention statistics needs 89.4 GiB"):
+        experiments.retention_stats(torch.full((30, 40_000), 40_000), torch.zeros(40_000, dtype=torch.long), 256, None)
+    save(tmp_path, MODEL, config=hf_config(MODEL.config) | {"num_hidden_layers": 10 ** 9})
+    with pytest.raises(MemoryError, match=r"the tensor names of 1,000,000,000 layers needs 838.2 GiB"):
+        load_weights.load_model(tmp_path)
+    assert guarded.asked  # each refused by the estimate, before anything of its size was made
+
+
+def _refusing(check):
+    """guards.check_memory, as if this machine had 1 GiB free, recording that it was asked."""
+    def refusing(nbytes, what):
+        refusing.asked = True
+        if nbytes > 2 ** 30:
+            raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only 1.0 GiB of memory is available")
+    refusing.asked = False
+    return refusing
+
+
+# ---------------------------------------------------------------- the raw errors, named
+
+from test_loader import hf_config, save  # noqa: E402
+import load_weights  # noqa: E402
+
+
+@pytest.mark.parametrize("case, message", [
+    ("head_dim odd", r"config.json: head_dim 7 is odd; RoPE needs an even head_dim"),  # was RoPE's "size of tensor a (3)"
+    ("deep config", r"config.json: nested too deeply to be a config"),  # was a RecursionError
+    ("deep index", r"model.safetensors.index.json: not a valid index .*RecursionError"),
+    ("NUL entry", r"index.json: not a valid index .*entry 'model.norm.weight' -> 'a\\x00b.safetensors' holds a NUL"),
+])
+def test_a_hostile_checkpoint_is_named(tmp_path, case, message):
+    deep = "[" * 100_000 + "]" * 100_000
+    save(tmp_path, MODEL, config=hf_config(MODEL.config) | ({"head_dim": 7} if case == "head_dim odd" else {}))
+    if case == "deep config":
+        (tmp_path / "config.json").write_text(deep)
+    if case in ("deep index", "NUL entry"):
+        weight_map = {"model.norm.weight": "a\0b.safetensors"}
+        (tmp_path / "model.safetensors.index.json").write_text(deep if case == "deep index" else
+                                                               json.dumps({"weight_map": weight_map}))
+    with pytest.raises(load_weights.CheckpointError, match=message):
+        load_weights.load_model(tmp_path)
+
+
+def test_a_weights_file_that_cannot_be_read_is_named_as_such(tmp_path, monkeypatch):
+    """Reported as 'No such file or directory'. (This machine runs as root, which reads any file:
+    os.access is made to answer as it would for another user.)"""
+    save(tmp_path, MODEL)
+    monkeypatch.setattr(load_weights.os, "access", lambda f, mode: not str(f).endswith(".safetensors"))
+    with pytest.raises(load_weights.CheckpointError, match=r"model.safetensors: cannot be read \(permission denied\)"):
+        load_weights.load_model(tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16])
+def test_unsigned_and_small_token_ids_are_ids(dtype):
+    """uint8 ids were used as a boolean mask; uint16/32/64 raised 'aminmax not implemented'."""
+    x = tokens(1, 10)
+    assert_close(msrnn.run(MODEL, x.to(dtype), policies.tova, 4), msrnn.run(MODEL, x, policies.tova, 4), atol=0.0)
+    assert_close(llama.forward(MODEL, x.to(dtype)), llama.forward(MODEL, x), atol=0.0)
+
+
+def test_meta_tokens_and_the_sampling_extremes_are_named():
+    with pytest.raises(ValueError, match="tokens are on the meta device, which holds no values; the model is on cpu"):
+        llama.forward(MODEL, tokens(1, 4).to("meta"))
+    with pytest.raises(ValueError, match=r"temperature 5e-324 is too small to sample with \(at least 1e-06\); 0 is greedy"):
+        next(msrnn.generate(MODEL, tokens(1, 4), 2, temperature=5e-324))
+    with pytest.raises(ValueError, match=r"seed must be an integer from -2\*\*63 to 2\*\*64 - 1, got 18446744073709551616"):
+        next(msrnn.generate(MODEL, tokens(1, 4), 2, temperature=1.0, seed=2 ** 64))
+    assert len(list(msrnn.generate(MODEL, tokens(1, 4), 3, temperature=1e-6, seed=2 ** 64 - 1))) == 3
+
+
+@pytest.mark.parametrize("name, message", [("meta", "meta holds shapes, not values"),  # loaded, then failed in torch
+                                           ("hpu", "msrnn runs on cpu, cuda, cuda:N or mps")])  # blamed on a tensor
+def test_unknown_or_meta_devices_are_named(name, message):
+    with pytest.raises(ValueError, match=rf"device '{name}': .*{message}"):
+        load_weights.device(name)
+
+
+def test_a_wrong_encoding_names_the_file(tmp_path):
+    from data import corpus
+    (tmp_path / "t.txt").write_text("plain UTF-8 text!\n")  # of an even length: "does not start with BOM"
+    with pytest.raises(ValueError, match=r"text file .*t.txt is not utf-16 \(UTF-16 stream does not start with BOM\)"):
+        corpus.read(tmp_path / "t.txt", "utf-16")
+
+
+class PanicException(BaseException):
+    """What pyo3 raises when a library's Rust code panics: a BaseException, which `except Exception` misses."""
+
+
+def test_a_tokenizer_that_panics_is_named(tmp_path, monkeypatch):
+    import runpy
+    import sys
+    from tokenizers import Tokenizer
+    from test_guards import write_tokenizer
+    save(tmp_path, MODEL)
+    write_tokenizer(tmp_path / "tokenizer.json")
+
+    def panics(*args):
+        raise PanicException("index out of bounds")
+    monkeypatch.setattr(Tokenizer, "from_file", panics)
+    with pytest.raises(load_weights.CheckpointError, match=r"tokenizer.json: not a valid tokenizer \(index out of bounds\)"):
+        load_weights.load_tokenizer(tmp_path)
+    monkeypatch.undo()
+    monkeypatch.setattr(load_weights, "load_tokenizer", lambda path: type("Tok", (), {"encode": panics})())
+    (tmp_path / "t.txt").write_text("some text\n")
+    monkeypatch.setattr(sys, "argv", ["demo.py", "--model", str(tmp_path), "ppl", "--policy", "full", "--text",
+                                      str(tmp_path / "t.txt")])
+    with pytest.raises(SystemExit, match=r"error: the tokenizer crashed \(its Rust code panicked: index out of bounds\)"):
+        runpy.run_path(str(harness.ROOT / "demo.py"), run_name="__main__")
+
+
+def test_ctrl_c_inside_a_policy_still_stops_the_check():
+    """Ctrl-C (KeyboardInterrupt) is not the policy's failure to record: it ends the command (demo.py
+    prints 'interrupted' and exits 1), while SystemExit inside a policy is a failed check."""
+    def interrupted(rows):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        checker.check(interrupted, log=lambda line: None)
