@@ -1,0 +1,229 @@
+"""The course's grader (course/grade.py): the reference solutions pass every part, the untouched
+skeletons fail every part with a hint, each common mistake fails its part with the hint the
+instructor's page promises, and a folder that cannot be graded is named, not a traceback."""
+import ast
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from course import grade
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run(*args, timeout=600):
+    done = subprocess.run([sys.executable, "-m", "course.grade", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    print(done.stdout, done.stderr)
+    return done.returncode, done.stdout + done.stderr
+
+
+def lines_of(out):
+    """{part number: (state, the hint or '')} from the grader's output."""
+    parts, last = {}, None
+    for line in out.splitlines():
+        if m := re.match(r"(\d+)\. .*\s(pass|FAIL|skip)\s+\d+/\d+", line):
+            last = int(m.group(1))
+            parts[last] = (m.group(2), "")
+        elif line.startswith("   hint: ") and last is not None:
+            parts[last] = (parts[last][0], line.removeprefix("   hint: "))
+    return parts
+
+
+def test_the_reference_solutions_pass_every_part():
+    code, out = run("--reference")
+    assert code == 0, out
+    parts = lines_of(out)
+    assert sorted(parts) == [p.number for p in grade.PARTS] and all(s == "pass" for s, _ in parts.values()), out
+    assert "Traceback" not in out
+
+
+def test_the_untouched_skeletons_fail_every_part_with_a_hint():
+    code, out = run(ROOT / "course" / "skeleton")
+    assert code == 1, out
+    parts = lines_of(out)
+    assert sorted(parts) == [p.number for p in grade.PARTS], out
+    for number, (state, hint) in parts.items():
+        assert state == "FAIL" and hint.startswith("not written yet: "), (number, state, hint)
+    assert "Traceback" not in out
+
+
+def copy_of_reference(tmp_path):
+    for name in grade.FILES.values():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_a_folder_that_cannot_be_graded_is_named(tmp_path):
+    code, out = run(tmp_path / "nowhere", "--only", 1)
+    assert code == 1 and f"{tmp_path / 'nowhere'} is not a folder" in out and "Traceback" not in out
+    folder = copy_of_reference(tmp_path / "work")
+    (folder / "policies.py").unlink()
+    code, out = run(folder, "--only", 4)
+    assert code == 1 and "policies.py is missing" in out and "Traceback" not in out, out
+    (folder / "policies.py").write_text("def window(rows)\n    return rows.pos\n")
+    code, out = run(folder, "--only", 4)
+    assert code == 1 and re.search(r"policies.py, line 1: .*", out) and "Traceback" not in out, out
+    (folder / "policies.py").write_text("import numpyy\n")
+    code, out = run(folder, "--only", 4)
+    assert code == 1 and "your file does not load" in out and "No module named 'numpyy'" in out, out
+    assert "Traceback" not in out
+
+
+def test_init_copies_the_skeletons_and_never_overwrites(tmp_path):
+    code, out = run("--init", tmp_path / "mine")
+    assert code == 0 and (tmp_path / "mine" / "llama.py").read_text() == (ROOT / "course/skeleton/llama.py").read_text()
+    code, out = run("--init", tmp_path / "mine")
+    assert code == 1 and "exists already" in out
+
+
+def definitions(path):
+    """{qualified name: (the node, whether its body ends in `raise NotImplementedError`: left to the student)}
+    for every function, class and method of a file, and its other top-level statements, in order."""
+    tree = ast.parse(path.read_text())
+    out, rest = {}, []
+    def blank(node):
+        body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+        return isinstance(body[-1], ast.Raise) and "NotImplementedError" in ast.unparse(body[-1])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out[node.name] = (node, isinstance(node, ast.FunctionDef) and blank(node))
+            for sub in node.body if isinstance(node, ast.ClassDef) else ():
+                if isinstance(sub, ast.FunctionDef):
+                    out[f"{node.name}.{sub.name}"] = (sub, blank(sub))
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # the module docstring
+            rest.append(ast.dump(node))
+    return out, rest
+
+
+def code(node):
+    """A definition without its docstrings, and a class without its methods (compared one by one)."""
+    node = ast.parse(ast.unparse(node)).body[0]
+    if isinstance(node, ast.ClassDef):
+        node.body = [n for n in node.body if not isinstance(n, ast.FunctionDef)]
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and ast.get_docstring(n) is not None:
+            n.body = n.body[1:] or [ast.Pass()]
+    return ast.dump(node)
+
+
+@pytest.mark.parametrize("name", grade.FILES.values())
+def test_the_skeletons_mirror_the_repository(name):
+    """Every skeleton has the repository file's definitions, in order, with the same signatures; what
+    it does not leave to the student (no `raise NotImplementedError`) is the repository's code itself."""
+    skeleton, (ours, our_rest), (theirs, their_rest) = ROOT / "course" / "skeleton" / name, *map(
+        definitions, (ROOT / "course" / "skeleton" / name, ROOT / name))
+    assert list(ours) == list(theirs), f"{skeleton}: not the definitions of {name}"
+    assert our_rest == their_rest, f"{skeleton}: its imports or constants are not those of {name}"
+    blanks = [q for q, (_, b) in ours.items() if b]
+    assert blanks, f"{skeleton} leaves nothing to write"
+    for q, (node, is_blank) in ours.items():
+        other = theirs[q][0]
+        if is_blank:
+            assert ast.dump(node.args) == ast.dump(other.args) and list(map(ast.dump, node.decorator_list)) == \
+                list(map(ast.dump, other.decorator_list)), f"{skeleton}: {q}'s signature is not that of {name}"
+            assert ast.get_docstring(node), f"{skeleton}: {q} must say what to write"
+        else:
+            assert code(node) == code(other), f"{skeleton}: {q} is not the code of {name}"
+
+
+# ---------------------------------------------------------------- the common mistakes (course/INSTRUCTOR.md's table)
+
+# name: (part, file, the repository's line(s), the mistake, what the hint must say). Each is introduced
+# into a copy of the reference solutions. A round grades several at once, since a part takes only its
+# own file from the folder: at most one mistake per part, and per file, but for part 6, whose test reads
+# state_bytes alone, so that a mistake there cannot change another part's verdict, nor one elsewhere its.
+HELD = ("        live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1\n"
+        "        out[:, :, 0, i].scatter_(-1, live.where(live >= 0, T), True)\n"
+        "        out[:, :, 0, i, i] = True                                    # and the current token\n")
+ATTEND = "        ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)\n"
+MISTAKES = {
+    "RoPE at the number of rows held": (1, "llama.py", "cos, sin = rope_angles(model, torch.tensor(t))",
+                                        "cos, sin = rope_angles(model, torch.tensor(state.n_rows))",
+                                        "is RoPE applied at the token's position t"),
+    "RoPE on interleaved pairs": (1, "llama.py", "x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., 0::2], x[..., 1::2]",
+                                  "differ from the transformers library's Llama"),
+    "no residual around the step's MLP": (1, "llama.py", "x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))",
+                                          "x = mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))",
+                                          "your step's logits differ from your forward's"),
+    "scores not scaled by 1/√hd": (2, "msrnn.py", "self.attention(q / math.sqrt(q.shape[-1]) @ K.mT, pos, t)",
+                                   "self.attention(q @ K.mT, pos, t)", "differs from the transformer"),
+    "the sliding window one row too wide": (2, "msrnn.py", "(pos <= t - self.window)", "(pos < t - self.window)",
+                                            "with Mistral's sliding window your multi-state differs"),
+    "the current token protected": (3, "msrnn.py", "scores = guards.score_rows(policy, rows)",
+                                    "scores = guards.score_rows(policy, rows).masked_fill(rows.pos[:, :1] == t, math.inf)",
+                                    "the current token's row must be among those the policy scores"),
+    "a reused slot keeps its score": (3, "msrnn.py", "self.score[slot], self.prev[slot] = 0.0, math.nan",
+                                      "self.prev[slot] = math.nan", "a reused slot's starts at 0"),
+    "every KV head drops the first head's row": (3, "msrnn.py", "self.free.copy_(scores.argmin(-1)",
+                                                 "self.free.copy_(scores[:, :1].argmin(-1)", "each KV head frees its own slot"),
+    "H2O without its recent half": (4, "policies.py", "return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)",
+                                    "return rows.score.sum(1, keepdim=True)", "without them a new row"),
+    "TOVA decided per KV head": (4, "policies.py", "return rows.attn.mean((1, 2))[:, None]", "return rows.attn.mean(2)",
+                                  "averaged over every query head of the layer"),
+    "Window+i keeps one sink too many": (4, "policies.py", "pos.masked_fill(pos < sinks, math.inf)",
+                                         "pos.masked_fill(pos <= sinks, math.inf)", "positions 0 .. sinks-1 get inf"),
+    "head-wise TOVA decided for the layer": (4, "policies.py", "return rows.attn.mean(2)  ",
+                                             "return rows.attn.mean((1, 2))[:, None]  ", "each KV head averages its own"),
+    "the mask without the current token": (5, "msrnn.py", "out[:, :, 0, i, i] = True", "pass",
+                                           "and the current token i itself"),
+    "the mask recorded after the drop": (5, "msrnn.py", HELD + ATTEND, ATTEND + HELD, "before step i drops one"),
+    "keys counted, values not": (6, "msrnn.py", "return 2 * c.n_layers", "return c.n_layers", "a key and a value"),
+    "a row per query head": (6, "msrnn.py", "c.n_kv_heads * rows * c.head_dim", "c.n_heads * rows * c.head_dim",
+                             "n_kv_heads heads, not n_heads"),
+    "no denominator": (7, "t2r/linear.py", "return num / den.clamp_min(EPS)", "return num",
+                       "your RNN view differs from your transformer view"),
+    "z left out of state_bytes": (7, "t2r/linear.py", "maps.r * (c.head_dim + 1)", "maps.r * c.head_dim",
+                                  "state_bytes is not what the state holds"),
+}
+
+
+def rounds():
+    """The mistakes in a few grader runs: in each, at most one per part, and one per file but for part 6."""
+    out = []
+    for name, (part, file, *_) in MISTAKES.items():
+        for r in out:
+            if all(MISTAKES[m][0] != part and (MISTAKES[m][1] != file or 6 in (part, MISTAKES[m][0])) for m in r):
+                r.append(name)
+                break
+        else:
+            out.append([name])
+    return out
+
+
+@pytest.mark.parametrize("names", rounds(), ids=lambda names: " + ".join(names))
+def test_each_common_mistake_fails_its_part_with_its_hint(names, tmp_path):
+    folder = copy_of_reference(tmp_path)
+    for name in names:
+        part, file, old, new, hint = MISTAKES[name]
+        text = (folder / file).read_text()
+        assert text.count(old) == 1, f"{name}: {old!r} is not once in {file}: update MISTAKES"
+        (folder / file).write_text(text.replace(old, new))
+    code, out = run(folder, "--only", *sorted({MISTAKES[n][0] for n in names}))
+    parts = lines_of(out)
+    for name in names:
+        part, *_, hint = MISTAKES[name]
+        assert parts[part][0] == "FAIL" and hint in parts[part][1], (name, parts[part])
+    instructor = (ROOT / "course" / "INSTRUCTOR.md").read_text()
+    for name in names:
+        assert f"| {name} |" in instructor and MISTAKES[name][-1] in instructor, \
+            f"course/INSTRUCTOR.md does not list {name!r} with its hint"
+
+
+def test_the_students_page_gives_no_solution_away():
+    """No line of a function the student writes appears on the student's page (README's excerpts of
+    llama.step and the policies are for readers of the project, not for the course)."""
+    page = (ROOT / "course" / "README.md").read_text()
+    for name in grade.FILES.values():
+        ours, _ = definitions(ROOT / "course" / "skeleton" / name)
+        theirs, _ = definitions(ROOT / name)
+        for q, (_, is_blank) in ours.items():
+            if is_blank:
+                body = ast.get_source_segment((ROOT / name).read_text(), theirs[q][0]).splitlines()[1:]
+                for line in (line.split("#")[0].strip() for line in body):
+                    assert len(line) < 20 or line not in page, f"course/README.md shows {name}'s {q}: {line!r}"
