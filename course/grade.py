@@ -345,6 +345,8 @@ def main(argv=None):
     if args.only and set(args.only) - known:
         ap.error(f"--only: no part {sorted(set(args.only) - known)}; the parts are {sorted(known)}")
     parts = [p for p in PARTS if not args.only or p.number in args.only]
+    if not folder.is_dir():
+        raise SystemExit(problems(folder, ())[0])
     print(f"grading {folder}" + (" (the reference solutions)" if args.reference else ""), flush=True)
     out = grade(folder, parts, args.model)
     return 0 if all(failed == 0 for _, _, failed, *_ in out) else 1
