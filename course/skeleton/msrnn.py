@@ -159,7 +159,7 @@ def state_bytes(model: llama.Model, rows: int) -> int:
 
 def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> State:
     """An empty multi-state per layer: `size` rows (size + 1 slots), or unbounded if size is None."""
-    guards.check_state_args(batch, size)
+    guards.check_state_args(batch, size, model=model)
     c = model.config
     # slots are allocated as rows arrive (MultiState._grow); a bounded state ends at size + 1 slots,
     # since it holds size + 1 rows while it attends
