@@ -371,8 +371,8 @@ def zeroed(maps: FeatureMaps) -> FeatureMaps:
 
 def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4096, train_length=1024, epochs=2,
                minutes=20.0, finetune_mode="lora", finetune_minutes=7.0, finetune_epochs=1, sizes=(32, 64, 128, 256),
-               tail_r=16, tail_size=64, tail_minutes=5.0, eval_chunks=1, eval_every=8, curve_tokens=1024,
-               transfer_tokens=None, finetune_tokens=None, log=None) -> dict:
+               tail_r=16, tail_size=64, tail_minutes=5.0, eval_chunks=1, eval_every=20, curve_tokens=1024,
+               transfer_tokens=None, finetune_tokens=None, tails=True, log=None) -> dict:
     """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
     alice29 and asyoulik for every row: T2R of each map kind with r features after attention transfer
     and after finetuning; the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
@@ -382,6 +382,7 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
+    model_key = harness.fingerprint(*experiments.weights(model))
     train_ids = training_text(tok, train_length)
     test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
     if transfer_tokens:
@@ -406,24 +407,26 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                       eval_every=eval_every, evaluate=lambda: {name(m): ppl(model, m) for m in maps})
     results, bypass = [], {}
 
-    def record(method, family, nll, bytes_, **extra):
-        results.append(dict(method=method, family=family, state_bytes=bytes_, ppl=math.exp(nll.mean().item()),
-                            ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], **extra))
+    def record(method, family, nll, bytes_, trained, **extra):
+        results.append(dict(method=method, family=family, state_bytes=bytes_, **measured(method, trained, nll), **extra))
         log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
 
+    measured = lambda method, trained, nll: measured_row(method, trained, nll, test, model_key)
+
     cost1 = {"tokens": stage1["tokens"], "seconds": round(stage1["seconds"]), "tokens_per_s": stage1["tokens_per_s"]}
-    nll = lambda m, maps: experiments.next_token_nll(forward(m, maps, test), test)
+    nll = lambda m, maps: lambda: experiments.next_token_nll(forward(m, maps, test), test)
+    trained = path.name
     with torch.no_grad():
         for m in plain:
-            record(f"{name(m)}, transfer", m.kind, nll(model, m), state_bytes(model, m), stage="transfer", **cost1)
+            record(f"{name(m)}, transfer", m.kind, nll(model, m), state_bytes(model, m), trained, stage="transfer", **cost1)
         if hybrid:
-            record(f"{name(hybrid)}, transfer", "hybrid", nll(model, hybrid), state_bytes(model, hybrid),
+            record(f"{name(hybrid)}, transfer", "hybrid", nll(model, hybrid), state_bytes(model, hybrid), trained,
                    stage="transfer", **cost1)
             record(f"{name(hybrid)}, features zeroed", "hybrid zeroed", nll(model, zeroed(hybrid)),
-                   state_bytes(model, hybrid))
+                   state_bytes(model, hybrid), trained)
             bypass[name(hybrid)] = {"with": results[-2]["ppl"], "zeroed": results[-1]["ppl"]}
         elu = new("elu")
-        record(name(elu), "elu", nll(model, elu), state_bytes(model, elu))
+        record(name(elu), "elu", nll(model, elu), state_bytes(model, elu), "")
 
     # stage 2: swap, then finetune each plain map set with the model (LoRA or every weight)
     curves = {"transfer": stage1["curve"], "curve_tokens": piece.shape[1],
@@ -436,25 +439,58 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                                  evaluate=lambda t, m=m: {name(m): ppl(t, m)})
         curves[f"finetune {name(m)}"] = stage2["curve"]
         with torch.no_grad():
-            record(f"{name(m)}, finetuned", m.kind + " finetuned", nll(tuned, m), state_bytes(model, m),
+            record(f"{name(m)}, finetuned", m.kind + " finetuned", nll(tuned, m), state_bytes(model, m), path.name,
                    stage=f"finetune ({finetune_mode})", tokens=stage1["tokens"] + stage2["tokens"],
                    seconds=round(stage1["seconds"] + stage2["seconds"]), tokens_per_s=stage2["tokens_per_s"],
                    finetune_tokens=stage2["tokens"], finetune_seconds=round(stage2["seconds"]))
 
     log("softmax attention, then the MSRNN policies on the same chunks ...")
-    record("softmax, full cache", "full", experiments.nll(model, test), msrnn.state_bytes(model, test.shape[1]))
-    for size in sizes:
-        for p in ("tova", "h2o", "sink"):
-            record(f"{specs.named(p).label} {size}", p, experiments.nll(model, test, p, size),
-                   msrnn.state_bytes(model, size))
-    results += tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, tail_minutes, cache, bypass, results, log)
+    for row in policy_rows(model, test, sizes, log):
+        results.append(row)
+    if tails:
+        results += tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, tail_minutes, cache, bypass,
+                             results, measured, log)
     results.sort(key=lambda row: row["state_bytes"])
     return {"results": results, "curves": curves, "bypass": bypass, "chunks": len(test), "tokens": test.shape[1],
             "training_tokens": train_ids.numel(), "epochs": epochs, "dtype": str(model.dtype).removeprefix("torch."),
             "seconds": round(time.time() - t_start)}
 
 
-def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, log) -> list:
+def measured_row(method, trained, nll, test, model_key) -> dict:
+    """Perplexity of one row (nll() -> losses (B, T - 1)), kept in results/t2r_rows/ under the row, what
+    trained it, the chunks and the model, so a rerun with the same settings measures nothing again."""
+    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key)}.json"
+    got = harness.read_cached(file, {"ppl": float, "ppl_per_chunk": [float]})
+    if got is None:
+        with torch.no_grad():
+            losses = nll()
+        got = {"ppl": math.exp(losses.mean().item()), "ppl_per_chunk": [math.exp(x) for x in losses.mean(1).tolist()]}
+        harness.atomic_write(file, json.dumps(got))
+    return got
+
+
+def policy_rows(model, test, sizes, log=print) -> list:
+    """The full cache, then TOVA, H2O and Window+4 at each size, on chunks `test`: each row measured
+    once and kept in results/t2r_policies/<key>/ (experiments.cache_dir: keyed by the weights, the
+    tokens and the code), so a second process can measure them while the maps train."""
+    cache, rows = experiments.cache_dir("t2r_policies", model, test), []
+    settings = [(specs.FULL, test.shape[1])] + [(specs.named(p), s) for s in sizes for p in ("tova", "h2o", "sink")]
+    for p, size in settings:
+        file = cache / f"{p.key}-{size}.json"
+        got = harness.read_cached(file, experiments.MEASURED)
+        if got is None:
+            got = experiments.measure(model, test, p, size, batch=1)
+            harness.atomic_write(file, json.dumps(got))
+        full = p is specs.FULL
+        rows.append(dict(method="softmax, full cache" if full else f"{p.label} {size}", family="full" if full else p.spec,
+                         state_bytes=msrnn.state_bytes(model, size), ppl=got["ppl"], ppl_per_chunk=got["per_chunk"]))
+        log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f} "
+            f"({got['seconds']:.0f} s)")
+    return rows
+
+
+def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, measured,
+              log) -> list:
     """TOVA with a T2R tail at each size, where t2r/tail.py exists: one Hedgehog map of tail_r features
     trained by attention transfer under TOVA's own drops at tail_size rows, then read at every size.
     Its zeroed twin is the TOVA row itself: a tail of zero features is the policy alone, bit for bit
@@ -472,12 +508,11 @@ def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes,
                    minutes=minutes, checkpoint=path, log=log)
     rows = []
     for size in sizes:
-        with torch.no_grad():
-            nll = experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test)
-        rows.append(dict(method=f"TOVA {size} + tail hedgehog {tail_r}", family="tail",
-                         state_bytes=tail.state_bytes(model, maps, size), ppl=math.exp(nll.mean().item()),
-                         ppl_per_chunk=[math.exp(x) for x in nll.mean(1).tolist()], stage=f"transfer at {tail_size} rows",
-                         tokens=run["tokens"], seconds=round(run["seconds"]), tokens_per_s=run["tokens_per_s"]))
+        method = f"TOVA {size} + tail hedgehog {tail_r}"
+        got = measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test))
+        rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
+                         stage=f"transfer at {tail_size} rows", tokens=run["tokens"], seconds=round(run["seconds"]),
+                         tokens_per_s=run["tokens_per_s"]))
         log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {rows[-1]['ppl']:.2f}")
         alone = next(x["ppl"] for x in results if x["method"] == f"{tova.label} {size}")
         bypass[rows[-1]["method"]] = {"with": rows[-1]["ppl"], "zeroed": alone}
