@@ -43,7 +43,12 @@ class MultiState:
     between steps every slot holds a row except one per sequence and KV head, `free`, which the
     policy emptied at the last step (its pos is -1); the next token's row is written there. So during
     a step all n slots hold rows, and a full state never moves a row. Which slot holds which row
-    depends on the history of drops: rows are in slot order, not position order.
+    depends on the history of drops: rows are in slot order, not position order. With size 3:
+
+        after t=3:  pos [0, 1, 2, 3]    4 = size + 1 slots in use; the policy drops position 1
+                    pos [0, -1, 2, 3]   free = 1
+        at t=4:     pos [0, 4, 2, 3]    row 4 takes slot 1; the policy drops position 0
+                    pos [-1, 4, 2, 3]   free = 0, for row 5
     """
     k: torch.Tensor      # (B, Hkv, capacity, head_dim)
     v: torch.Tensor      # (B, Hkv, capacity, head_dim)
@@ -81,7 +86,7 @@ class MultiState:
 
     def append(self, k, v, t):
         """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        self.make_room(t)
+        self.make_room()
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1
             self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
@@ -116,8 +121,8 @@ class MultiState:
         B, H = self.free.shape
         return torch.arange(B, device=self.free.device)[:, None], torch.arange(H, device=self.free.device), self.free
 
-    def make_room(self, t):
-        """Grow the buffers if the row of position t would find no free slot (`_grow`)."""
+    def make_room(self):
+        """Grow the buffers if the next row would find no free slot (`_grow`)."""
         if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size):
             self._grow()
 
@@ -128,6 +133,7 @@ class MultiState:
         if self.size is not None:
             cap = max(at_least, min(cap, self.size + 1))
         B, H, _, hd = self.k.shape
+        # a slot: its key and value, and pos, score, prev of 8 bytes at most each
         guards.check_memory(B * H * cap * (2 * hd * self.k.element_size() + 24), f"a multi-state of {cap} rows")
         pad = lambda x, fill: torch.cat([x, x.new_full((*x.shape[:2], cap - x.shape[2], *x.shape[3:]), fill)], 2)
         self.k, self.v = pad(self.k, 0.0), pad(self.v, 0.0)

@@ -34,7 +34,9 @@ def label(text, **ranges):
 
 @label("Window")
 def window(rows):
-    """Window: keep the `size` most recent tokens (the baseline of Oren et al. 2024)."""
+    """Window: keep the `size` most recent tokens (the baseline of Oren et al. 2024). A layer-wise
+    policy drops the same row from every KV head, so they all hold the same rows in the same slots:
+    head 0's positions stand for all of them."""
     return rows.pos[:, :1].double()                                  # (B, 1, n): newer is better
 
 

@@ -145,7 +145,7 @@ def compiled_step():
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
         for ms in state.layers:
-            ms.make_room(state.t)
+            ms.make_room()
         return fast(model, tokens, state, policy)
     return step
 

@@ -20,10 +20,12 @@ class OneShot(msrnn.MultiState):
     """A layer's multi-state whose first `prompt` rows are all held; at the step of position prompt - 1
     the policy scores every row and all but the `size` best go."""
     prompt: int = 0
+    cut: bool = False  # whether the prompt's last token has been read (and the state cut, if it had to be)
 
     def evict(self, attn, q, t, policy):
         if t < self.prompt - 1:  # the prompt is read in full
             return
+        self.cut = True
         if self.n <= self.size + 1:  # one row to drop: after the cut, or a prompt of at most size + 1 rows
             return super().evict(attn, q, t, policy)
         scores = self.scores(attn, q, t, policy)                     # (B, 1 or Hkv, n)
@@ -40,13 +42,13 @@ class OneShot(msrnn.MultiState):
         self.k, self.v, self.pos, self.score = gather(self.k), gather(self.v), gather(self.pos), gather(self.score)
         self.prev, self.n = gather(self.prev), self.size
 
-    def make_room(self, t):
-        if self.n == self.k.shape[2] and t < self.prompt:  # the prompt's rows are all held until the cut
+    def make_room(self):
+        if self.n == self.k.shape[2] and not self.cut:  # the prompt's rows are all held until the cut
             return self._grow()
-        super().make_room(t)
+        super().make_room()
 
     def _grow(self, at_least=0):
-        if self.n < self.prompt:  # room for every prompt row (MultiState._grow stops at size + 1 otherwise)
+        if not self.cut:  # room for every prompt row (MultiState._grow stops at size + 1 otherwise)
             at_least = max(at_least, min(max(2 * self.k.shape[2], 16), self.prompt))
         super()._grow(at_least)
 

@@ -89,7 +89,7 @@ class MultiState:
         """Parts 2 and 3. Write the current token's row (k, v (B, Hkv, hd) at position t); return the
         rows to attend over: keys, values (B, Hkv, n, hd) and positions (B, Hkv, n).
 
-        First self.make_room(t) (given: it grows the buffers when needed). Part 2, while the state
+        First self.make_room() (given: it grows the buffers when needed). Part 2, while the state
         fills (n below the capacity self.k.shape[2]): the row goes to slot n, the same for every head,
         and n grows by one; its pos is t, its score 0, its prev NaN. Part 3, once a bounded state is
         full: the row goes to the slot the policy freed at the last step, self.free[b, h] in each
@@ -116,8 +116,8 @@ class MultiState:
         B, H = self.free.shape
         return torch.arange(B, device=self.free.device)[:, None], torch.arange(H, device=self.free.device), self.free
 
-    def make_room(self, t):
-        """Grow the buffers if the row of position t would find no free slot (`_grow`)."""
+    def make_room(self):
+        """Grow the buffers if the next row would find no free slot (`_grow`)."""
         if self.n == self.k.shape[2] and (self.size is None or self.n <= self.size):
             self._grow()
 
