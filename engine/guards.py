@@ -127,9 +127,14 @@ def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
 
 # ---------------------------------------------------------------- a step is all or nothing
 
-# what a msrnn.MultiState (engine/oneshot.py's OneShot: and `prompt`) holds; a layer of another kind
-# (t2r's states, test_equivalence.py's lists) keeps fields this module does not know how to restore
-MULTISTATE_FIELDS = {"k", "v", "pos", "score", "prev", "free", "n", "size", "window", "layer", "prompt"}
+# the tensors of a msrnn.MultiState; a layer that holds others, or a list (t2r's states, test_equivalence.py's
+# lists), keeps what this module does not know how to restore. Plain values (n, size, OneShot's prompt and cut) are copied.
+TENSORS = ("k", "v", "pos", "score", "prev", "free")
+
+
+def _multistate(ms) -> bool:
+    return "k" in vars(ms) and all(name in TENSORS if isinstance(x, torch.Tensor) else isinstance(x, (int, float, str, type(None)))
+                                   for name, x in vars(ms).items())
 
 
 def check_state(model, state):
@@ -139,7 +144,7 @@ def check_state(model, state):
     if len(state.layers) != c.n_layers:
         raise ValueError(f"the state has {len(state.layers)} layer(s), the model {c.n_layers}: it was made for another model")
     for i, ms in enumerate(state.layers):
-        if not set(vars(ms)) <= MULTISTATE_FIELDS:
+        if not _multistate(ms):
             continue  # another kind of layer state checks itself
         got = (ms.k.shape[1], ms.k.shape[3], ms.k.dtype, ms.k.device)
         want = (c.n_kv_heads, c.head_dim, model.dtype, model.device)
@@ -181,7 +186,7 @@ def all_or_nothing(step):
 
 
 def _save(ms):
-    if not set(vars(ms)) <= MULTISTATE_FIELDS:
+    if not _multistate(ms):
         return None
     fields = dict(vars(ms))
     if ms.size is not None:  # the fields a bounded step rewrites in place
