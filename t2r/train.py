@@ -372,7 +372,7 @@ def zeroed(maps: FeatureMaps) -> FeatureMaps:
 def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4096, train_length=1024, epochs=2,
                minutes=20.0, finetune_mode="lora", finetune_minutes=7.0, finetune_epochs=1, sizes=(32, 64, 128, 256),
                tail_r=16, tail_size=64, tail_minutes=5.0, eval_chunks=1, eval_every=20, curve_tokens=1024,
-               transfer_tokens=None, finetune_tokens=None, tails=True, log=None) -> dict:
+               transfer_tokens=None, finetune_tokens=None, tails=True, tail_sizes=None, log=None) -> dict:
     """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
     alice29 and asyoulik for every row: T2R of each map kind with r features after attention transfer
     and after finetuning; the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
@@ -448,8 +448,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     for row in policy_rows(model, test, sizes, log):
         results.append(row)
     if tails:
-        results += tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, tail_minutes, cache, bypass,
-                             results, measured, log)
+        results += tail_rows(model, train_ids, test, tail_sizes or sizes, tail_r, tail_size, epochs, tail_minutes,
+                             cache, bypass, results, measured, log)
     results.sort(key=lambda row: row["state_bytes"])
     return {"results": results, "curves": curves, "bypass": bypass, "chunks": len(test), "tokens": test.shape[1],
             "training_tokens": train_ids.numel(), "epochs": epochs, "dtype": str(model.dtype).removeprefix("torch."),
@@ -525,7 +525,7 @@ def name(maps: FeatureMaps) -> str:
 
 
 def table(data) -> str:
-    lines = ["| method | state per sequence | perplexity | training tokens | training time (2 cores) | tokens/s |",
+    lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
              "|---|---|---|---|---|---|"]
     for row in data["results"]:
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
