@@ -172,7 +172,7 @@ def cmd_ppl(args):
     t0 = time.time()
     progress = lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr)
     if with_tail:  # t2r/tail.py: what the policy drops is folded into a T2R state
-        maps, which = tail.maps_from(model, args.tail, args.tail_maps)
+        maps, which = train.maps_from(model, args.tail, args.tail_maps)
         print(which)
         r = tail.perplexity(model, maps, ids, policy, args.size, args.chunk, progress=progress)
     else:

@@ -134,11 +134,11 @@ def exact(named, deterministic=True):
 def with_tail(named, spec, deterministic=True):
     """The policy with a T2R tail of feature map spec 'kind:r' (t2r/tail.py), random maps: its RNN view
     (llama.step) = its transformer view, and a tail of no features (r = 0) is the policy alone, bit for bit."""
-    from t2r import linear, tail
+    from t2r import linear, tail, train
     model = llama.random_model(MODELS["LLaMA"], seed=1)  # not Mistral: a tail cannot forget what its window would
     x = tokens(2, 40, seed=2)
     policy = named.on(model, x)
-    maps, _ = tail.maps_from(model, spec)
+    maps, _ = train.maps_from(model, spec)
     with torch.no_grad():  # random weights and biases, so that the tail matters and some features are off
         g = torch.Generator().manual_seed(3)
         for p in maps.parameters():

@@ -256,20 +256,3 @@ def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: 
     loss = torch.cat(losses)
     return {"ppl": math.exp(loss.mean().item()), "tokens": len(loss), "chunks": len(losses),
             "ppl_per_chunk": [math.exp(x.mean().item()) for x in losses]}
-
-
-def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[linear.FeatureMaps, str]:
-    """A tail's maps for the command line, and a line saying which: the maps a training run saved
-    (path, read by t2r/train.py's load), or untrained maps of spec 'kind:r' ('hedgehog:16', 'relu:16', 'elu')."""
-    kind, _, r = (spec or "").partition(":")
-    if path is not None:
-        from t2r import train
-        maps = train.load(path, model)
-        if spec and (maps.kind != kind or (r and maps.r != int(r))):
-            raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
-        return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and not r.isdigit()):
-        raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
-    maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
-    return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; train them with "
-                  f"python demo.py t2r and pass the file with --tail-maps)")

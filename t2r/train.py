@@ -67,6 +67,22 @@ def load(path, model: llama.Model) -> FeatureMaps:
     return maps
 
 
+def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[linear.FeatureMaps, str]:
+    """A tail's maps for the command line, and a line saying which: the maps a training run saved
+    (path, read by `load`), or untrained maps of spec 'kind:r' ('hedgehog:16', 'relu:16', 'elu')."""
+    kind, _, r = (spec or "").partition(":")
+    if path is not None:
+        maps = load(path, model)
+        if spec and (maps.kind != kind or (r and maps.r != int(r))):
+            raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
+        return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
+    if not kind or (r and not r.isdigit()):
+        raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
+    maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
+    return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; train them with "
+                  f"python demo.py t2r and pass the file with --tail-maps)")
+
+
 def _field_int(path, field, text, low) -> int:
     try:
         value = int(text)
