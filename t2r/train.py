@@ -567,7 +567,8 @@ def draw(plt, data):
                 "hedgehog finetuned", "elu", "hybrid", "hybrid zeroed"):
         pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
         if pts:
-            plt.plot(*zip(*pts), marker="o", ls="-" if fam in ("tova", "h2o", "sink", "tail", "tail zeroed") else "",
+            line = fam in ("tova", "h2o", "sink", "tail", "tail zeroed")  # the MSRNNs: a line over sizes
+            plt.plot(*zip(*pts), marker="o" if line else "s", ls="-" if line else "",
                      label=labels.get(fam) or specs.named(fam).label)
     plt.xscale("log")
     plt.yscale("log")
