@@ -18,7 +18,7 @@ def modules():
     out = {}
     for p in ROOT.rglob("*.py"):
         rel = p.relative_to(ROOT)
-        if (rel.parts[0] in ("tests", "docs") or rel.parts[0].startswith(".") or rel.parts[:2] == ("course", "work")
+        if (rel.parts[0] in ("tests", "docs", "results") or rel.parts[0].startswith(".") or rel.parts[:2] == ("course", "work")
                 or rel.stem.startswith("test_") or rel.stem == "conftest"):
             continue
         out[".".join(rel.with_suffix("").parts)] = p
