@@ -114,7 +114,7 @@ def test_loading_a_bf16_checkpoint_holds_it_once(tmp_path):
             "print(rss('VmHWM') - base)")
     try:
         peak = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                  cwd=pathlib.Path(__file__).parent).stdout)
+                                  cwd=pathlib.Path(__file__).resolve().parent.parent).stdout)
     finally:
         shutil.rmtree(folder)  # 2 GB: not kept among pytest's last three runs
     print(f"loading {size / 2 ** 30:.2f} GiB of bfloat16 files as bfloat16: peak {peak / 2 ** 30:.2f} GiB ({peak / size:.2f}x)")
