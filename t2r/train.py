@@ -411,7 +411,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     # the curve against training tokens: perplexity on the first `curve_tokens` of the first held-out chunk
     piece = test[:1, :curve_tokens]
     ppl = lambda m, maps: math.exp(experiments.next_token_nll(forward(m, maps, piece), piece).mean().item())
-    cache = lambda what, *settings: harness.RESULTS / f"t2r_{what}_{code_key(train_length, epochs, *settings)}.safetensors"
+    # a trained file is keyed by the code, the model's weights, the training text and the settings
+    key = lambda *settings: code_key(model_key, train_ids, epochs, *settings)
+    cache = lambda what, *settings: harness.RESULTS / f"t2r_{what}_{key(*settings)}.safetensors"
 
     # stage 1: every map set of the table learns side by side from one stream of the frozen model
     plain = [new(kind) for kind in kinds]
