@@ -96,7 +96,7 @@ def books():
         module.book("alice29")  # fetches all four books, or none
     except subprocess.CalledProcessError as e:  # only pip's download raises this; a bad hash raises RuntimeError
         pytest.skip(f"the books of {module.SDIST} are not in {default_model.cache_root() / 'texts'} and pip could not "
-                    f"download them (exit {e.returncode}); run `python -c \"from data import books; books.book('alice29')\"` "
+                    f"download them (exit {e.returncode}); run `python -c \"from data import corpus; corpus.book('alice29')\"` "
                     "once with network access")
     return module
 

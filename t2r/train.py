@@ -557,7 +557,7 @@ def table(data) -> str:
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; {data['seconds']} s in all. Full cache: {full:.2f}."]
     for k, v in data["bypass"].items():
-        notes.append(f"{k}: zeroing its linear part raises perplexity {v['with']:.2f} -> {v['zeroed']:.2f} "
+        notes.append(f"{k}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)
 

@@ -2,6 +2,8 @@
 constant, the swap is clean, Hedgehog's map is what its paper writes, the streamed attention transfer
 and the finetune learn (and only what they name moves), an interrupted run resumes to the same
 numbers, and maps survive a save and load while bad files are refused by name."""
+import re
+
 import pytest
 import safetensors.torch
 import torch
@@ -295,3 +297,37 @@ def test_bad_maps_files_are_refused_by_field(tmp_path):
         safetensors.torch.save_file(t, tmp_path / f"{file}.safetensors", metadata=m)
         with pytest.raises(ValueError, match=match):
             train.load(tmp_path / f"{file}.safetensors", model)
+
+
+def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path, monkeypatch):
+    """`demo.py t2r`'s experiment, end to end on a tiny model (one step per stage, short chunks): every
+    row the issue names is there, the table and the plot are made, a rerun measures and trains nothing,
+    and another model's weights train into other files."""
+    from lab import harness
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    tok = type("Chars", (), {"encode": lambda self, text: type("E", (), {"ids": [ord(c) % 61 for c in text]})})()
+    settings = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4,
+                    sizes=(6, 8), tail_r=4, tail_size=4, tail_minutes=1e-4, curve_tokens=32)
+    lines = []
+    data = train.experiment(random_model(tiny_config()), tok, log=lines.append, **settings)
+    methods = [row["method"] for row in data["results"]]
+    for name in ["T2R relu 4, transfer", "T2R hedgehog 4, finetuned", "hybrid: window 3 + T2R hedgehog 4, transfer",
+                 "hybrid: window 3 + T2R hedgehog 4, features zeroed", "ELU+1 (untrained)", "TOVA 6", "H2O 8",
+                 "Window+4 8", "TOVA 8 + tail hedgehog 4", "softmax, full cache"]:
+        assert name in methods, (name, methods)
+    assert all(torch.isfinite(torch.tensor(row["ppl"])) for row in data["results"])
+    assert len(train.table(data).splitlines()) == len(methods) + 2 + 1 + len(data["bypass"])
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    train.draw(plt, data)
+    plt.close("all")
+    files = sorted(p.name for p in tmp_path.glob("t2r_*.safetensors"))
+    trains = lambda log: [line for line in log if re.search(r"step \d+/", line)]  # the stages' progress lines
+    assert trains(lines) and len(files) == 4  # transfer, two finetunes, the tail
+
+    again = []
+    assert train.experiment(random_model(tiny_config()), tok, log=again.append, **settings)["results"] == data["results"]
+    assert not trains(again), trains(again)  # every stage and row read back
+    train.experiment(random_model(tiny_config(), seed=5), tok, log=None, **settings)
+    assert len(list(tmp_path.glob("t2r_*.safetensors"))) == 8  # another model's weights: files of their own
