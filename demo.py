@@ -252,7 +252,7 @@ def cmd_t2r(args):
     budget = dict(minutes=args.minutes, finetune_minutes=args.finetune_minutes, tail_minutes=args.tail_minutes)
     if args.preset == "papers":  # the papers' token counts (train.PAPERS), no time limit: for a GPU
         budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **train.PAPERS)
-    data = train.experiment(model, tok, r=args.r, window=args.window, train_length=args.train_length,
+    data = train.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
                             epochs=args.epochs, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
                             tail_size=args.tail_size, eval_chunks=args.eval_chunks, log=print, **budget)
     print("\n" + train.table(data))
@@ -385,6 +385,8 @@ def parser():
     p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state "
                        "(transfer, then finetune), compared with TOVA by bytes of state")
     p.add_argument("--r", type=harness.at_least(2), default=64, help="features of T2R and the hybrid (default 64)")
+    p.add_argument("--kinds", choices=("relu", "hedgehog"), nargs="+", default=["relu", "hedgehog"],
+                   help="the feature maps of plain T2R, trained side by side (default: relu hedgehog)")
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
     p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
     p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
