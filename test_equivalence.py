@@ -186,3 +186,28 @@ def test_default_model_perplexity_on_gpl3(real_model, tokenizer, gpl3):
     ppl = torch.nn.functional.cross_entropy(logits[:-1], ids[1:]).exp().item()
     print(f"default model perplexity on GPL-3[:8000] = {ppl:.3f}")
     assert abs(ppl - 19.1) <= 0.3
+
+
+def test_queries_and_keys_are_rotated_pairs_and_values_are_not():
+    """RoPE as Hugging Face's Llama lays it out, written with complex numbers: dimensions i and
+    i + hd/2 of a head are one number, turned by position * theta^(-2i/hd). Both views share qkv, so
+    a mistake in it (RoPE on interleaved pairs, or on the values) passes the tests above; this reads
+    qkv alone, against the weights."""
+    c = tiny_config()
+    model, T, half = random_model(c), 7, c.head_dim // 2
+    L = model.layers[1]
+    x = torch.randn(2, T, c.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    q, k, v = llama.qkv(model, L, x, *llama.rope_angles(model, torch.arange(T)))
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norm_eps) * L.attn_norm  # RMSNorm
+    i = torch.arange(half, dtype=torch.float64)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * c.rope_theta ** (-2 * i / c.head_dim)  # (T, hd/2)
+    turn = torch.polar(torch.ones_like(angle), angle)                # (T, hd/2) e^(i * angle)
+
+    def rotated(w, heads):
+        y = (h @ w.T).unflatten(-1, (heads, c.head_dim))              # (B, T, heads, hd)
+        z = torch.complex(y[..., :half], y[..., half:]) * turn[:, None]
+        return torch.cat([z.real, z.imag], -1)
+    by_token = lambda y: y.movedim(1, -2)                            # (B, .., T, hd): a report names the token
+    assert_close(by_token(q), by_token(rotated(L.wq, c.n_heads).unflatten(-2, (c.n_kv_heads, -1))), EXACT, "queries")
+    assert_close(by_token(k), by_token(rotated(L.wk, c.n_kv_heads)), EXACT, "keys")
+    assert_close(by_token(v), by_token((h @ L.wv.T).unflatten(-1, (c.n_kv_heads, c.head_dim))), EXACT, "values: no RoPE")

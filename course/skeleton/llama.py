@@ -220,8 +220,10 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
     """Part 1. Logits for every position at once: (T, vocab) for tokens (T,), (B, T, vocab) for
     (B, T); with last, only the last position's, (1, vocab) or (B, 1, vocab).
 
-    The same layers as step, every position at once: check the tokens with guards.check_tokens
-    and guards.check_positions (as step's caller does), RoPE at positions 0 .. T-1, and in layer i
+    The same layers as step, every position at once: ids = guards.check_tokens(model, tokens)
+    gives the tokens as (B, T) on the model's device (or names what is wrong with them), and
+    guards.check_positions(model, T) warns past the trained length (step's caller calls both);
+    RoPE at positions 0 .. T-1, and in layer i
     o = attention(i, q, k, v) with q (B, Hkv, G, T, hd) and k, v (B, Hkv, 1, T, hd) (permute
     qkv's outputs); the output is (B, Hkv, G, T, hd). attention=None means causal softmax:
     softmax_attention with the mask None, or causal_mask(T, sliding_window) for a Mistral model."""

@@ -65,8 +65,8 @@ class MultiState:
         q (B, Hkv, G, hd); k, v (B, Hkv, hd) -> attention output (B, Hkv, G, hd).
 
         append (k, v) at position t; the scores q·k/√hd of the queries against every held key;
-        attention weights from `attention`; the output is those weights times the values (cast
-        back to the values' dtype); then self.keep(attn, q, t, policy), which drops a row if the
+        attention weights from `attention` (float32 at least); the output is those weights, cast
+        to the values' dtype, times the values; then self.keep(attn, q, t, policy), which drops a row if the
         state is bounded (part 3), and return the output."""
         raise NotImplementedError
 
@@ -249,6 +249,7 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
 
     The mask is the recurrence's own output: for i = 0 .. T-1, record the rows ms holds before
     step i (their positions, ms.pos[:, :, :ms.n], -1 for a freed slot) and the current token i
-    itself, then run ms.attend on query i, key i and value i at position i. (Return the first KV
-    head's mask alone, (B, 1, 1, T, T), when every head's is the same: one mask per layer.)"""
+    itself, then run ms.attend on query i, key i and value i at position i. Returning the first KV
+    head's mask alone, (B, 1, 1, T, T), when every head's is the same is optional: one mask per
+    layer is cheaper to apply, and softmax_attention takes either shape."""
     raise NotImplementedError

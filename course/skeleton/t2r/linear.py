@@ -76,8 +76,9 @@ class FeatureMaps(nn.Module):
         "elu": ELU(x) + 1 (Katharopoulos et al. 2020), r = hd. "relu": T2R's ReLU(W x + b), with
         W, b = self.wq[layer], self.bq[layer] for queries (which == "q"), self.wk, self.bk for keys:
         one (r, hd) matrix per (KV head, query head of its group). "hedgehog": the softmax over the
-        features of W x + b, and of -(W x + b), concatenated (r features in all), in float32 at least,
-        times exp(self.gq[layer]) for queries."""
+        features of W x + b, and of -(W x + b), concatenated (r features in all), times
+        exp(self.gq[layer]) for queries; the softmaxes are taken in float32 at least (llama.wide) and
+        the features returned in x's dtype. The maps' parameters are made in the model's dtype."""
         raise NotImplementedError
 
 
