@@ -141,13 +141,18 @@ def test_the_skeletons_mirror_the_repository(name):
 HELD = ("        live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1\n"
         "        out[:, :, 0, i].scatter_(-1, live.where(live >= 0, T), True)\n"
         "        out[:, :, 0, i, i] = True                                    # and the current token\n")
+KEEP = ("            self.score[:, :, :self.n] += attn.sum(2)\n"
+        "            self.evict(attn, q, t, policy)\n")
 ATTEND = "        ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)\n"
 MISTAKES = {
     "RoPE at the number of rows held": (1, "llama.py", "cos, sin = rope_angles(model, torch.tensor(t))",
                                         "cos, sin = rope_angles(model, torch.tensor(state.n_rows))",
                                         "is RoPE applied at the token's position t"),
     "RoPE on interleaved pairs": (1, "llama.py", "x1, x2 = x.chunk(2, dim=-1)", "x1, x2 = x[..., 0::2], x[..., 1::2]",
-                                  "differ from the transformers library's Llama"),
+                                  "your qkv differs from RoPE written with complex numbers"),
+    "RoPE on the values too": (1, "llama.py", "qkv[..., c.n_heads + c.n_kv_heads:, :]\n",
+                               "rope(qkv[..., c.n_heads + c.n_kv_heads:, :], cos[..., None, :], sin[..., None, :])\n",
+                               "values are not rotated"),
     "no residual around the step's MLP": (1, "llama.py", "x = x + mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))",
                                           "x = mlp(L, rms_norm(x, L.mlp_norm, c.norm_eps))",
                                           "your step's logits differ from your forward's"),
@@ -160,6 +165,8 @@ MISTAKES = {
                                     "the current token's row must be among those the policy scores"),
     "a reused slot keeps its score": (3, "msrnn.py", "self.score[slot], self.prev[slot] = 0.0, math.nan",
                                       "self.prev[slot] = math.nan", "a reused slot's starts at 0"),
+    "the score added after the drop": (3, "msrnn.py", KEEP, "".join(reversed(KEEP.splitlines(True))),
+                                       "before the policy scores the rows"),
     "every KV head drops the first head's row": (3, "msrnn.py", "self.free.copy_(scores.argmin(-1)",
                                                  "self.free.copy_(scores[:, :1].argmin(-1)", "each KV head frees its own slot"),
     "H2O without its recent half": (4, "policies.py", "return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)",
@@ -170,6 +177,9 @@ MISTAKES = {
                                          "pos.masked_fill(pos <= sinks, math.inf)", "positions 0 .. sinks-1 get inf"),
     "head-wise TOVA decided for the layer": (4, "policies.py", "return rows.attn.mean(2)  ",
                                              "return rows.attn.mean((1, 2))[:, None]  ", "each KV head averages its own"),
+    "the mask of the first KV head for all": (5, "msrnn.py", "return out[:, :1] if out.device.type",
+                                              "return out[:, :1] if True else out[:, :1] if out.device.type",
+                                              "each KV head drops its own rows"),
     "the mask without the current token": (5, "msrnn.py", "out[:, :, 0, i, i] = True", "pass",
                                            "and the current token i itself"),
     "the mask recorded after the drop": (5, "msrnn.py", HELD + ATTEND, ATTEND + HELD, "before step i drops one"),
