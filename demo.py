@@ -254,7 +254,8 @@ def cmd_t2r(args):
         budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **train.PAPERS)
     data = train.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
                             epochs=args.epochs, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
-                            tail_size=args.tail_size, eval_chunks=args.eval_chunks, log=print, **budget)
+                            tail_size=args.tail_size, tail_length=args.tail_length, eval_chunks=args.eval_chunks,
+                            log=print, **budget)
     print("\n" + train.table(data))
     return data, model
 
@@ -396,7 +397,9 @@ def parser():
     p.add_argument("--finetune-minutes", type=harness.positive, default=7.0, help="budget of each finetune (default 7)")
     p.add_argument("--tail-r", type=harness.at_least(2), default=16, help="features of TOVA's tail (default 16)")
     p.add_argument("--tail-size", type=harness.at_least(1), default=64, help="rows TOVA holds while its tail trains (default 64)")
-    p.add_argument("--tail-minutes", type=harness.positive, default=5.0, help="budget of the tail's transfer (default 5)")
+    p.add_argument("--tail-minutes", type=harness.positive, default=10.0, help="budget of the tail's transfer (default 10)")
+    p.add_argument("--tail-length", type=harness.at_least(2), default=None,
+                   help="tokens per chunk of the tail's transfer (default: 4,096, the evaluation's)")
     p.add_argument("--eval-chunks", type=harness.at_least(1), default=1, help="4,096-token chunks of alice29, asyoulik (default 1)")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256], help="TOVA, H2O, Window+4 sizes")
     p.add_argument("--threads", type=harness.at_least(0), default=0, help="torch threads (default 0: torch's choice)")

@@ -387,13 +387,15 @@ def zeroed(maps: FeatureMaps) -> FeatureMaps:
 
 def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4096, train_length=1024, epochs=2,
                minutes=20.0, finetune_mode="lora", finetune_minutes=7.0, finetune_epochs=1, sizes=(32, 64, 128, 256),
-               tail_r=16, tail_size=64, tail_minutes=5.0, eval_chunks=1, eval_every=20, curve_tokens=1024,
+               tail_r=16, tail_size=64, tail_minutes=10.0, tail_length=None, eval_chunks=1, eval_every=20, curve_tokens=1024,
                transfer_tokens=None, finetune_tokens=None, tails=True, tail_sizes=None, log=None) -> dict:
     """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
     alice29 and asyoulik for every row: T2R of each map kind with r features after attention transfer
     and after finetuning; the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
     `sizes`; TOVA with a T2R tail (t2r/tail.py, where it exists); the full cache. The hybrid and the
-    tail also with their features zeroed. Training reads chunks of `train_length` tokens (LoLCATs' 1,024),
+    tail also with their features zeroed. Training reads chunks of `train_length` tokens (LoLCATs' 1,024);
+    the tail's, chunks of `tail_length` (default `length`: a tail trained on 1,024 tokens weighs its folded
+    rows as if there were no more than in 1,024, and at 4,096 they swamp the held ones, docs/t2r.md),
     for `epochs` or `minutes` per stage, whichever ends first; transfer_tokens and finetune_tokens, where
     given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
@@ -466,7 +468,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     for row in policy_rows(model, test, sizes, log):
         results.append(row)
     if tails:
-        results += tail_rows(model, train_ids, test, tail_sizes or sizes, tail_r, tail_size, epochs, tail_minutes,
+        tail_ids = training_text(tok, tail_length or length)
+        results += tail_rows(model, tail_ids, test, tail_sizes or sizes, tail_r, tail_size, epochs, tail_minutes,
                              cache, bypass, results, measured, log)
     results.sort(key=lambda row: row["state_bytes"])
     return {"results": results, "curves": curves, "bypass": bypass, "chunks": len(test), "tokens": test.shape[1],
@@ -513,7 +516,8 @@ TAIL_GAIN = -5.0  # docs/t2r.md: the tail's first transfer MSE 0.024 from here, 
 def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, measured,
               log) -> list:
     """TOVA with a T2R tail at each size, where t2r/tail.py exists: one Hedgehog map of tail_r features
-    trained by attention transfer under TOVA's own drops at tail_size rows, then read at every size.
+    trained by attention transfer under TOVA's own drops at tail_size rows on chunks train_ids, then
+    read at every size.
     Its zeroed twin is the TOVA row itself: a tail of zero features is the policy alone, bit for bit
     (tests/test_tail.py), so it is not run twice."""
     try:
@@ -525,7 +529,7 @@ def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes,
     maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
     with torch.no_grad():  # the query map's log gain starts low: thousands of folded rows would outweigh the held ones
         maps.gq.fill_(TAIL_GAIN)
-    path = cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, pathlib.Path(tail.__file__))
+    path = cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
     log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=epochs,
                    minutes=minutes, checkpoint=path, log=log)
@@ -555,7 +559,8 @@ def table(data) -> str:
         lines.append(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
     full = next(row["ppl"] for row in data["results"] if row["family"] == "full")
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
-             f"tokens x {data['epochs']} epochs; {data['seconds']} s in all. Full cache: {full:.2f}."]
+             f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
+             f"trained or measured again). Full cache: {full:.2f}."]
     for k, v in data["bypass"].items():
         notes.append(f"{k}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
