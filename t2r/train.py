@@ -79,8 +79,8 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     if not kind or (r and not r.isdigit()):
         raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
-    return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; train them with "
-                  f"python demo.py t2r and pass the file with --tail-maps)")
+    return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; python demo.py t2r "
+                  f"trains a tail and saves results/t2r_tail_*-maps.safetensors: pass it with --tail-maps)")
 
 
 def _field_int(path, field, text, low) -> int:
@@ -533,6 +533,9 @@ def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes,
     log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=epochs,
                    minutes=minutes, checkpoint=path, log=log)
+    save(maps, path.with_name(f"{path.stem}-maps.safetensors"))  # the maps alone, for demo.py ppl --tail-maps
+    log(f"   its maps: {path.stem}-maps.safetensors (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
+        f"--tail-maps results/{path.stem}-maps.safetensors)")
     rows = []
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"

@@ -324,10 +324,12 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
     plt.close("all")
     files = sorted(p.name for p in tmp_path.glob("t2r_*.safetensors"))
     trains = lambda log: [line for line in log if re.search(r"step \d+/", line)]  # the stages' progress lines
-    assert trains(lines) and len(files) == 4  # transfer, two finetunes, the tail
+    assert trains(lines) and len(files) == 5  # transfer, two finetunes, the tail and its maps for --tail-maps
+    maps, said = train.maps_from(random_model(tiny_config()), "hedgehog:4", next(tmp_path.glob("t2r_tail_*-maps.*")))
+    assert maps.r == 4 and "from" in said
 
     again = []
     assert train.experiment(random_model(tiny_config()), tok, log=again.append, **settings)["results"] == data["results"]
     assert not trains(again), trains(again)  # every stage and row read back
     train.experiment(random_model(tiny_config(), seed=5), tok, log=None, **settings)
-    assert len(list(tmp_path.glob("t2r_*.safetensors"))) == 8  # another model's weights: files of their own
+    assert len(list(tmp_path.glob("t2r_*.safetensors"))) == 10  # another model's weights: files of their own
