@@ -186,8 +186,8 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
 
 
 def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
-    """Bytes one sequence's state holds: the hybrid's window of key/value rows (msrnn.state_bytes),
-    plus S and z of maps.r features per KV head in every swapped layer."""
+    """Bytes one sequence's swapped layers hold, each: the hybrid's window of key and value rows, and S
+    and z of maps.r features per KV head. (A layer not swapped keeps the full cache, which grows.)"""
     c = model.config
-    return msrnn.state_bytes(model, maps.window) + len(maps.layers) * c.n_kv_heads * maps.r * (c.head_dim + 1) * \
-        model.embed.element_size()
+    window = 2 * maps.window * c.head_dim                             # a key and a value of head_dim per row
+    return len(maps.layers) * c.n_kv_heads * (window + maps.r * (c.head_dim + 1)) * model.embed.element_size()

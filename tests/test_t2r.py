@@ -61,14 +61,16 @@ def test_hybrid_with_features_off_is_the_sliding_window_transformer(window):
 
 @pytest.mark.parametrize("name", ["relu", "hybrid-3"])
 def test_state_size_is_constant(name):
-    model = random_model(tiny_config())
-    maps = maps_for(model, name)
-    state = linear.init_state(model, maps, batch=2)
-    x = tokens(2, 25)
-    for t in range(x.shape[1]):
-        llama.step(model, x[:, t], state)
-        held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in state)
-        assert held * 8 == 2 * linear.state_bytes(model, maps), t  # 8 bytes: float64
+    model = random_model(tiny_config(n_layers=3))
+    for layers in (None, [1]):  # every layer swapped, and one: the swapped layers' state is what it counts
+        maps = maps_for(model, name, layers=layers)
+        state = linear.init_state(model, maps, batch=2)
+        x = tokens(2, 25)
+        for t in range(x.shape[1]):
+            llama.step(model, x[:, t], state)
+            swapped = [state.layers[i] for i in maps.layers]
+            held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
+            assert held * 8 == 2 * linear.state_bytes(model, maps), (layers, t)  # 8 bytes: float64
 
 
 def test_swap_and_swap_back():

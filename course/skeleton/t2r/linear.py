@@ -160,6 +160,6 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
 
 
 def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
-    """Part 7. Bytes one sequence's state holds: the hybrid's window of key/value rows
-    (msrnn.state_bytes), plus S and z of maps.r features per KV head in every swapped layer."""
+    """Part 7. Bytes one sequence's swapped layers hold, each: the hybrid's window of key and value
+    rows, and S and z of maps.r features per KV head. (A layer not swapped keeps the full cache.)"""
     raise NotImplementedError
