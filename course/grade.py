@@ -61,6 +61,9 @@ EQ, POL, T2R, DEV, HF = "test_equivalence.py::", "tests/test_policies.py::", "te
     "tests/test_devices.py::", "tests/test_transformers.py::"
 LIST = [f"{POL}test_every_policy_is_the_list_reference[{p}]" for p in ("window", "sink", "h2o", "h2o_head", "tova", "tova_head")]
 
+ROW_I = ("your masked view differs from the token-by-token run {diff}: row i of the mask is the rows held "
+         "when query i attends: those kept after step i - 1 (before step i drops one) and the current token i itself")
+
 PARTS = [
     Part(1, "the decoder layer as the RNN step (llama.py)", ("llama",), points=20, tests=(
         *(f"{EQ}test_unbounded_msrnn_equals_transformer[{c}]" for c in ("llama-gqa", "mistral-window5", "head-dim-16")),
@@ -152,12 +155,11 @@ PARTS = [
         POL + "test_identical_greedy_tokens[tova]", POL + "test_masked_prefill_hands_over_the_recurrent_state[tova]",
         EQ + "test_parallel_views_unbounded_hand_over_the_state[masked_forward]"),
         hints=(
+            ("masked_view[window]", "", ROW_I),
+            ("masked_view[tova]", "", ROW_I),
             ("test_recurrent_equals_masked_view[h2o_head]", "", "with a head-wise policy your masked view differs "
              "from the token-by-token run {diff}: each KV head drops its own rows, so held_mask gives one mask per "
              "KV head, (B, Hkv, 1, T, T), unless all of them are the same"),
-            ("test_recurrent_equals_masked_view", "", "your masked view differs from the token-by-token run {diff}: "
-             "row i of the mask is the rows held when query i attends: those kept after step i - 1 (before step i "
-             "drops one) and the current token i itself"),
             ("hand_over", "", "the state your masked view returns does not continue exactly {diff}: it must be the "
              "state the recurrence reached (the one held_mask ran), with state.t = T"),
         )),
