@@ -3,6 +3,7 @@ constant, the swap is clean, Hedgehog's map is what its paper writes, the stream
 and the finetune learn (and only what they name moves), an interrupted run resumes to the same
 numbers, and maps survive a save and load while bad files are refused by name."""
 import re
+import types
 
 import pytest
 import safetensors.torch
@@ -234,12 +235,18 @@ def test_interrupted_run_resumes_to_the_same_maps(tmp_path, stage):
             other(model, maps_for(model, "hedgehog-3"), x, mode=stage, lr=0.5, checkpoint=path, log=None)
 
 
+class Chars:
+    """A tokenizer of one id per character, for the tiny models' vocabulary of 61."""
+    def encode(self, text):
+        return types.SimpleNamespace(ids=[ord(c) % 61 for c in text])
+
+
 def test_training_text_leaves_the_evaluation_books_out(books):
-    class Recording:  # a tokenizer that records what it is given: one id per character
+    class Recording(Chars):  # and records what it is given
         seen = []
         def encode(self, text):
             self.seen.append(text)
-            return type("Encoding", (), {"ids": [ord(c) % 61 for c in text]})
+            return super().encode(text)
     tok = Recording()
     ids = train.training_text(tok, 4096)
     held_out = {books.book("alice29"), books.book("asyoulik")}
@@ -307,7 +314,7 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
     and another model's weights train into other files."""
     from lab import harness
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
-    tok = type("Chars", (), {"encode": lambda self, text: type("E", (), {"ids": [ord(c) % 61 for c in text]})})()
+    tok = Chars()
     settings = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4,
                     sizes=(6, 8), tail_r=4, tail_size=4, tail_minutes=1e-4, curve_tokens=32)
     lines = []
