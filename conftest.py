@@ -5,6 +5,8 @@ import pathlib
 import subprocess
 
 import pytest
+from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+
 import torch
 
 import llama

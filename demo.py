@@ -22,9 +22,13 @@ import sys
 import time
 import warnings
 
+from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+
 import torch
 
+from lab import bench
 from lab import board
+from lab import busy
 from lab import checker
 from lab import experiments
 from lab import harness
@@ -32,7 +36,8 @@ import llama
 import load_weights
 import msrnn
 from lab import specs
-from t2r import tail, train
+from t2r import mini, tail, train
+from t2r import speed as t2r_speed
 from data import corpus
 
 
@@ -260,10 +265,53 @@ def cmd_t2r(args):
     return data, model
 
 
+# ---------------------------------------------------------------- tables written by the results
+
+# a block of a page -> (the results file it is written from, what writes it). A page marks it
+# "<!-- results: NAME -->" ... "<!-- /results -->"; `python demo.py report` rewrites every block,
+# and tests/test_readme.py fails when a page differs from what its results give.
+table_only = lambda fn: lambda data: "\n".join(line for line in fn(data).splitlines() if line.startswith("|"))
+fenced = lambda fn: lambda data: f"```\n{fn(data)}\n```"  # a table of plain text, shown as printed
+REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
+          "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(train.table)),
+          "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
+          "t2r_mini_quick": ("t2r_mini_quick", mini.table)}
+PAGES = ["README.md", "docs/*.md", "course/*.md"]
+BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
+
+
+def reported(text: str, results=harness.RESULTS) -> str:
+    """The page `text` with every results block written anew from its results file."""
+    def fill(m):
+        if m.group(2) not in REPORT:
+            raise ValueError(f"a results block names {m.group(2)!r}; known: {', '.join(REPORT)}")
+        file, write = REPORT[m.group(2)]
+        data = json.loads((results / f"{file}.json").read_text())
+        command = harness.spelled(data.get("about", {}).get("command", "?"))
+        return f"{m.group(1)}{write(data)}\n\n(`{command}`, results/{file}.json)\n{m.group(4)}"
+    return BLOCK.sub(fill, text)
+
+
+def cmd_report(args):
+    """Rewrite every results block of README.md, docs/*.md and course/*.md; --check only lists stale ones."""
+    stale = []
+    for page in sorted(p for pattern in PAGES for p in harness.ROOT.glob(pattern)):
+        text = page.read_text()
+        new = reported(text)
+        if new != text:
+            stale.append(str(page.relative_to(harness.ROOT)))
+            if not args.check:
+                harness.atomic_write(page, new)
+    print(("stale: " if args.check else "rewritten: ") + (", ".join(stale) or "none"))
+    if args.check and stale:
+        raise SystemExit(1)
+    return None, None
+
+
 COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
             "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
             "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, train.draw),
-            "view": (cmd_view, None), "board": (cmd_board, board.draw)}
+            "view": (cmd_view, None), "board": (cmd_board, board.draw), "report": (cmd_report, None)}
 
 
 def result_name(args, parser) -> str:
@@ -380,6 +428,9 @@ def parser():
     p.add_argument("--context", type=harness.at_least(1), default=4096)
     p.add_argument("--budget", type=harness.positive, default=1.0, help="cache memory budget in GiB (default 1)")
 
+    p = sub.add_parser("report", help="rewrite the results tables of README.md and docs/ from results/*.json")
+    p.add_argument("--check", action="store_true", help="only say which pages are stale (exit status 1 if any)")
+
     sub.add_parser("grade", add_help=False, help="grade the course: demo.py grade [FOLDER] [--reference] [--init] "
                    "[--only N ...] (course/README.md)")
 
@@ -424,7 +475,7 @@ def main(argv=None):
     for spec in [chosen] if isinstance(chosen, str) else chosen:
         specs.named(spec)  # a bad policy name or file fails before the model is loaded
     command, draw = COMMANDS[args.cmd]
-    if args.cmd == "ppl":  # a tool, not an experiment: nothing to save
+    if args.cmd in ("ppl", "report"):  # tools, not experiments: nothing to save
         return command(args)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:

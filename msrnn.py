@@ -34,6 +34,16 @@ class Rows:
     layer: int           # which layer (policies may treat layers differently)
 
 
+def lowest(scores, pos):
+    """The slot whose row is dropped in each sequence and KV head, (B, Hkv), from the policy's scores
+    (B, 1 or Hkv, n) of the rows at positions pos (B, Hkv, n): the lowest score, and of equal lowest
+    scores the oldest row. A slot says nothing about age once rows have been dropped, a position
+    does: so a constant score is Window, in every view (the tie rule of policies.py's contract)."""
+    scores = scores.expand(pos.shape)
+    tied = scores == scores.amin(-1, keepdim=True)                   # (B, Hkv, n) the lowest, maybe several
+    return pos.masked_fill(~tied, torch.iinfo(pos.dtype).max).argmin(-1)
+
+
 @dataclass
 class MultiState:
     """One layer's multi-state: its rows live in slots [0, n) of fixed buffers.
@@ -100,11 +110,11 @@ class MultiState:
 
     def evict(self, attn, q, t, policy):
         """Once the state holds size + 1 rows, let the policy score them and drop the lowest: its slot
-        is where the next token goes, and -1 marks it empty until then. Ties go against the earlier slot."""
+        is where the next token goes, and -1 marks it empty until then."""
         if self.n <= self.size:
             return
         scores = self.scores(attn, q, t, policy)                     # (B, 1 or Hkv, n)
-        self.free.copy_(scores.argmin(-1).expand(self.free.shape))
+        self.free.copy_(lowest(scores, self.pos[:, :, :self.n]))
         self.pos[self._slots()] = -1
 
     def scores(self, attn, q, t, policy):

@@ -8,8 +8,9 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
 - A policy is called only when the layer holds more rows than `size`: size + 1 at a step, every
   prompt row at a one-shot cut. The current token (pos == t) is one of them and may be dropped;
   give it inf to protect it.
-- Ties go against the earlier *slot*. Rows are in slot order, which after drops is not position
-  order, so a policy that must break ties by age says so with pos (e.g. + 1e-9 * pos).
+- Ties go against the oldest row: of equal lowest scores, the row of the smallest pos is dropped
+  (msrnn.lowest), so a constant score is Window. Rows are in slot order, which after drops is not
+  position order: the rule reads pos, never the slot.
 - Rows.score (attention received so far) starts at 0 for a row whose slot was just reused.
 - Raising ValueError refuses a size or setting; the message reaches the user.
 - A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory

@@ -47,8 +47,8 @@ class ListMultiState:
         n = len(self.rows[0][0])
         if self.size is None or n <= self.size or t < self.oneshot - 1:
             return out
-        # 3. drop: the policy scores every row (msrnn.Rows), and the n - size lowest go; ties go
-        # against the older row (msrnn.py: the earlier slot; a policy should break its own ties)
+        # 3. drop: the policy scores every row (msrnn.Rows), and the n - size lowest go; of equal
+        # scores the older row goes first (the rows are oldest first): policies.py's tie rule
         B, H = len(self.rows), len(self.rows[0])
         every = [r for heads in self.rows for rows in heads for r in rows]  # the B * Hkv * n rows, in order
         wide = llama.wide(q.dtype)  # what msrnn.py keeps scores in

@@ -25,6 +25,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from engine import threads  # noqa: F401  (the tests it starts inherit OpenMP's short spin)
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SKELETON, WORK = ROOT / "course" / "skeleton", ROOT / "course" / "work"
 FILES = {"llama": "llama.py", "msrnn": "msrnn.py", "policies": "policies.py", "t2r.linear": "t2r/linear.py"}
@@ -111,8 +113,12 @@ PARTS = [
         )),
     Part(3, "a bounded multi-state: eviction (msrnn.py)", ("msrnn",), points=20, tests=(
         *LIST, POL + "test_tova_and_h2o_match_a_naive_reference", POL + "test_window_is_mistral_sliding_window_plus_one",
-        POL + "test_bounded_state_is_fixed_slots_never_copied", POL + "test_batch_sequences_drop_their_own_rows"),
+        POL + "test_bounded_state_is_fixed_slots_never_copied", POL + "test_batch_sequences_drop_their_own_rows",
+        *(f"{POL}test_ties_go_against_the_oldest_row_in_every_view[{c}]" for c in ("4-constant", "6-tied"))),
         hints=(
+            ("test_ties_go_against", "", "with tied scores your finite MSRNN drops another row than the list reference "
+             "{diff}: of equal lowest scores the oldest row goes (the smallest pos), not the earliest slot: once "
+             "rows have been dropped a slot says nothing about age, and a constant score must be Window"),
             ("test_window_is_mistral", "", "Window with size k must equal Mistral's sliding window of k + 1, and "
              "yours does not {diff}: does the query attend over size + 1 rows (append, attend, then drop)?"),
             ("test_bounded_state_is_fixed_slots", "", "your bounded state reallocates or copies its buffers: "

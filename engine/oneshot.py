@@ -30,7 +30,7 @@ class OneShot(msrnn.MultiState):
             return super().evict(attn, q, t, policy)
         scores = self.scores(attn, q, t, policy)                     # (B, 1 or Hkv, n)
         B, H, n = *self.free.shape, self.n
-        drop = lowest(scores, n - self.size).expand(B, H, -1)        # (B, Hkv, n - size)
+        drop = lowest(scores, self.pos[:, :, :n], n - self.size)     # (B, Hkv, n - size)
         # keep the rest in slot order, in fresh buffers of size + 1 slots
         kept = torch.ones(B, H, n, dtype=torch.bool, device=drop.device).scatter_(-1, drop, False)
         keep = torch.arange(n, device=drop.device).expand(B, H, n)[kept].view(B, H, self.size)  # (B, Hkv, size) slots
@@ -53,10 +53,12 @@ class OneShot(msrnn.MultiState):
         super()._grow(at_least)
 
 
-def lowest(scores, count: int) -> torch.Tensor:
-    """The `count` lowest-scored slots of scores (B, h, n), (B, h, count); ties go against the earlier
-    slot, as argmin's do in msrnn.MultiState.evict."""
-    return scores.sort(dim=-1, stable=True).indices[..., :count]
+def lowest(scores, pos, count: int) -> torch.Tensor:
+    """The `count` lowest-scored slots, (B, Hkv, count), of scores (B, 1 or Hkv, n) of the rows at
+    positions pos (B, Hkv, n); of equal scores the oldest row goes first (msrnn.lowest's rule)."""
+    by_age = pos.argsort(dim=-1, stable=True)                         # (B, Hkv, n) slots, oldest row first
+    ranked = scores.expand(pos.shape).gather(-1, by_age).sort(dim=-1, stable=True).indices  # stable: age breaks ties
+    return by_age.gather(-1, ranked[..., :count])
 
 
 def init_state(model: llama.Model, batch: int = 1, size: int | None = None, prompt: int = 0) -> msrnn.State:

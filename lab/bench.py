@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+
 import torch
 import torch.nn.functional as F
 

@@ -85,8 +85,8 @@ def recorded(policy, log):
     def recording(rows):
         scores = policy(rows)
         if isinstance(scores, torch.Tensor) and scores.is_floating_point() and scores.dim() == 3:
-            drop = oneshot.lowest(scores, rows.pos.shape[-1] - rows.size)           # (B, 1 or Hkv, k)
-            dropped = rows.pos.gather(-1, drop.expand(-1, rows.pos.shape[1], -1))  # (B, Hkv, k)
+            drop = oneshot.lowest(scores, rows.pos, rows.pos.shape[-1] - rows.size)  # (B, Hkv, k)
+            dropped = rows.pos.gather(-1, drop)                                    # (B, Hkv, k)
             log.append((rows.layer, rows.t, dropped.tolist(), scores.shape[1], bool(scores.isnan().any())))
         return scores
     return recording

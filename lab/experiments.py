@@ -281,7 +281,7 @@ def drops(model, ids, named, size):
 
     def recording(rows):
         scores = scored(rows)
-        gone = oneshot.lowest(scores[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
+        gone = oneshot.lowest(scores[:1, :1], rows.pos[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
         where = (rows.layer, rows.pos[0, 0, gone].cpu())
         dropped_at[where], score[where] = rows.t, scores[0, 0, gone].double().cpu()
         return scores

@@ -20,6 +20,8 @@ import time
 
 import torch
 
+from engine import threads
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 RESULTS = ROOT / "results"  # next to the code, wherever it is run from
 
@@ -96,11 +98,23 @@ def code_version() -> str:
         return "unknown"
 
 
+def spelled(command: str) -> str:
+    """A command as a user types it: `python -m t2r.speed ...` for the `python /path/to/t2r/speed.py ...`
+    that sys.argv holds under -m (a results file must not name this machine's folders)."""
+    words = command.split(" ")
+    script = pathlib.Path(words[1]) if len(words) > 1 else None
+    if script is not None and script.is_absolute() and script.suffix == ".py" and ROOT in script.parents:
+        rel = script.relative_to(ROOT).with_suffix("")
+        words[1:2] = [str(rel)] if len(rel.parts) == 1 else ["-m", ".".join(rel.parts)]
+        words[1] += ".py" if len(rel.parts) == 1 else ""
+    return " ".join(words)
+
+
 def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
     results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
-    about = {"command": "python " + " ".join(sys.argv), **about}
+    about = {"command": spelled("python " + " ".join(sys.argv)), **about}
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))
     if log:
@@ -251,8 +265,8 @@ def positive(text):
 _SHARED = {}  # in a worker process: the function and the arguments every job shares
 
 
-def _start(fn, shared):
-    torch.set_num_threads(1)
+def _start(fn, shared, threads):
+    torch.set_num_threads(threads)
     _SHARED.update(fn=fn, shared=shared)
 
 
@@ -262,12 +276,14 @@ def _job(args):
 
 def pool_map(fn, shared: tuple, jobs: list, processes: int):
     """Yield (args, fn(*shared, *args)) for each args in jobs, as each finishes, in `processes`
-    single-threaded processes that share `shared` (tensors go through shared memory, not copies).
-    Most operations of a bounded step are too small to gain from a second thread, so on 2 cores two
-    one-thread processes finish sooner than one process with two threads. fn must be importable."""
-    if processes <= 1 or len(jobs) <= 1:
+    processes that share `shared` (tensors go through shared memory, not copies). Most operations of
+    a bounded step are too small to gain from a second thread, so on 2 cores two one-thread processes
+    finish sooner than one process with two threads. Never more threads in all than the cores this
+    process may use (threads.cores()): more processes than cores would only take turns. fn must be importable."""
+    processes = min(processes, len(jobs), threads.cores())
+    if processes <= 1:
         yield from ((args, fn(*shared, *args)) for args in jobs)
         return
     ctx = torch.multiprocessing.get_context("spawn")
-    with ctx.Pool(processes, initializer=_start, initargs=(fn, shared)) as pool:
+    with ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes)) as pool:
         yield from pool.imap_unordered(_job, jobs, chunksize=1)

@@ -3,11 +3,16 @@
 Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
 (Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
 never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
-φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), Hedgehog's learned
+φ is T2R's learned ReLU(W x + b) with r features, one W, b per head for queries and keys alike (Kasai et
+al. 2021, arXiv 2103.13076), the same with separate query and key maps (LoLCATs' way), Hedgehog's learned
 [softmax(W x + b), softmax(-(W x + b))] with r features in all (Zhang et al. 2024, arXiv 2402.04347), or the
-untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
-older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
-attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
+untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the first `sinks` rows and the `window` newest
+exact (softmax) and folds every other row into S, z: a finite MSRNN of sinks + w rows plus one linear
+state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254, with
+StreamingLLM's sinks, which carry a share of the attention no bounded kernel can put on 4 keys among
+thousands). With `decay`, a learned γ in (0, 1) per KV head shrinks the state at every step,
+S ← γS + φ(k)vᵀ and z likewise, so that a row folded d steps ago weighs γ^d (RetNet's decay, learned):
+an undecayed state gives the far past more of the normaliser the longer the text.
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
@@ -31,27 +36,40 @@ class FeatureMaps(nn.Module):
     """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
 
     Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
-    maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
+    maps), except "t2r", Kasai et al.'s: one map per KV head, applied to its keys and to the queries
+    of its G heads. The state depends only on the key map, so it is kept per KV head: with
     grouped-query attention G query heads read one S. `layers` are the layers swapped out.
-    kind: "relu" (T2R), "hedgehog", or "elu" (ELU+1, untrained, r = head_dim).
+    kind: "t2r" (ReLU, tied), "relu" (ReLU, a query and a key map), "hedgehog", or "elu" (ELU+1,
+    untrained, r = head_dim).
     """
-    KINDS = ("relu", "hedgehog", "elu")
+    KINDS = ("t2r", "relu", "hedgehog", "elu")
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
-                 layers=None, seed: int = 0, dtype=torch.float32):
+                 layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
+                 horizon: float = 4096.0):
         super().__init__()
         if kind not in self.KINDS:
-            raise ValueError(f"feature map kind must be 'relu' (T2R), 'hedgehog' or 'elu' (ELU+1), got {kind!r}")
+            raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
+                             f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
         if kind == "hedgehog" and r % 2:
             raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
+            raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
+        if not horizon > 1:
+            raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
+        self.sinks, self.decay = sinks, decay
         self.layers = list(range(n_layers)) if layers is None else sorted(layers)
         guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
                             f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
         g = torch.Generator().manual_seed(seed)
         p = lambda x: nn.Parameter(x.to(dtype))
-        if kind == "relu":
+        if kind == "t2r":
+            # rows of norm about 1: φ's scale cancels in plain T2R (ReLU is positively homogeneous)
+            w = torch.randn(n_layers, H, 1, r, d, generator=g, dtype=torch.float64) / d**0.5
+            self.wk, self.bk = p(w), p(torch.zeros(n_layers, H, 1, r))
+        elif kind == "relu":
             # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
             # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
             w = lambda *s: p(torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5)
@@ -65,14 +83,21 @@ class FeatureMaps(nn.Module):
             self.wq, self.bq = p(rows(H * G).unflatten(1, (H, G))), p(torch.zeros(n_layers, H, G, r // 2))
             self.wk, self.bk = p(rows(H)[:, :, None]), p(torch.zeros(n_layers, H, 1, r // 2))
             self.gq = p(torch.zeros(n_layers, H, G))
+        if decay:  # γ = exp(-1/h), h = exp(log_h) the horizon in tokens: started long (a short start collapses)
+            self.log_h = p(torch.full((n_layers, H), math.log(horizon), dtype=torch.float64))
+
+    def gamma(self, layer: int):
+        """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""
+        return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
     def phi(self, layer: int, x, which: str):
         """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
         if self.kind == "elu":
             return F.elu(x) + 1
-        w, b = (self.wq, self.bq) if which == "q" else (self.wk, self.bk)
-        u = torch.einsum("bhgtd,hgrd->bhgtr", x, w[layer]) + b[layer][:, :, None]  # (B, Hkv, G or 1, T, r or r/2)
-        if self.kind == "relu":
+        w, b = (self.wq, self.bq) if which == "q" and self.kind != "t2r" else (self.wk, self.bk)
+        w, b = w[layer].expand(-1, x.shape[2], -1, -1), b[layer].expand(-1, x.shape[2], -1)  # t2r: one map for G heads
+        u = torch.einsum("bhgtd,hgrd->bhgtr", x, w) + b[:, :, None]  # (B, Hkv, G or 1, T, r or r/2)
+        if self.kind in ("t2r", "relu"):
             return F.relu(u)
         # Hedgehog: softmax over the features, of Wx and of -Wx, in float32 at least (like attention's)
         u = u.to(llama.wide(u.dtype))
@@ -82,46 +107,88 @@ class FeatureMaps(nn.Module):
 
 # ---------------------------------------------------------------- transformer view
 
-def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
+def attention(q, k, v, fq, fk, window: int = 0, block: int = 64, sinks: int = 0, gamma=None):
     """Causal linear attention (window 0) or the hybrid, for all positions at once.
 
     q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
-    Query i weighs key j by φ(q_i)·φ(k_j) if i - j >= window, by exp(q_i·k_j/√d - m_i) if it is one of
-    the `window` newest (m_i: the window's largest score, LoLCATs' shift), and divides by the sum of all
-    weights: one normalisation for both parts. No separate mixing factor: ReLU(W x + b) is positively
-    homogeneous, so the scale of W, b is the learned weight of the linear part; Hedgehog's has its gain.
+    Key j is exact for query i if it is one of the first `sinks` or of the `window` newest (i - j < window);
+    exact keys weigh exp(q_i·k_j/√d - m_i) (m_i: the largest exact score, LoLCATs' shift), every other
+    key φ(q_i)·φ(k_j), times γ^(i - j - window) with a decay gamma (Hkv,): row j is folded into the
+    state at step j + window and shrinks by γ at every step after. One normalisation for both parts.
+    No separate mixing factor: ReLU(W x + b) is positively homogeneous, so the scale of W, b is the
+    learned weight of the linear part; Hedgehog's has its gain.
     Queries go in blocks of m >= window: a block sees its own and the previous block's keys one by one,
     older blocks through their running sums (S, z), so time and memory are O(T m) rather than O(T²).
     """
     T, m = q.shape[3], max(block, window)
     n = -(-T // m)                                                   # blocks
+    pos = lambda n: torch.arange(n, device=q.device)
+    fk = fk * (pos(T) >= sinks)[:, None] if sinks else fk            # a sink never enters the linear part
     blocks = lambda x, front: F.pad(x, (0, 0, front * m, n * m - T)).unflatten(3, (front + n, m))
     qb, fqb = blocks(q, 0), blocks(fq, 0)                            # (B, Hkv, G, n, m, hd or r)
     kb, vb, fkb = blocks(k, 1), blocks(v, 1), blocks(fk, 1)          # (B, Hkv, 1, n+1, m, ..): a zero block first
     two = lambda x: torch.cat([x[:, :, :, :-1], x[:, :, :, 1:]], 4)  # (B, Hkv, 1, n, 2m, ..): previous + own block
-    pos = lambda n: torch.arange(n, device=q.device)
     dist = pos(m)[:, None] + m - pos(2 * m)                          # (m, 2m) query position - key position
     A = (fqb @ two(fkb).transpose(-1, -2)) * (dist >= window)        # (B, Hkv, G, n, m, 2m) linear weights
+    if gamma is not None:                                            # γ^(i - j - window) for a linear key
+        A = A * gamma.view(-1, 1, 1, 1, 1) ** (dist - window).clamp(min=0)
+    query_pos = pos(n)[:, None] * m + pos(m)                         # (n, m)
+    exact = []                                                       # (scores, values) of the exact keys
     if window:
         key_pos = (pos(n)[:, None] - 1) * m + pos(2 * m)             # (n, 2m); < 0 in the zero block
-        seen = (dist >= 0) & (dist < window) & (key_pos >= 0)[:, None]      # (n, m, 2m) the window
-        s = (qb @ two(kb).transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~seen, float("-inf"))
-        A = A + (s - s.amax(-1, keepdim=True)).exp()                 # the query's own key is always seen
+        seen = (dist >= 0) & (dist < window) & (key_pos >= sinks)[:, None]  # (n, m, 2m) the window, sinks apart
+        exact.append(((qb @ two(kb).transpose(-1, -2)).masked_fill(~seen, float("-inf")), None))
+    if sinks:
+        ks, vs = k[:, :, :, None, :sinks], v[:, :, :, None, :sinks]  # (B, Hkv, 1, 1, sinks, hd)
+        seen = query_pos[..., None] >= pos(ks.shape[4])              # (n, m, sinks) a sink once it exists
+        exact.append(((qb @ ks.transpose(-1, -2)).masked_fill(~seen, float("-inf")), vs))
+    num, den = 0, 0
+    if exact:  # exp(s - m_i), m_i over every exact key: the window's (its own key) or sink 0's, always seen
+        s = [x / math.sqrt(q.shape[-1]) for x, _ in exact]
+        top = torch.stack([x.amax(-1) for x in s]).amax(0)[..., None]  # (B, Hkv, G, n, m, 1)
+        for x, (_, vs) in zip(s, exact):
+            e = (x - top).exp()
+            if vs is None:                                           # the window shares A's keys
+                A = A + e
+            else:
+                num, den = num + e @ vs, den + e.sum(-1, keepdim=True)
     # blocks up to b-2 enter through the state the RNN would hold: S = Σ φ(k) vᵀ, z = Σ φ(k)
-    P = fkb[:, :, :, 1:].transpose(-1, -2) @ vb[:, :, :, 1:]         # (B, Hkv, 1, n, r, hd) each block's sum
-    S = F.pad(P.cumsum(3), (0, 0, 0, 0, 2, 0))[:, :, :, :n]          # shifted by two blocks
-    z = F.pad(fkb[:, :, :, 1:].sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
-    num = A @ two(vb) + fqb @ S                                      # (B, Hkv, G, n, m, hd)
-    den = A.sum(-1, keepdim=True) + fqb @ z                          # (B, Hkv, G, n, m, 1)
+    fk1 = fkb[:, :, :, 1:]                                           # (B, Hkv, 1, n, m, r)
+    if gamma is None:
+        P = fk1.transpose(-1, -2) @ vb[:, :, :, 1:]                  # (B, Hkv, 1, n, r, hd) each block's sum
+        S = F.pad(P.cumsum(3), (0, 0, 0, 0, 2, 0))[:, :, :, :n]      # shifted by two blocks
+        z = F.pad(fk1.sum(4).cumsum(3), (0, 0, 2, 0))[:, :, :, :n, :, None]  # (B, Hkv, 1, n, r, 1)
+        read = fqb
+    else:  # the state at block b's start: key j of block b - 2 or older weighs γ^(bm - j - window) there
+        g = gamma.view(-1, 1, 1, 1)
+        w = fk1 * g[..., None] ** (2 * m - pos(m) - window)[:, None]  # (B, Hkv, 1, n, m, r): its weight 2 blocks on
+        S = decayed_cumsum(F.pad(w.transpose(-1, -2) @ vb[:, :, :, 1:], (0, 0, 0, 0, 2, 0))[:, :, :, :n],
+                           g ** m, 3)                                 # (B, Hkv, 1, n, r, hd), shifted by two blocks
+        z = decayed_cumsum(F.pad(w.sum(4), (0, 0, 2, 0))[:, :, :, :n], g[..., 0] ** m, 3)[..., None]  # (B, Hkv, 1, n, r, 1)
+        read = fqb * g[..., None] ** pos(m)[:, None]                 # query a steps into its block: γ^a
+    num = num + A @ two(vb) + read @ S                               # (B, Hkv, G, n, m, hd)
+    den = den + A.sum(-1, keepdim=True) + read @ z                   # (B, Hkv, G, n, m, 1)
     return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]     # (B, Hkv, G, T, hd)
+
+
+def decayed_cumsum(x, gamma, dim: int):
+    """y_t = gamma·y_{t-1} + x_t along `dim` (y_0 = x_0); gamma broadcasts against one slice of x."""
+    out, y = [], 0
+    for x_t in x.unbind(dim):
+        y = gamma * y + x_t
+        out.append(y)
+    return torch.stack(out, dim)
+
+
+def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
+    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
+    return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, maps.sinks, maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
     """llama.forward with linear attention in the swapped layers, softmax in the others."""
     def attend(i, q, k, v):
-        if i not in maps.layers:
-            return softmax(model, q, k, v)
-        return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+        return swapped(maps, i, q, k, v) if i in maps.layers else softmax(model, q, k, v)
     return llama.forward(model, tokens, attend)
 
 
@@ -136,35 +203,47 @@ def softmax(model, q, k, v):
 
 @dataclass
 class LinearState:
-    """One swapped layer's state: S, z over the folded rows, and the `window` newest rows kept exact
-    in a ring of slots (row t in slot t % window). Its size never changes with t."""
+    """One swapped layer's state: S, z over the folded rows; the first `sinks` rows exact; the `window`
+    newest rows after them exact in a ring of slots (row t in slot (t - sinks) % window). Its size
+    never changes with t."""
     maps: FeatureMaps
     layer: int
-    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ
+    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ (each term shrunk by γ per step since its fold, with decay)
     z: torch.Tensor  # (B, Hkv, r)     Σ φ(k)
-    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact rows; window 0 for plain T2R
+    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact recent rows; window 0 for plain T2R
     V: torch.Tensor  # (B, Hkv, window, hd)
+    Ks: torch.Tensor  # (B, Hkv, sinks, hd) the sinks, exact for good
+    Vs: torch.Tensor  # (B, Hkv, sinks, hd)
 
     def attend(self, q, k, v, t, policy=None):
         """The hook llama.step calls: q (B, Hkv, G, hd), k, v (B, Hkv, hd) -> (B, Hkv, G, hd)."""
-        w = self.K.shape[2]
-        if w == 0:  # plain linear attention: the token joins the sums before its query reads them
+        w, sinks = self.K.shape[2], self.Ks.shape[2]
+        u = t - sinks                                                # the row's place after the sinks
+        if u < 0:  # one of the first rows: a sink, never folded
+            self.Ks[:, :, t], self.Vs[:, :, t] = k, v
+        elif w == 0:  # plain linear attention: the token joins the sums before its query reads them
             self.fold(k, v)
         else:  # row t - w leaves the window: fold it into S, z; row t takes its slot
-            if t >= w:
-                self.fold(self.K[:, :, t % w], self.V[:, :, t % w])
-            self.K[:, :, t % w], self.V[:, :, t % w] = k, v
+            if u >= w:
+                self.fold(self.K[:, :, u % w], self.V[:, :, u % w])
+            self.K[:, :, u % w], self.V[:, :, u % w] = k, v
         fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
         num, den = fq @ self.S, fq @ self.z[..., None]               # (B, Hkv, G, hd), (B, Hkv, G, 1)
-        if w:
-            n = min(t + 1, w)
-            s = q @ self.K[:, :, :n].transpose(-1, -2) / math.sqrt(q.shape[-1])  # (B, Hkv, G, n)
+        K = torch.cat([self.Ks[:, :, :min(t + 1, sinks)], self.K[:, :, :min(max(u + 1, 0), w)]], 2)  # (B, Hkv, n, hd)
+        V = torch.cat([self.Vs[:, :, :min(t + 1, sinks)], self.V[:, :, :min(max(u + 1, 0), w)]], 2)
+        if K.shape[2]:  # the exact rows: exp(s - m), m their largest score
+            s = q @ K.transpose(-1, -2) / math.sqrt(q.shape[-1])    # (B, Hkv, G, n)
             e = (s - s.amax(-1, keepdim=True)).exp()
-            num, den = num + e @ self.V[:, :, :n], den + e.sum(-1, keepdim=True)
+            num, den = num + e @ V, den + e.sum(-1, keepdim=True)
         return num / den.clamp_min(EPS)
 
     def fold(self, k, v):
+        """S ← γS + φ(k)vᵀ, z ← γz + φ(k) (γ = 1 without decay): a row folded d steps ago weighs γ^d."""
         fk = self.maps.phi(self.layer, k[:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
+        gamma = self.maps.gamma(self.layer)
+        if gamma is not None:
+            self.S *= gamma.to(self.S.dtype)[:, None, None]
+            self.z *= gamma.to(self.z.dtype)[:, None]
         self.S += fk[..., None] * v[..., None, :]                    # outer product φ(k) vᵀ
         self.z += fk
 
@@ -175,7 +254,8 @@ def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.S
     zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
     multi = msrnn.init_state(model, batch).layers
     return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
-                                    zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
+                                    zeros(w, c.head_dim), zeros(maps.sinks, c.head_dim), zeros(maps.sinks, c.head_dim))
+                        if i in maps.layers else multi[i] for i in range(c.n_layers)])
 
 
 @torch.no_grad()
@@ -186,8 +266,9 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
 
 
 def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
-    """Bytes one sequence's swapped layers hold, each: the hybrid's window of key and value rows, and S
-    and z of maps.r features per KV head. (A layer not swapped keeps the full cache, which grows.)"""
+    """Bytes one sequence holds in all its swapped layers together: in each, the sinks' and the window's
+    key and value rows, and S and z of maps.r features per KV head. (A layer not swapped keeps the full
+    cache, which grows, and is not counted.)"""
     c = model.config
-    window = 2 * maps.window * c.head_dim                             # a key and a value of head_dim per row
+    window = 2 * (maps.window + maps.sinks) * c.head_dim              # a key and a value of head_dim per row
     return len(maps.layers) * c.n_kv_heads * (window + maps.r * (c.head_dim + 1)) * model.embed.element_size()

@@ -16,6 +16,8 @@ import statistics
 import sys
 import time
 
+from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+
 import torch
 
 import llama

@@ -72,9 +72,7 @@ class TailState(msrnn.MultiState):
         super().evict(attn, q, t, policy)
         if full:
             slot = self._slots()                                     # the freed slot of each (sequence, KV head)
-            fk = self.maps.phi(self.layer, self.k[slot][:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
-            self.S += fk[..., None] * self.v[slot][..., None, :]      # outer product φ(k) vᵀ
-            self.z += fk
+            linear.LinearState.fold(self, self.k[slot], self.v[slot])  # S ← γS + φ(k)vᵀ, z ← γz + φ(k)
 
 
 def init_state(model: llama.Model, maps: linear.FeatureMaps, size: int, batch: int = 1) -> msrnn.State:
@@ -103,6 +101,9 @@ def check(model: llama.Model, maps, size):
         raise ValueError(f"a tail needs a finite MSRNN: size must be a positive integer, got {size!r}")
     if any(not 0 <= i < c.n_layers for i in maps.layers):
         raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
+    if maps.sinks:
+        raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
+                         f"keep sinks with the policy, e.g. sink:4")
     for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)):  # one probe each: the shapes phi must give
         x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
         try:
@@ -145,7 +146,7 @@ def drops(model: llama.Model, layer: int, q, k, v, policy, size: int):
         scores = policy(rows)
         if isinstance(scores, torch.Tensor) and scores.dim() == 3 and scores.is_floating_point():  # else guards refuse it
             held[:, :, rows.t] = rows.pos                            # during a step all size + 1 slots hold rows
-            lowest = scores.argmin(-1, keepdim=True).expand(B, H, 1)  # the slot MultiState.evict frees
+            lowest = msrnn.lowest(scores, rows.pos)[..., None]        # (B, Hkv, 1) the slot MultiState.evict frees
             dropped.scatter_(-1, rows.pos.gather(-1, lowest), rows.t)
         return scores
 
@@ -158,12 +159,13 @@ def drops(model: llama.Model, layer: int, q, k, v, policy, size: int):
     return held, dropped
 
 
-def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256):
+def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256, gamma=None):
     """One layer of the transformer view: q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd); held, dropped
     from `drops`; fq (B, Hkv, G, T, r), fk (B, Hkv, 1, T, r) the features, None for no tail
     -> (B, Hkv, G, T, hd). Query i weighs row j by exp(q_i·k_j/√d - m_i) while j is held (m_i: the
-    largest of those scores), by φ(q_i)·φ(k_j) once j was dropped at a step before i, not at all
-    before j exists; and divides by the sum of its weights."""
+    largest of those scores), by φ(q_i)·φ(k_j) once j was dropped at a step d_j before i (times
+    γ^(i - 1 - d_j) with a decay gamma (Hkv,)), not at all before j exists; and divides by the sum of
+    its weights."""
     B, H, G, T, hd = q.shape
     wide = llama.wide(q.dtype)
     num, den = [], []
@@ -189,8 +191,12 @@ def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256):
     fold = fk[:, :, 0, :, :, None] * v[:, :, 0, :, None, :]          # (B, Hkv, T, r, hd) each row's φ(k)vᵀ
     S = fold.new_zeros(B, H, T + 1, r, hd).scatter_add(2, into[..., None].expand(-1, -1, -1, r, hd), fold)
     z = fk.new_zeros(B, H, T + 1, r).scatter_add(2, into.expand(-1, -1, -1, r), fk[:, :, 0])
-    S = F.pad(S.cumsum(2), (0, 0, 0, 0, 1, 0))[:, :, :T]             # (B, Hkv, T, r, hd): S as query i reads it
-    z = F.pad(z.cumsum(2), (0, 0, 1, 0))[:, :, :T]                   # (B, Hkv, T, r)
+    if gamma is None:
+        S, z = S.cumsum(2), z.cumsum(2)
+    else:  # the state after step d: every earlier bucket shrunk by γ per step since
+        S, z = linear.decayed_cumsum(S, gamma.view(-1, 1, 1), 2), linear.decayed_cumsum(z, gamma.view(-1, 1), 2)
+    S = F.pad(S, (0, 0, 0, 0, 1, 0))[:, :, :T]                       # (B, Hkv, T, r, hd): S as query i reads it
+    z = F.pad(z, (0, 0, 1, 0))[:, :, :T]                             # (B, Hkv, T, r)
     num = num + torch.einsum("bhgtr,bhtrd->bhgtd", fq, S)
     den = den + torch.einsum("bhgtr,bhtr->bhgt", fq, z)[..., None]
     return num / den
@@ -209,7 +215,7 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size: int):
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
         if i not in maps.layers:
             return attention(q, k, v, held, dropped)
-        return attention(q, k, v, held, dropped, maps.phi(i, q, "q"), maps.phi(i, k, "k"))
+        return attention(q, k, v, held, dropped, maps.phi(i, q, "q"), maps.phi(i, k, "k"), gamma=maps.gamma(i))
     return attend
 
 

@@ -25,7 +25,8 @@ from t2r.linear import FeatureMaps, forward, state_bytes
 
 def save(maps: FeatureMaps, path):
     from safetensors.torch import save_file
-    meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers))}
+    meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
+            "sinks": str(maps.sinks), "decay": str(int(maps.decay))}
     with harness.atomic(pathlib.Path(path)) as tmp:
         save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
 
@@ -46,11 +47,16 @@ def load(path, model: llama.Model) -> FeatureMaps:
         raise ValueError(f"{path}: field 'kind' is {meta['kind']!r}, not one of {', '.join(FeatureMaps.KINDS)}")
     number = lambda field, low: _field_int(path, field, meta[field], low)
     r, window = number("r", 1), number("window", 0)
+    sinks = _field_int(path, "sinks", meta.get("sinks", "0"), 0)  # files saved before sinks and decay have neither
+    decay = _field_int(path, "decay", meta.get("decay", "0"), 0)
+    if decay > 1:
+        raise ValueError(f"{path}: field 'decay' is {decay}, it must be 0 or 1")
     layers = [_field_int(path, "layers", i, 0) for i in meta["layers"].split(",") if i]
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
-        maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype).to(model.device)
+        maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
+                           decay=bool(decay)).to(model.device)
     except (MemoryError, ValueError) as e:
         raise ValueError(f"{path}: field 'r' = {r}: {e}") from None
     want = dict(maps.named_parameters())
@@ -176,8 +182,8 @@ def _order(n: int, step: int, seed: int) -> int:
 # ---------------------------------------------------------------- stage 1: attention transfer
 
 def student_of(maps: FeatureMaps):
-    """The default student: layer i's linear attention (plain T2R, or the hybrid with maps.window)."""
-    return lambda i, q, k, v: linear.attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+    """The default student: layer i's linear attention (plain T2R, or the hybrid with maps.window, maps.sinks)."""
+    return lambda i, q, k, v: linear.swapped(maps, i, q, k, v)
 
 
 def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000.0, seed=0, minutes=None,
@@ -259,7 +265,8 @@ def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
 
 
 def describe(maps: FeatureMaps) -> dict:
-    return {"kind": maps.kind, "r": maps.r, "window": maps.window, "layers": maps.layers}
+    return {"kind": maps.kind, "r": maps.r, "window": maps.window, "layers": maps.layers} | \
+        ({"sinks": maps.sinks} if maps.sinks else {}) | ({"decay": True} if maps.decay else {})
 
 
 # ---------------------------------------------------------------- stage 2: swap, then finetune

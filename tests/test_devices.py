@@ -1,5 +1,6 @@
 """Any device, any float: the same code in bfloat16 and float16 against float64, and every tensor the
 core makes on the model's own device (checked on a second device that needs no GPU: `meta`)."""
+import pathlib
 import time
 
 import pytest
@@ -170,3 +171,36 @@ def test_default_model_in_bfloat16(real_model, tokenizer, gpl3):
     assert abs(ppl[torch.bfloat16] / ppl[torch.float32] - 1) < 0.01
     prompt = torch.tensor(tokenizer.encode("The capital of France is").ids)
     assert tokenizer.decode([t.item() for t in msrnn.generate(model, prompt, 1)]) == " Paris"
+
+
+# ---------------------------------------------------------------- threads: the entry points' OpenMP default
+
+ENTRY_POINTS = ["demo", "lab.bench", "lab.busy", "t2r.speed", "t2r.mini", "course.grade"]
+
+
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+@pytest.mark.parametrize("user", [{}, {"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "5"}], ids=["unset", "policy", "spin"])
+def test_entry_points_set_the_wait_policy_only_where_the_user_has_not(module, user):
+    """Importing an entry point sets OMP_WAIT_POLICY=PASSIVE before torch loads libgomp, unless the
+    user chose a wait policy or a spin count; what the user set is left as it was."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")} | user
+    code = ("import sys; import " + module + "; import os; "
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=pathlib.Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = ("PASSIVE", None) if not user else (user.get("OMP_WAIT_POLICY"), user.get("GOMP_SPINCOUNT"))
+    assert done.stdout.split() == [str(w) for w in want]
+
+
+def test_the_default_is_set_before_torch_is_imported():
+    """Every entry point imports engine.threads before its first `import torch` (libgomp reads the
+    variable once, when torch loads it)."""
+    root = pathlib.Path(__file__).parent.parent
+    for module in ENTRY_POINTS + ["conftest"]:
+        text = (root / (module.replace(".", "/") + ".py")).read_text()
+        first_torch = text.find("\nimport torch")  # course.grade and lab.busy import none: their children do
+        assert "from engine import threads" in text[:first_torch if first_torch >= 0 else None], \
+            f"{module}: engine.threads after torch, or not at all"

@@ -324,3 +324,36 @@ def test_every_policy_is_the_list_reference(name):
     for size in filter(lambda s: valid(name, s), (1, 5, 9)):
         assert_close(msrnn.run(model, x, ALL[name], size), reference_run(model, x, ALL[name], size), atol=EXACT,
                      msg=f"{name=}, {size=}")
+
+
+# ---------------------------------------------------------------- the tie rule: a tie goes against the oldest row
+
+def constant(rows):
+    """Every row scores the same: by the tie rule, the oldest goes, which is Window."""
+    return rows.keys.new_zeros(rows.pos.shape[0], 1, rows.pos.shape[-1])
+
+
+def coarse_tova(rows):
+    """TOVA's attention rounded to quarters: many exact ties at the minimum, between rows of any age."""
+    return (policies.tova(rows) * 4).floor()
+
+
+@pytest.mark.parametrize("policy", [constant, coarse_tova], ids=["constant", "tied"])
+@pytest.mark.parametrize("size", [1, 4, 6])
+def test_ties_go_against_the_oldest_row_in_every_view(policy, size, monkeypatch):
+    """The list reference, msrnn.run, the masked view, the prefill and the one-shot regime break ties
+    alike, and a constant score is Window in all of them (float64)."""
+    monkeypatch.setattr(fast, "STEP_BLOCK", 5)
+    model = random_model(tiny_config(), seed=5)
+    x = tokens(2, 26, seed=6)
+    want = reference_run(model, x, policy, size)
+    views = {"run": msrnn.run(model, x, policy, size), "masked view": msrnn.masked_forward(model, x, policy, size)[0],
+             "prefill": fast.prefill(model, x, policy, size)[0]}
+    for view, got in views.items():
+        assert_close(got, want, atol=EXACT, msg=f"{view}: ties broken otherwise than against the oldest row")
+    if policy is constant:
+        assert_close(want, msrnn.run(model, x, policies.window, size), atol=EXACT, msg="a constant score is not Window")
+    cut = reference_run(model, x, policy, size, oneshot=12)
+    for view, got in (("one-shot run", oneshot.run(model, x, policy, size, 12)),
+                      ("one-shot prefill", fast.prefill(model, x, policy, size, 12)[0])):
+        assert_close(got, cut, atol=EXACT, msg=f"{view}: ties broken otherwise than against the oldest row")

@@ -1,8 +1,12 @@
-"""README cannot drift from the code: its file tour, its line counts, its code excerpt, its test
-command, and the reading path: its ranges, its total, and that it leaves out nothing the path calls."""
+"""README and the docs cannot drift from the code: README's file tour, its line counts, its code
+excerpt, its test command, and the reading path (its ranges, its total, and that it leaves out nothing
+the path calls); on every page, each cited file, `module.function` and line range, and each results
+table, which must be what `python demo.py report` writes from results/*.json."""
 import ast
 import pathlib
 import re
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -114,3 +118,72 @@ def test_reading_path_is_the_whole_path():
                 if target in where:  # one of the definitions of that name is read whole
                     assert any(d <= path.get(target[0], set()) for d in where[target]), \
                         f"{file}: {node.name} calls {target[1]} ({target[0]}), which the reading path leaves out"
+
+
+# ---------------------------------------------------------------- every page: citations and results tables
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "course" / "README.md",
+         ROOT / "course" / "INSTRUCTOR.md"]
+
+
+def modules() -> dict:
+    """The project's modules, by their dotted name and by their last part (`guards` is engine.guards)."""
+    out = {}
+    for p in ROOT.rglob("*.py"):
+        rel = p.relative_to(ROOT)
+        if rel.parts[0] in ("results", "tests") or rel.parts[0].startswith(".") or "skeleton" in rel.parts \
+                or rel.parts[:2] == ("course", "work"):
+            continue
+        dotted = ".".join(rel.with_suffix("").parts)
+        out[dotted] = dotted
+        out.setdefault(rel.stem, dotted)
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_cited_file_and_name_exists(page):
+    """A `path/file.py` (or any `path/with/slashes.ext`) a page cites exists; a `module.name` or
+    `module.Class.method` it cites resolves in the project's code."""
+    import importlib
+    text, mods, missing = page.read_text(), modules(), []
+    for f in re.findall(r"`((?:[\w.-]+/)*[\w-]+\.(?:py|md|json|log|png|html))`", text):
+        if (f.endswith(".py") or "/" in f) and not f.startswith(("results/runs/", "course/work/")) \
+                and not any((base / f).exists() for base in (ROOT, page.parent, ROOT / "course", ROOT / "tests")):
+            missing.append(f)
+    for name in re.findall(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?:\(|`)", text):
+        parts = name.split(".")
+        if parts[-1] in ("py", "md", "json", "log", "png", "html", "txt"):
+            continue
+        for i in range(len(parts), 0, -1):
+            if ".".join(parts[:i]) in mods:
+                obj = importlib.import_module(mods[".".join(parts[:i])])
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr, None)
+                if obj is None:
+                    missing.append(name)
+                break
+    assert not missing, f"{page.relative_to(ROOT)} cites what does not exist: {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "README.md" or p.parent == ROOT],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_cited_line_ranges_hold_what_they_name(page):
+    for file, spans, names in cited(page.read_text()):
+        holds(file, spans, names)
+
+
+def test_results_tables_are_what_the_results_give():
+    import demo
+    stale = [str(p.relative_to(ROOT)) for p in PAGES if demo.reported(p.read_text()) != p.read_text()]
+    assert not stale, f"results tables differ from results/*.json in {stale}: python demo.py report"
+
+
+def test_a_hand_typed_figure_is_caught():
+    """Any figure edited inside a results block is written back by the report, so the test above fails."""
+    import demo
+    text = (ROOT / "docs" / "t2r.md").read_text()
+    block = demo.BLOCK.search(text)
+    assert block, "docs/t2r.md has no results block"
+    figure = re.search(r"\d+\.\d\d", block.group(3)).group(0)
+    edited = text[:block.start(3)] + block.group(3).replace(figure, f"{float(figure) + 0.01:.2f}", 1) + text[block.end(3):]
+    assert demo.reported(edited) == text != edited

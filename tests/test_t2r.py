@@ -15,13 +15,21 @@ import msrnn
 from t2r import linear, train
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
-# (kind, r, window): plain T2R, Hedgehog, ELU+1, and hybrids whose window is 1, shorter and longer than a block
-MAPS = {"relu": ("relu", 6, 0), "hedgehog": ("hedgehog", 6, 0), "elu": ("elu", 0, 0), "hybrid-1": ("relu", 5, 1),
+# (kind, r, window): plain T2R (Kasai's tied map, and untied), Hedgehog, ELU+1, and hybrids whose window is 1, shorter and longer than a block
+MAPS = {"t2r": ("t2r", 6, 0), "relu": ("relu", 6, 0), "hedgehog": ("hedgehog", 6, 0), "elu": ("elu", 0, 0), "hybrid-1": ("relu", 5, 1),
         "hybrid-3": ("relu", 6, 3), "hybrid-9": ("relu", 4, 9), "hedgehog-3": ("hedgehog", 4, 3)}
+# sinks and a decay (horizons of a few tokens, so that 37 tokens show it): plain, hybrid, both, ELU+1
+MORE = {"sinks-3": ("relu", 6, 0, dict(sinks=3)), "decay": ("t2r", 6, 0, dict(decay=True, horizon=6.0)),
+        "sinks-decay": ("hedgehog", 6, 0, dict(sinks=2, decay=True, horizon=6.0)),
+        "hybrid-3-sinks-2": ("relu", 6, 3, dict(sinks=2)), "hybrid-9-sinks-4-decay": ("relu", 4, 9, dict(sinks=4, decay=True, horizon=8.0)),
+        "hedgehog-3-sinks-1-decay": ("hedgehog", 4, 3, dict(sinks=1, decay=True, horizon=4.0)),
+        "elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0))}
+MAPS |= {name: spec[:3] for name, spec in MORE.items()}
 
 
 def maps_for(model, name, seed=0, **kw):
     kind, r, window = MAPS[name]
+    kw = MORE[name][3] | kw if name in MORE else kw
     maps = linear.FeatureMaps(model.config, r, kind, window, seed=seed, dtype=model.dtype, **kw)
     with torch.no_grad():  # random biases too, so some features are off and some on
         for p in maps.parameters():
@@ -30,8 +38,10 @@ def maps_for(model, name, seed=0, **kw):
 
 
 def parallel(model, maps, x, block):
+    # sinks and decay only where the maps have them: the course's linear.py (part 7) has neither
+    more = lambda i: {"sinks": maps.sinks, "gamma": maps.gamma(i)} if getattr(maps, "sinks", 0) or getattr(maps, "decay", 0) else {}
     return llama.forward(model, x, lambda i, q, k, v: linear.attention(
-        q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block))
+        q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, **more(i)))
 
 
 @pytest.mark.parametrize("name", MAPS)

@@ -41,10 +41,11 @@ def rnn(model, maps, x, policy, size):
     return msrnn.feed(model, x, state, policy)
 
 
+@pytest.mark.parametrize("decay", [False, True], ids=["", "decay"])
 @pytest.mark.parametrize("name", POLICIES)
-def test_rnn_view_equals_transformer_view(name):
+def test_rnn_view_equals_transformer_view(name, decay):
     model = random_model(tiny_config(n_layers=3))
-    maps = maps_for(model)
+    maps = maps_for(model, decay=decay, horizon=6.0)  # a horizon of a few tokens, so that 37 show it
     x = tokens(2, 37)
     for size in (1, 3, 7):
         recurrent = rnn(model, maps, x, POLICIES[name], size)
@@ -79,13 +80,15 @@ def test_zero_tail_is_the_policy_alone(name):
         assert_close(tail.forward(model, maps, x, POLICIES[name], size), alone, atol=EXACT)
 
 
+@pytest.mark.parametrize("decay", [False, True], ids=["", "decay"])
 @pytest.mark.parametrize("w", [2, 4, 7])
-def test_window_tail_is_the_hybrid(w):
+def test_window_tail_is_the_hybrid(w, decay):
     """The hybrid with a window of w exact rows (linear.LinearState) is the policy `window` of size
-    w - 1 with a tail: a finite MSRNN of size k attends k + 1 rows."""
+    w - 1 with a tail: a finite MSRNN of size k attends k + 1 rows; with a decay, both fold row j at
+    step j + w - 1 and shrink it from then on."""
     model = random_model(tiny_config())
     x = tokens(2, 24)
-    maps = maps_for(model, window=w)
+    maps = maps_for(model, window=w, decay=decay, horizon=6.0)
     hybrid = linear.run(model, maps, x)
     assert_close(rnn(model, maps, x, policies.window, w - 1), hybrid, atol=EXACT, msg=f"{w=}")
     assert_close(tail.forward(model, maps, x, policies.window, w - 1), hybrid, atol=EXACT, msg=f"{w=}")

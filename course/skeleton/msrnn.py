@@ -100,8 +100,9 @@ class MultiState:
     def evict(self, attn, q, t, policy):
         """Part 3. Once the state holds size + 1 rows, score them (self.scores) and drop the lowest in
         each sequence (and KV head, for a head-wise policy's (B, Hkv, n) scores): its slot becomes
-        self.free, where the next token goes, and its pos becomes -1 until then. Ties go against the
-        earlier slot (argmin does that)."""
+        self.free, where the next token goes, and its pos becomes -1 until then. Of equal lowest
+        scores the oldest row goes (the smallest pos, not the earliest slot: policies.py's tie rule),
+        so that a policy scoring every row the same is Window."""
         raise NotImplementedError
 
     def scores(self, attn, q, t, policy):

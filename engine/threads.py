@@ -1,0 +1,31 @@
+"""What OpenMP's waiting threads do: set by every entry point before torch is imported.
+
+Torch's CPU build runs each operation's parallel part on libgomp threads. Between two parallel
+regions a waiting thread spins (300,000 turns by default) before it sleeps. On an idle machine that
+saves a wake-up; beside other programs the spinning threads take the cores the busy ones need, and
+a decode step, hundreds of small parallel regions, becomes several times slower. Waiting threads
+that sleep at once (OMP_WAIT_POLICY=PASSIVE) keep the idle speed within the noise and do not collapse
+under load (python -m lab.busy measures both, beside a shorter spin and one thread; docs/speed.md).
+
+Only a default: a user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice. libgomp reads
+these when torch loads it, so importing this after torch changes only the child processes.
+"""
+import os
+
+OURS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the variables a user may set instead
+
+
+def defaults(environ=os.environ) -> dict:
+    """Make waiting threads sleep where the user set neither variable; return what was set."""
+    if any(name in environ for name in OURS):
+        return {}
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity), not the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+defaults()
