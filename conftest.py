@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 
 import pytest
-from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 

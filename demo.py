@@ -22,7 +22,7 @@ import sys
 import time
 import warnings
 
-from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 
@@ -37,6 +37,7 @@ import load_weights
 import msrnn
 from lab import specs
 from t2r import mini, tail, train
+from t2r import length as t2r_length
 from t2r import speed as t2r_speed
 from data import corpus
 
@@ -160,6 +161,8 @@ def cmd_tour(args):
 
 def read_text(args) -> str:
     """The text of --text (in --encoding), else of --book."""
+    if args.text is not None and not args.text.strip():  # '' is a mistake, not "the default book"
+        raise ValueError("--text is empty: give a text file, or leave --text out for the default book (--book)")
     return corpus.read(args.text, args.encoding) if args.text else corpus.book(args.book)
 
 
@@ -255,6 +258,9 @@ def cmd_t2r(args):
         torch.set_num_threads(args.threads)
     model, tok = load(args)
     budget = dict(minutes=args.minutes, finetune_minutes=args.finetune_minutes, tail_minutes=args.tail_minutes)
+    if args.preset == "papers" and any(f"--{k.replace('_', '-')}" in sys.argv for k in budget):
+        raise ValueError("--preset papers trains for the papers' token counts, with no time limit: "
+                         "--minutes, --finetune-minutes and --tail-minutes do not apply (leave them out, or use --preset cpu)")
     if args.preset == "papers":  # the papers' token counts (train.PAPERS), no time limit: for a GPU
         budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **train.PAPERS)
     data = train.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
@@ -275,7 +281,8 @@ fenced = lambda fn: lambda data: f"```\n{fn(data)}\n```"  # a table of plain tex
 REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(train.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
-          "t2r_mini_quick": ("t2r_mini_quick", mini.table)}
+          "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
+          "tour_time": ("busy", busy.tour_time), "t2r_length": ("t2r_length", t2r_length.table)}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 
@@ -426,7 +433,8 @@ def parser():
     p = sub.add_parser("memory", parents=[common], help="cache bytes, largest batch, decoding tokens/s (Table 1)")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[256, 512, 1024, 2048])
     p.add_argument("--context", type=harness.at_least(1), default=4096)
-    p.add_argument("--budget", type=harness.positive, default=1.0, help="cache memory budget in GiB (default 1)")
+    p.add_argument("--budget", type=harness.positive_at_most(2.0 ** 40), default=1.0,
+                   help="cache memory budget in GiB (default 1)")
 
     p = sub.add_parser("report", help="rewrite the results tables of README.md and docs/ from results/*.json")
     p.add_argument("--check", action="store_true", help="only say which pages are stale (exit status 1 if any)")
@@ -465,6 +473,9 @@ def main(argv=None):
     if argv[:1] == ["grade"]:  # the course's grader, with its own options (course/grade.py)
         from course import grade
         raise SystemExit(grade.main(argv[1:]))
+    if "grade" in argv and argv[0].startswith("-"):  # `demo.py --model X grade`: the grader has options of its own
+        raise SystemExit("error: grade takes no options before it: python demo.py grade [FOLDER] [--reference] "
+                         "[--only N ...] [--model] (its --model is the real-model checks, not a checkpoint)")
     args = ap.parse_args(argv)
     if args.cmd is None:  # no command: the tour
         args = ap.parse_args([*argv, "tour"])

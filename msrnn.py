@@ -192,6 +192,7 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> S
 @torch.no_grad()
 def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
     """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
+    guards.check_multistate(state)
     guards.check_policy(policy, state.layers[0].size)
     tokens = guards.check_tokens(model, tokens, dims=(2,))           # on the model's device
     guards.check_batch(tokens, state)
@@ -205,7 +206,9 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: an empty
     state to start from instead of init_state's (engine/oneshot.py passes its own).
     """
-    guards.check_policy(policy, size)
+    if state is not None and size is not None:
+        guards.check_multistate(state, size)                         # a state of another size is refused
+    guards.check_policy(policy, size if state is None else state.layers[0].size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     logits = feed(model, ids, init_state(model, ids.shape[0], size) if state is None else state, policy)
     return logits[0] if tokens.dim() == 1 else logits

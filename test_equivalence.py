@@ -211,3 +211,18 @@ def test_queries_and_keys_are_rotated_pairs_and_values_are_not():
     assert_close(by_token(q), by_token(rotated(L.wq, c.n_heads).unflatten(-2, (c.n_kv_heads, -1))), EXACT, "queries")
     assert_close(by_token(k), by_token(rotated(L.wk, c.n_kv_heads)), EXACT, "keys")
     assert_close(by_token(v), by_token((h @ L.wv.T).unflatten(-1, (c.n_kv_heads, c.head_dim))), EXACT, "values: no RoPE")
+
+
+def test_query_head_h_reads_kv_head_h_over_g():
+    """Grouped-query attention: query head h shares KV head h // G (Hugging Face's repeat_kv), so the
+    G query heads of KV head j are heads jG .. jG + G - 1. A head's norm is kept by any rotation or
+    reordering of its dimensions, so this reads the grouping alone, whatever RoPE does."""
+    c = tiny_config()
+    model, L, G = random_model(c), random_model(c).layers[0], c.n_heads // c.n_kv_heads
+    x = torch.randn(3, 1, c.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    q, _, _ = llama.qkv(model, L, x, *llama.rope_angles(model, torch.arange(1)))  # (B, 1, Hkv, G, hd)
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norm_eps) * L.attn_norm
+    heads = (h @ L.wq.T).unflatten(-1, (c.n_heads, c.head_dim))      # (B, 1, H, hd)
+    for head in range(c.n_heads):
+        assert_close(q[:, :, head // G, head % G].norm(dim=-1), heads[:, :, head].norm(dim=-1), EXACT,
+                     f"query head {head}: not in group {head // G}")

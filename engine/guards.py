@@ -102,6 +102,18 @@ def check_policy(policy, size):
                          f"got policy={getattr(policy, '__name__', policy)}, size={size}")
 
 
+def check_multistate(state, size="any"):
+    """A state handed to msrnn.run or feed: a multi-state in every layer, of `size` if one is asked for
+    (check_state, at the step, checks that it fits the model)."""
+    odd = next((ms for ms in getattr(state, "layers", []) if not (hasattr(ms, "free") and hasattr(ms, "size"))), None)
+    if odd is not None:
+        raise ValueError(f"the state holds a {type(odd).__name__}, not a multi-state: a T2R state is read by "
+                         f"t2r.linear.run (or llama.step), not by msrnn.run or feed")
+    if size != "any" and state.layers[0].size != size:
+        raise ValueError(f"size={size!r}, but the state given was made for size={state.layers[0].size!r}: pass the "
+                         f"same size, or size=None to take the state's")
+
+
 def check_batch(tokens, state):
     if tokens.shape[0] != state.layers[0].free.shape[0]:
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 import torch.nn.functional as F

@@ -6,7 +6,7 @@ prefill of 1,024 tokens (a few large ones). Idle: one process alone. Loaded: thr
 busy loops this command starts and stops, as on a laptop with other programs open or a shared
 server. Settings and conditions alternate round by round, and each figure is the median of its
 rounds, so the ratios are measured in one run. --tour also times `python demo.py` with the project's
-defaults, idle and loaded (about 10 minutes more). engine/threads.py holds the default it chooses.
+defaults, idle and loaded (5 to 10 minutes more). engine/threads.py holds the default it chooses.
 """
 import argparse
 import json
@@ -98,7 +98,13 @@ def table(data: dict) -> str:
         rows.append(f"| {name} | {r['idle']['threads']} | {r['idle']['decode_s']:.2f} s | {r['loaded']['decode_s']:.2f} s | "
                     f"{r['idle']['prefill_s']:.2f} s | {r['loaded']['prefill_s']:.2f} s | "
                     f"{base['loaded']['decode_s'] / r['loaded']['decode_s']:.1f}x faster |")
-    return "\n".join(rows)
+    return "\n".join(rows) + ("\n\n" + tour_time(data) if "tour_s" in data else "")
+
+
+def tour_time(data) -> str:
+    t = data["tour_s"]
+    return (f"The tour, `python demo.py`, with the project's defaults ({data['default']}): {t['idle']:.0f} s on "
+            f"2 idle cores, {t['loaded']:.0f} s beside two busy loops ({t['loaded'] / t['idle']:.1f}x).")
 
 
 def tour(log) -> dict:

@@ -23,7 +23,8 @@ import torch
 from engine import threads
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
-RESULTS = ROOT / "results"  # next to the code, wherever it is run from
+# next to the code, wherever it is run from; MSRNN_RESULTS elsewhere (the course's runs go to course/work/)
+RESULTS = pathlib.Path(os.environ.get("MSRNN_RESULTS") or ROOT / "results").resolve()
 
 
 @contextlib.contextmanager
@@ -246,6 +247,16 @@ def at_least(low):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    return parse
+
+
+def positive_at_most(most: float):
+    """argparse type: a positive number no larger than `most` (1e308 GiB is no budget, only an overflow)."""
+    def parse(text: str) -> float:
+        value = positive(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most:g}, got {text}")
         return value
     return parse
 

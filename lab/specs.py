@@ -36,7 +36,9 @@ class Named:
     def key(self) -> str:
         """A file name for this policy's results that changes when its parameters, its whole file or
         anything that file imports from its own folder or the repository does (harness.sources): a
-        helper or a constant beside the function counts, not only the function's own lines."""
+        helper or a constant beside the function counts, not only the function's own lines. What it
+        imports from anywhere else (an installed package, a folder on PYTHONPATH) is not read: after
+        editing such a helper, delete the policy's cached results (results/sweep/, results/board/)."""
         fn = inspect.unwrap(self.fn)
         fn = getattr(fn, "func", fn)  # a functools.partial: the function it binds
         try:
@@ -88,6 +90,8 @@ def _bind(fn, args, spec) -> Named:
         key, value = a.split("=", 1) if "=" in a else (p.name, a)
         if key not in [q.name for q in free]:
             raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
+        if key in kw:  # 'tova_protected:4,sinks=8': the first argument is sinks already
+            raise ValueError(f"policy {spec or fname!r}: {key} is given twice")
         kw[key] = _number(value)
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
         default = next(q.default for q in free if q.name == key)

@@ -6,7 +6,7 @@ compared the result with the same RNN trained from random initialisation and wit
 read ~2 T tokens, far beyond what a CPU can convert; a model this machine pretrains itself is not.
 
 1. A byte-level BPE tokenizer and a small LLaMA (multi-head, tied embeddings) pretrained on the two
-   training books, never the evaluation ones, saved as config.json, model.safetensors and
+   training books and Debian's license texts, never the evaluation books, saved as config.json, model.safetensors and
    tokenizer.json: a folder load_weights reads like any Hugging Face checkpoint.
 2. Its attention swapped for T2R's (Kasai's map, one ReLU(W x + b) per head for queries and keys,
    t2r.linear kind "t2r") or ELU+1, every weight finetuned; the same RNNs trained from random
@@ -22,7 +22,7 @@ import math
 import pathlib
 import time
 
-from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 import torch.nn.functional as F
@@ -34,9 +34,9 @@ from lab import harness
 from t2r import linear, train
 
 # Pretraining stops near the lowest held-out loss: the training text is small (about 0.5 M tokens),
-# so a longer run only learns it by heart (at 700 steps of the full preset the held-out loss had risen
-# from 4.80 to 5.00 while the training loss fell from 3.37 to 2.92).
-PRESETS = {  # full: about 15 minutes on 2 cores; quick: the same rows, smaller, for a class
+# so a longer run only learns it by heart (twice as many steps raised the held-out loss while the
+# training loss fell, in a run of an earlier preset).
+PRESETS = {  # full: 37 minutes on 2 shared cores; quick: the same rows, smaller, in 2-3 minutes
     "full": dict(vocab=1024, dim=128, layers=4, heads=4, ffn=384, context=512, batch=8,
                  pretrain_steps=350, finetune_steps=100, eval_every=25, eval_chunks=24, features=(8, 16, 32, 64)),
     "quick": dict(vocab=512, dim=64, layers=2, heads=2, ffn=192, context=256, batch=8,
@@ -269,6 +269,19 @@ def table(data) -> str:
                      f"{r['train_tokens']:,} | {r['seconds']:.0f} | {r['tokens_per_s']:.0f} | {r['ppl']:.2f} | "
                      f"{r['ppl'] / base - 1:+.1%} |")
     return "\n".join(lines)
+
+
+def summary(data) -> str:
+    """One sentence of the table's main rows, for README."""
+    by = {(r["method"], r["init"], r["features"]): r for r in data["rows"]}
+    top = max(data["preset"]["features"])
+    tf, t2r, t2r0 = by[("transformer", "random", None)], by[("T2R", "pretrained", top)], by[("T2R", "random", top)]
+    elu, elu0 = by[("ELU+1", "pretrained", None)], by[("ELU+1", "random", None)]
+    return (f"On a {data['weights']:,}-weight LLaMA pretrained here ({tf['train_tokens']:,} tokens, {tf['seconds']:.0f} s), "
+            f"held-out perplexity {tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) "
+            f"{t2r['ppl']:.2f} ({t2r['ppl'] / tf['ppl'] - 1:+.0%}), from scratch at equal tokens {t2r0['ppl']:.2f}; "
+            f"ELU+1 {elu['ppl']:.2f} finetuned, {elu0['ppl']:.2f} from scratch; the state {t2r['state_bytes'] / 1024:.0f} KiB "
+            f"against the cache's {tf['state_bytes'] / 1024:.0f} KiB at {data['config']['max_positions']} tokens.")
 
 
 def targets(data) -> dict:

@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-from engine import threads  # noqa: F401  (first of all: OpenMP's spin is set before torch loads it)
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 
@@ -31,6 +31,8 @@ from t2r import linear, tail
 def maps_from(spec: str, model) -> linear.FeatureMaps:
     """'relu:64', 'hedgehog:16', 'elu': untrained maps (a step costs the same whatever their values)."""
     kind, _, r = spec.partition(":")
+    if r and (not r.isdigit() or int(r) < 1):
+        raise ValueError(f"a feature map is kind:r with r a whole number of features >= 1 (relu:64), got {spec!r}")
     return linear.FeatureMaps(model.config, int(r) if r else 64, kind, dtype=model.dtype).to(model.device)
 
 
@@ -128,13 +130,22 @@ def draw(plt, data):
                  f"{data['dtype']}, {data['threads']} thread(s)", fontsize=9)
 
 
+def map_spec(text: str) -> str:
+    """argparse type: a feature map kind:r (relu:64, hedgehog:16, t2r:32) or elu, checked before any work."""
+    kind, _, r = text.partition(":")
+    if kind not in linear.FeatureMaps.KINDS or (r and (not r.isdigit() or int(r) < 1)) or (kind == "hedgehog" and r and int(r) % 2):
+        raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
+                                         f"r >= 1 features (even for hedgehog), e.g. relu:64; got {text!r}")
+    return text
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lengths", type=harness.at_least(1), nargs="+", default=[1024, 8192, 32768],
                     help="tokens read before the steps timed (default 1024 8192 32768)")
     ap.add_argument("--size", type=harness.at_least(1), default=256, help="TOVA's multi-state size (default 256)")
-    ap.add_argument("--t2r", default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
-    ap.add_argument("--tail", default="relu:16", help="the tail's feature map, kind:r (default relu:16)")
+    ap.add_argument("--t2r", type=map_spec, default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
+    ap.add_argument("--tail", type=map_spec, default="relu:16", help="the tail's feature map, kind:r (default relu:16)")
     ap.add_argument("--steps", type=harness.at_least(1), default=15, help="decode steps timed per cell (default 15)")
     ap.add_argument("--threads", type=harness.at_least(1), default=1,
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "

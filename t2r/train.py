@@ -79,11 +79,13 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     kind, _, r = (spec or "").partition(":")
     if path is not None:
         maps = load(path, model)
+        if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
+            raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
         if spec and (maps.kind != kind or (r and maps.r != int(r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and not r.isdigit()):
-        raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
+    if not kind or (r and (not r.isdigit() or int(r) < 1)):
+        raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
     return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; python demo.py t2r "
                   f"trains a tail and saves results/t2r_tail_*-maps.safetensors: pass it with --tail-maps)")
@@ -142,6 +144,10 @@ def _load_run(path, params: dict, opt) -> dict:
             meta, tensors = json.loads((f.metadata() or {})["run"]), {n: f.get_tensor(n) for n in f.keys()}
     except Exception as e:
         raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
+    kinds = {"settings": dict, "step": int, "seconds": (int, float), "tokens": int, "losses": list, "curve": list}
+    if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool)
+                                         for k, t in kinds.items()) or meta["step"] < 0:
+        raise ValueError(f"{path}: its run record is damaged (it needs {', '.join(kinds)}); delete the file to start again")
     for n, p in params.items():
         t = tensors.get(f"param.{n}")
         if t is None or t.shape != p.shape:
@@ -153,6 +159,10 @@ def _load_run(path, params: dict, opt) -> dict:
             p.copy_(t)
         state = {k: tensors[f"adam.{k}.{n}"].to(p.device) for k in ("step", "exp_avg", "exp_avg_sq")
                  if f"adam.{k}.{n}" in tensors}
+        for k, t in state.items():  # moments a run could not have made: NaN, or a negative second moment
+            if k != "step" and t.shape != p.shape or not torch.isfinite(t).all() or (k != "exp_avg" and (t < 0).any()):
+                raise ValueError(f"{path}: Adam's {k} of {n!r} is damaged (NaN, infinite, negative or of another "
+                                 f"shape); delete the file to start again")
         if state:
             state["step"] = state["step"].cpu()  # Adam keeps its step on the CPU
             opt.state[p] = state
@@ -438,7 +448,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
         results.append(dict(method=method, family=family, state_bytes=bytes_, **measured(method, trained, nll), **extra))
         log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
 
-    measured = lambda method, trained, nll: measured_row(method, trained, nll, test, model_key)
+    # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
+    measured = lambda method, trained, nll, *code: measured_row(method, trained, nll, test, model_key, code_key(), *code)
 
     cost1 = {"tokens": stage1["tokens"], "seconds": round(stage1["seconds"]), "tokens_per_s": stage1["tokens_per_s"]}
     nll = lambda m, maps: lambda: experiments.next_token_nll(forward(m, maps, test), test)
@@ -484,10 +495,11 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
             "seconds": round(time.time() - t_start)}
 
 
-def measured_row(method, trained, nll, test, model_key) -> dict:
+def measured_row(method, trained, nll, test, model_key, *code) -> dict:
     """Perplexity of one row (nll() -> losses (B, T - 1)), kept in results/t2r_rows/ under the row, what
-    trained it, the chunks and the model, so a rerun with the same settings measures nothing again."""
-    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key)}.json"
+    trained it, the chunks, the model and `code` (what computes it: code_key(), and a tail row's policy
+    and tail.py), so a rerun with the same settings and code measures nothing again."""
+    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key, *code)}.json"
     got = harness.read_cached(file, {"ppl": float, "ppl_per_chunk": [float]})
     if got is None:
         with torch.no_grad():
@@ -546,7 +558,8 @@ def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes,
     rows = []
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"
-        got = measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test))
+        got = measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
+                       tova.key, pathlib.Path(tail.__file__))  # an edit of policies.tova or the tail measures it again
         rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
                          stage=f"transfer at {tail_size} rows", tokens=run["tokens"], seconds=round(run["seconds"]),
                          tokens_per_s=run["tokens_per_s"]))

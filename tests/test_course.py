@@ -144,6 +144,8 @@ HELD = ("        live = ms.pos[:, :, :ms.n]                                   # 
 KEEP = ("            self.score[:, :, :self.n] += attn.sum(2)\n"
         "            self.evict(attn, q, t, policy)\n")
 ATTEND = "        ms.attend(q[:, :, :, i], k[:, :, 0, i], v[:, :, 0, i], i, policy)\n"
+RING = ("self.K[:, :, :min(max(u + 1, 0), w)]], 2)  # (B, Hkv, n, hd)\n"
+        "        V = torch.cat([self.Vs[:, :, :min(t + 1, sinks)], self.V[:, :, :min(max(u + 1, 0), w)]], 2)")
 MISTAKES = {
     "RoPE at the number of rows held": (1, "llama.py", "cos, sin = rope_angles(model, torch.tensor(t))",
                                         "cos, sin = rope_angles(model, torch.tensor(state.n_rows))",
@@ -167,8 +169,21 @@ MISTAKES = {
                                       "self.prev[slot] = math.nan", "a reused slot's starts at 0"),
     "the score added after the drop": (3, "msrnn.py", KEEP, "".join(reversed(KEEP.splitlines(True))),
                                        "before the policy scores the rows"),
-    "every KV head drops the first head's row": (3, "msrnn.py", "self.free.copy_(scores.argmin(-1)",
-                                                 "self.free.copy_(scores[:, :1].argmin(-1)", "each KV head frees its own slot"),
+    "every KV head drops the first head's row": (3, "msrnn.py", "self.free.copy_(lowest(scores, self.pos[:, :, :self.n]))",
+                                                 "self.free.copy_(lowest(scores[:, :1], self.pos[:, :1, :self.n]))",
+                                                 "each KV head frees its own slot"),
+    "ties against the earlier slot": (3, "msrnn.py", "return pos.masked_fill(~tied, torch.iinfo(pos.dtype).max).argmin(-1)",
+                                      "return scores.argmin(-1)", "of equal lowest scores the oldest row goes"),
+    "the policies read attention in bfloat16": (3, "msrnn.py", "return scores.softmax(-1, dtype=llama.wide(scores.dtype))",
+                                                "return scores.softmax(-1)", "float32 at least"),
+    "query heads grouped h % Hkv": (1, "llama.py", "q = qk[..., :c.n_heads, :].unflatten(-2, (c.n_kv_heads, -1))",
+                                    "q = qk[..., :c.n_heads, :].unflatten(-2, (-1, c.n_kv_heads)).transpose(-2, -3)",
+                                    "query head h shares KV head h // G"),
+    "H2O protects one recent row too many": (4, "policies.py", "latest = rows.pos[:, :1] > rows.t - int(rows.size * recent)",
+                                             "latest = rows.pos[:, :1] >= rows.t - int(rows.size * recent)",
+                                             "exactly int(size * recent) rows"),
+    "the hybrid reads ring slots not yet written": (8, "t2r/linear.py", RING, RING.replace("self.K[:, :, :min(max(u + 1, 0), w)]]",
+                                                    "self.K]").replace("self.V[:, :, :min(max(u + 1, 0), w)]]", "self.V]"), "are empty"),
     "H2O without its recent half": (4, "policies.py", "return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)",
                                     "return rows.score.sum(1, keepdim=True)", "without them a new row"),
     "TOVA decided per KV head": (4, "policies.py", "return rows.attn.mean((1, 2))[:, None]", "return rows.attn.mean(2)",

@@ -57,6 +57,14 @@ def test_recurrent_equals_parallel(name):
         "softmax attention's logits: the feature maps were not used"
 
 
+def test_hybrid_shorter_than_its_window_is_the_transformer():
+    """Fewer tokens than the window: every row is exact and none is folded, so the hybrid is softmax
+    attention itself, whatever its maps (the ring's unwritten slots must stay unread)."""
+    model = random_model(tiny_config())
+    maps, x = maps_for(model, "hybrid-9"), tokens(2, 7)
+    assert_close(linear.run(model, maps, x), llama.forward(model, x), atol=EXACT)
+
+
 @pytest.mark.parametrize("window", [1, 4, 7])
 def test_hybrid_with_features_off_is_the_sliding_window_transformer(window):
     """φ = 0 leaves only the window's softmax: Mistral's sliding-window attention, an independent reference."""
@@ -352,3 +360,21 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
     assert not trains(again), trains(again)  # every stage and row read back
     train.experiment(random_model(tiny_config(), seed=5), tok, log=None, **settings)
     assert len(list(tmp_path.glob("t2r_*.safetensors"))) == 10  # another model's weights: files of their own
+
+
+@pytest.mark.parametrize("window", [0, 3])
+def test_a_decay_of_one_is_no_decay(window):
+    """γ = 1 (a horizon of e^1000 tokens) gives the undecayed state's logits in both views (float64)."""
+    model = random_model(tiny_config())
+    x = tokens(2, 30)
+    plain = linear.FeatureMaps(model.config, 6, "relu", window, dtype=torch.float64, seed=3)
+    decayed = linear.FeatureMaps(model.config, 6, "relu", window, dtype=torch.float64, seed=3, decay=True)
+    with torch.no_grad():
+        decayed.log_h.fill_(1000.0)
+    assert (decayed.gamma(0) == 1).all()
+    want = linear.run(model, plain, x)
+    assert_close(linear.run(model, decayed, x), want, atol=EXACT)
+    assert_close(linear.forward(model, decayed, x), want, atol=EXACT)
+    with torch.no_grad():
+        decayed.log_h.fill_(1.0)  # a horizon of e tokens: now it must differ
+    assert (linear.run(model, decayed, x) - want).abs().max() > 1e-3

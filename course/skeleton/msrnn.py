@@ -1,5 +1,5 @@
 """Parts 2, 3, 5 and 6 of the course (course/README.md): `MultiState.append`, `attention` and
-`attend` (part 2); `keep`, `evict`, `scores` and append's full branch (part 3); `held_mask` and
+`attend` (part 2); `lowest`, `keep`, `evict`, `scores` and append's full branch (part 3); `held_mask` and
 `masked_forward` (part 5); `state_bytes` (part 6).
 
 The multi-state RNN around llama.step (Oren et al. 2024, "Transformers are Multi-State RNNs").
@@ -36,6 +36,14 @@ class Rows:
     t: int               # current position
     size: int            # rows to keep
     layer: int           # which layer (policies may treat layers differently)
+
+
+def lowest(scores, pos):
+    """Part 3. The slot whose row is dropped in each sequence and KV head, (B, Hkv) long, from the
+    policy's scores (B, 1 or Hkv, n) of the rows at positions pos (B, Hkv, n): the lowest score, and
+    of equal lowest scores the oldest row (the smallest pos, not the earliest slot: once rows have
+    been dropped a slot says nothing about age), so that a constant score is Window."""
+    raise NotImplementedError
 
 
 @dataclass
@@ -100,9 +108,8 @@ class MultiState:
     def evict(self, attn, q, t, policy):
         """Part 3. Once the state holds size + 1 rows, score them (self.scores) and drop the lowest in
         each sequence (and KV head, for a head-wise policy's (B, Hkv, n) scores): its slot becomes
-        self.free, where the next token goes, and its pos becomes -1 until then. Of equal lowest
-        scores the oldest row goes (the smallest pos, not the earliest slot: policies.py's tie rule),
-        so that a policy scoring every row the same is Window."""
+        self.free, where the next token goes, and its pos becomes -1 until then. Which slot: `lowest`
+        (policies.py's tie rule)."""
         raise NotImplementedError
 
     def scores(self, attn, q, t, policy):
@@ -178,6 +185,7 @@ def init_state(model: llama.Model, batch: int = 1, size: int | None = None) -> S
 @torch.no_grad()
 def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) -> torch.Tensor:
     """Feed tokens (B, T) one step at a time, continuing `state` in place; logits (B, T, vocab)."""
+    guards.check_multistate(state)
     guards.check_policy(policy, state.layers[0].size)
     tokens = guards.check_tokens(model, tokens, dims=(2,))           # on the model's device
     guards.check_batch(tokens, state)
@@ -191,7 +199,9 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: an empty
     state to start from instead of init_state's (engine/oneshot.py passes its own).
     """
-    guards.check_policy(policy, size)
+    if state is not None and size is not None:
+        guards.check_multistate(state, size)                         # a state of another size is refused
+    guards.check_policy(policy, size if state is None else state.layers[0].size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     logits = feed(model, ids, init_state(model, ids.shape[0], size) if state is None else state, policy)
     return logits[0] if tokens.dim() == 1 else logits

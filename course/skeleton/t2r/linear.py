@@ -6,11 +6,16 @@ T2R: the pretrained transformer turned into an RNN with a constant-size state.
 Softmax attention weighs key j by exp(q·k_j/√d). Linear attention weighs it by φ(q)·φ(k_j)
 (Katharopoulos et al. 2020, arXiv 2006.16236), so the sums over the past collapse into a state that
 never grows:  S_t = S_{t-1} + φ(k_t) v_tᵀ,  z_t = z_{t-1} + φ(k_t),  out_t = φ(q_t)ᵀS_t / φ(q_t)·z_t.
-φ is T2R's learned ReLU(W x + b) with r features (Kasai et al. 2021, arXiv 2103.13076), Hedgehog's learned
+φ is T2R's learned ReLU(W x + b) with r features, one W, b per head for queries and keys alike (Kasai et
+al. 2021, arXiv 2103.13076), the same with separate query and key maps (LoLCATs' way), Hedgehog's learned
 [softmax(W x + b), softmax(-(W x + b))] with r features in all (Zhang et al. 2024, arXiv 2402.04347), or the
-untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the `window` newest rows exact (softmax) and folds each
-older row into S, z: a finite MSRNN of w rows plus one linear state (the sliding window + linear
-attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254).
+untrained ELU(x)+1 of Katharopoulos et al. The hybrid keeps the first `sinks` rows and the `window` newest
+exact (softmax) and folds every other row into S, z: a finite MSRNN of sinks + w rows plus one linear
+state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024, arXiv 2410.10254, with
+StreamingLLM's sinks, which carry a share of the attention no bounded kernel can put on 4 keys among
+thousands). With `decay`, a learned γ in (0, 1) per KV head shrinks the state at every step,
+S ← γS + φ(k)vᵀ and z likewise, so that a row folded d steps ago weighs γ^d (RetNet's decay, learned):
+an undecayed state gives the far past more of the normaliser the longer the text.
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
@@ -34,27 +39,40 @@ class FeatureMaps(nn.Module):
     """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
 
     Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
-    maps; T2R ties them). The state depends only on the key map, so it is kept per KV head: with
+    maps), except "t2r", Kasai et al.'s: one map per KV head, applied to its keys and to the queries
+    of its G heads. The state depends only on the key map, so it is kept per KV head: with
     grouped-query attention G query heads read one S. `layers` are the layers swapped out.
-    kind: "relu" (T2R), "hedgehog", or "elu" (ELU+1, untrained, r = head_dim).
+    kind: "t2r" (ReLU, tied), "relu" (ReLU, a query and a key map), "hedgehog", or "elu" (ELU+1,
+    untrained, r = head_dim).
     """
-    KINDS = ("relu", "hedgehog", "elu")
+    KINDS = ("t2r", "relu", "hedgehog", "elu")
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
-                 layers=None, seed: int = 0, dtype=torch.float32):
+                 layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
+                 horizon: float = 4096.0):
         super().__init__()
         if kind not in self.KINDS:
-            raise ValueError(f"feature map kind must be 'relu' (T2R), 'hedgehog' or 'elu' (ELU+1), got {kind!r}")
+            raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
+                             f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
         if kind == "hedgehog" and r % 2:
             raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
+            raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
+        if not horizon > 1:
+            raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
+        self.sinks, self.decay = sinks, decay
         self.layers = list(range(n_layers)) if layers is None else sorted(layers)
         guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
                             f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
         g = torch.Generator().manual_seed(seed)
         p = lambda x: nn.Parameter(x.to(dtype))
-        if kind == "relu":
+        if kind == "t2r":
+            # rows of norm about 1: φ's scale cancels in plain T2R (ReLU is positively homogeneous)
+            w = torch.randn(n_layers, H, 1, r, d, generator=g, dtype=torch.float64) / d**0.5
+            self.wk, self.bk = p(w), p(torch.zeros(n_layers, H, 1, r))
+        elif kind == "relu":
             # small: φ(q)·φ(k) starts near 0, so the hybrid starts as its window alone (only the scale
             # differs for plain T2R, and ReLU's positive homogeneity makes the scale cancel there)
             w = lambda *s: p(torch.randn(*s, generator=g, dtype=torch.float64) * 0.1 / d**0.5)
@@ -68,14 +86,21 @@ class FeatureMaps(nn.Module):
             self.wq, self.bq = p(rows(H * G).unflatten(1, (H, G))), p(torch.zeros(n_layers, H, G, r // 2))
             self.wk, self.bk = p(rows(H)[:, :, None]), p(torch.zeros(n_layers, H, 1, r // 2))
             self.gq = p(torch.zeros(n_layers, H, G))
+        if decay:  # γ = exp(-1/h), h = exp(log_h) the horizon in tokens: started long (a short start collapses)
+            self.log_h = p(torch.full((n_layers, H), math.log(horizon), dtype=torch.float64))
+
+    def gamma(self, layer: int):
+        """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""
+        return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
     def phi(self, layer: int, x, which: str):
         """Part 7. The feature map of layer `layer`: x (B, Hkv, G for queries or 1 for keys, T, hd)
         -> features (B, Hkv, G or 1, T, r).
 
-        "elu": ELU(x) + 1 (Katharopoulos et al. 2020), r = hd. "relu": T2R's ReLU(W x + b), with
+        "elu": ELU(x) + 1 (Katharopoulos et al. 2020), r = hd. "relu": ReLU(W x + b), with
         W, b = self.wq[layer], self.bq[layer] for queries (which == "q"), self.wk, self.bk for keys:
-        one (r, hd) matrix per (KV head, query head of its group). "hedgehog": the softmax over the
+        one (r, hd) matrix per (KV head, query head of its group). "t2r" (Kasai et al.): the same, but
+        self.wk, self.bk serve the queries too (one map per KV head, shared by its G query heads). "hedgehog": the softmax over the
         features of W x + b, and of -(W x + b), concatenated (r features in all), times
         exp(self.gq[layer]) for queries; the softmaxes are taken in float32 at least (llama.wide) and
         the features returned in x's dtype. The maps' parameters are made in the model's dtype."""
@@ -84,7 +109,7 @@ class FeatureMaps(nn.Module):
 
 # ---------------------------------------------------------------- transformer view
 
-def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
+def attention(q, k, v, fq, fk, window: int = 0, block: int = 64, sinks: int = 0, gamma=None):
     """Part 7. The transformer view: causal linear attention (window 0) for all positions at once.
     q (B, Hkv, G, T, hd), fq = φ(q) (.., r); k, v (B, Hkv, 1, T, hd), fk = φ(k) (.., r)
     -> (B, Hkv, G, T, hd).
@@ -94,16 +119,29 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64):
     Extra (the hybrid, window > 0): the `window` newest keys (i - j < window) are weighed by
     exp(q_i·k_j/√hd - m_i) instead, m_i the largest such score, under one normalisation for both
     parts; and, for O(T·block) memory, queries in blocks that read older blocks through running
-    sums S, z."""
+    sums S, z. Beyond the course (the graded tests pass sinks=0, gamma=None): the first `sinks` keys
+    exact too, and a decay gamma (Hkv,) that weighs a linear key γ^(i - j - window)."""
     raise NotImplementedError
+
+
+def decayed_cumsum(x, gamma, dim: int):
+    """y_t = gamma·y_{t-1} + x_t along `dim` (y_0 = x_0); gamma broadcasts against one slice of x."""
+    out, y = [], 0
+    for x_t in x.unbind(dim):
+        y = gamma * y + x_t
+        out.append(y)
+    return torch.stack(out, dim)
+
+
+def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
+    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
+    return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, maps.sinks, maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
     """llama.forward with linear attention in the swapped layers, softmax in the others."""
     def attend(i, q, k, v):
-        if i not in maps.layers:
-            return softmax(model, q, k, v)
-        return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window)
+        return swapped(maps, i, q, k, v) if i in maps.layers else softmax(model, q, k, v)
     return llama.forward(model, tokens, attend)
 
 
@@ -118,14 +156,17 @@ def softmax(model, q, k, v):
 
 @dataclass
 class LinearState:
-    """One swapped layer's state: S, z over the folded rows, and the `window` newest rows kept exact
-    in a ring of slots (row t in slot t % window). Its size never changes with t."""
+    """One swapped layer's state: S, z over the folded rows; the first `sinks` rows exact; the `window`
+    newest rows after them exact in a ring of slots (row t in slot (t - sinks) % window). Its size
+    never changes with t."""
     maps: FeatureMaps
     layer: int
-    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ
+    S: torch.Tensor  # (B, Hkv, r, hd) Σ φ(k) vᵀ (each term shrunk by γ per step since its fold, with decay)
     z: torch.Tensor  # (B, Hkv, r)     Σ φ(k)
-    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact rows; window 0 for plain T2R
+    K: torch.Tensor  # (B, Hkv, window, hd) the hybrid's exact recent rows; window 0 for plain T2R
     V: torch.Tensor  # (B, Hkv, window, hd)
+    Ks: torch.Tensor  # (B, Hkv, sinks, hd) the sinks, exact for good
+    Vs: torch.Tensor  # (B, Hkv, sinks, hd)
 
     def attend(self, q, k, v, t, policy=None):
         """Part 7. The RNN view, the hook llama.step calls: q (B, Hkv, G, hd), k, v (B, Hkv, hd)
@@ -134,12 +175,15 @@ class LinearState:
         Plain T2R (no window rows, self.K.shape[2] == 0): fold the token's (k, v) into S, z, then
         out = φ(q)ᵀS / max(φ(q)·z, EPS). Extra (the hybrid): row t goes into the ring of w slots
         (slot t % w) after the row it replaces, t - w, is folded; the held rows add
-        exp(q·k/√hd - m) weights to numerator and denominator, as in `attention`."""
+        exp(q·k/√hd - m) weights to numerator and denominator, as in `attention`. Beyond the course:
+        the first self.Ks.shape[2] rows (sinks; none in the graded tests) stay exact in self.Ks, self.Vs,
+        and the ring holds rows from there, row t in slot (t - sinks) % w."""
         raise NotImplementedError
 
     def fold(self, k, v):
         """Part 7. Fold a row into the linear state: S += φ(k) vᵀ, z += φ(k), for k, v (B, Hkv, hd)
-        (φ of keys: self.maps.phi(self.layer, ..., "k"))."""
+        (φ of keys: self.maps.phi(self.layer, ..., "k")). Beyond the course: with a decay
+        (self.maps.gamma(self.layer) is not None, (Hkv,)), first S ← γS and z ← γz."""
         raise NotImplementedError
 
 
@@ -149,7 +193,8 @@ def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.S
     zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
     multi = msrnn.init_state(model, batch).layers
     return msrnn.State([LinearState(maps, i, zeros(maps.r, c.head_dim), zeros(maps.r), zeros(w, c.head_dim),
-                                    zeros(w, c.head_dim)) if i in maps.layers else multi[i] for i in range(c.n_layers)])
+                                    zeros(w, c.head_dim), zeros(maps.sinks, c.head_dim), zeros(maps.sinks, c.head_dim))
+                        if i in maps.layers else multi[i] for i in range(c.n_layers)])
 
 
 @torch.no_grad()
@@ -160,6 +205,7 @@ def run(model: llama.Model, maps: FeatureMaps, tokens):
 
 
 def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
-    """Part 7. Bytes one sequence's swapped layers hold, each: the hybrid's window of key and value
-    rows, and S and z of maps.r features per KV head. (A layer not swapped keeps the full cache.)"""
+    """Part 7. Bytes one sequence holds in all its swapped layers together: in each, the sinks' and
+    the window's key and value rows, and S and z of maps.r features per KV head. (A layer not swapped
+    keeps the full cache, which grows, and is not counted.)"""
     raise NotImplementedError

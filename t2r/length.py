@@ -1,0 +1,109 @@
+"""Quality against length for the linear state: python -m t2r.length  ->  results/t2r_length.{json,log,png}
+
+Three hybrids of 64 exact rows per layer, trained side by side by attention transfer on one stream of
+the frozen default model (maps only): window 64 (the hybrid of `demo.py t2r`), sinks 4 + window 60,
+and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py). Each is measured with its
+linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
+(64 attended, the same exact rows) and the full cache, on the first 1,024, 4,096 and 16,384 tokens of
+the evaluation books read as one text (alice29, then asyoulik; never a training book).
+"""
+import argparse
+import math
+import time
+
+from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
+
+import torch
+
+import load_weights
+import msrnn
+from data import corpus
+from lab import experiments, harness, specs
+from t2r import linear, train
+
+HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, sinks=4),
+           "sinks 4 + window 60, decay": dict(window=60, sinks=4, decay=True)}
+
+
+def held_out(tok, length: int) -> torch.Tensor:
+    """The first `length` tokens of the evaluation books, one after the other, (1, length)."""
+    ids = [i for b in ("alice29", "asyoulik") for i in tok.encode(corpus.book(b)).ids]
+    if len(ids) < length:
+        raise ValueError(f"the evaluation books hold {len(ids):,} tokens, fewer than {length:,}")
+    return torch.tensor(ids[:length])[None]
+
+
+def horizons(maps) -> list:
+    """The learned decay's horizon 1 / (1 - γ) in tokens, per layer and KV head."""
+    return [[round(1 / (1 - g), 1) if g < 1 else math.inf for g in maps.gamma(i).tolist()] for i in maps.layers]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=harness.positive, default=9.0, help="attention transfer budget (default 9)")
+    ap.add_argument("--r", type=harness.at_least(2), default=64, help="Hedgehog features (default 64)")
+    ap.add_argument("--lengths", type=harness.at_least(2), nargs="+", default=[1024, 4096, 16384])
+    ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
+    args = ap.parse_args(argv)
+    t0, version = time.time(), harness.code_version()
+    with harness.transcript() as printed:
+        log = lambda s: print(s, flush=True)
+        model, tok = load_weights.load_model(), load_weights.load_tokenizer()
+        chunks = train.training_text(tok, args.train_length)
+        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in HYBRIDS.items()}
+        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(HYBRIDS))
+        path = harness.RESULTS / f"t2r_length_{key}.safetensors"
+        log(f"attention transfer of {', '.join(maps)} ({args.minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
+        run = train.transfer(model, list(maps.values()), chunks, epochs=1, minutes=args.minutes, checkpoint=path, log=None)
+        log(f"   {run['tokens']:,} tokens in {run['seconds']:.0f} s ({run['tokens_per_s']:.0f} tokens/s)")
+        decayed = maps["sinks 4 + window 60, decay"]
+        rows, text = [], held_out(tok, max(args.lengths))
+        for n in sorted(args.lengths):
+            x = text[:, :n]
+            ppl = lambda logits: math.exp(experiments.next_token_nll(logits, x).mean().item())
+            with torch.no_grad():
+                for name, m in maps.items():
+                    exact = m.window + m.sinks
+                    got, zero = ppl(linear.forward(model, m, x)), ppl(linear.forward(model, train.zeroed(m), x))
+                    rows.append(dict(method=f"{name} + linear", size=exact, state_bytes=linear.state_bytes(model, m),
+                                     tokens=n, ppl=got, zeroed_ppl=zero))
+                    log(f"   {n:6,} tokens, {name} + linear: {got:.2f} (zeroed {zero:.2f})")
+                for spec in ("sink", "tova", "full"):
+                    named = specs.named(spec)
+                    size = None if named is specs.FULL else 63
+                    got = math.exp(experiments.nll(model, x, named, size).mean().item())
+                    rows.append(dict(method=f"{named.label}" + (f" {size}" if size else ""), size=size, tokens=n, ppl=got,
+                                     state_bytes=None if size is None else msrnn.state_bytes(model, size)))
+                    log(f"   {n:6,} tokens, {rows[-1]['method']}: {got:.2f}")
+        data = {"rows": rows, "training": {k: run[k] for k in ("tokens", "seconds", "tokens_per_s")},
+                "horizons": horizons(decayed), "r": args.r}
+        print("\n" + table(data))
+    about = {"code_version": version, "command": "python -m t2r.length", "seconds": round(time.time() - t0, 1)}
+    path = harness.save("t2r_length", data, about, printed.getvalue(), draw)
+    print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+
+
+def table(data) -> str:
+    lengths = sorted({r["tokens"] for r in data["rows"]})
+    methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
+    cell = {(r["method"], r["tokens"]): r for r in data["rows"]}
+    lines = ["| method | " + " | ".join(f"{n:,} tokens (zeroed)" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    for m in methods:
+        lines.append(f"| {m} | " + " | ".join(f"{cell[m, n]['ppl']:.2f}" + (f" ({cell[m, n]['zeroed_ppl']:.2f})"
+                                               if "zeroed_ppl" in cell[m, n] else "") for n in lengths) + " |")
+    return "\n".join(lines)
+
+
+def draw(plt, data):
+    for m in dict.fromkeys(r["method"] for r in data["rows"]):
+        pts = sorted((r["tokens"], r["ppl"]) for r in data["rows"] if r["method"] == m)
+        plt.plot(*zip(*pts), "o-", label=m)
+    plt.xscale("log", base=2)
+    plt.xlabel("tokens of held-out text read")
+    plt.ylabel("perplexity")
+    plt.title("64 exact rows and a linear state, against length")
+    plt.legend(fontsize=7)
+
+
+if __name__ == "__main__":
+    main()
