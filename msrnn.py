@@ -206,8 +206,8 @@ def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None 
     policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: an empty
     state to start from instead of init_state's (engine/oneshot.py passes its own).
     """
-    if state is not None and size is not None:
-        guards.check_multistate(state, size)                         # a state of another size is refused
+    if state is not None:  # a multi-state, of the size asked for (size=None takes the state's)
+        guards.check_multistate(state, "any" if size is None else size)
     guards.check_policy(policy, size if state is None else state.layers[0].size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     logits = feed(model, ids, init_state(model, ids.shape[0], size) if state is None else state, policy)

@@ -44,14 +44,18 @@ def main(argv=None):
     ap.add_argument("--r", type=harness.at_least(2), default=64, help="Hedgehog features (default 64)")
     ap.add_argument("--lengths", type=harness.at_least(2), nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
+    ap.add_argument("--horizon", type=harness.positive, default=4096.0,
+                    help="the decay's starting horizon in tokens (default 4096: started long, it learns slowly)")
+    ap.add_argument("--name", default="t2r_length", help="results/<name>.* (default t2r_length)")
     args = ap.parse_args(argv)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
         model, tok = load_weights.load_model(), load_weights.load_tokenizer()
         chunks = train.training_text(tok, args.train_length)
-        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in HYBRIDS.items()}
-        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(HYBRIDS))
+        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", horizon=args.horizon, **kw) for name, kw in HYBRIDS.items()}
+        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(HYBRIDS),
+                             args.horizon)
         path = harness.RESULTS / f"t2r_length_{key}.safetensors"
         log(f"attention transfer of {', '.join(maps)} ({args.minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
         run = train.transfer(model, list(maps.values()), chunks, epochs=1, minutes=args.minutes, checkpoint=path, log=None)
@@ -76,10 +80,9 @@ def main(argv=None):
                                      state_bytes=None if size is None else msrnn.state_bytes(model, size)))
                     log(f"   {n:6,} tokens, {rows[-1]['method']}: {got:.2f}")
         data = {"rows": rows, "training": {k: run[k] for k in ("tokens", "seconds", "tokens_per_s")},
-                "horizons": horizons(decayed), "r": args.r}
+                "horizons": horizons(decayed), "r": args.r, "start_horizon": args.horizon, "train_length": args.train_length}
         print("\n" + table(data))
-    about = {"code_version": version, "command": "python -m t2r.length", "seconds": round(time.time() - t0, 1)}
-    path = harness.save("t2r_length", data, about, printed.getvalue(), draw)
+    path = harness.save(args.name, data, {"code_version": version, "seconds": round(time.time() - t0, 1)}, printed.getvalue(), draw)
     print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
 
 

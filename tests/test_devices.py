@@ -175,7 +175,7 @@ def test_default_model_in_bfloat16(real_model, tokenizer, gpl3):
 
 # ---------------------------------------------------------------- threads: the entry points' OpenMP default
 
-ENTRY_POINTS = ["demo", "lab.bench", "lab.busy", "t2r.speed", "t2r.mini", "course.grade"]
+ENTRY_POINTS = ["demo", "lab.bench", "lab.busy", "t2r.speed", "t2r.mini", "t2r.length", "course.grade"]
 
 
 @pytest.mark.parametrize("module", ENTRY_POINTS)

@@ -255,3 +255,61 @@ def test_retention_refuses_a_size_that_drops_nothing(real_model, tokenizer, book
     from lab import experiments
     with pytest.raises(ValueError, match="a multi-state of 64 rows never drops a row of a 64-token text"):
         experiments.retention(real_model, tokenizer, size=64, length=64)
+
+
+# ---------------------------------------------------------------- round 3: states handed between runs, specs, T2R files
+
+def _t2r_state():
+    from t2r import linear
+    return linear.init_state(MODEL, linear.FeatureMaps(MODEL.config, 4, dtype=MODEL.dtype))
+
+
+@pytest.mark.parametrize("case,call,says", [
+    ("a state of another size", lambda: msrnn.run(MODEL, tokens(1, 5), policies.tova, 4, state=msrnn.init_state(MODEL, 1, 8)),
+     "made for size=8"),
+    ("a T2R state in run", lambda: msrnn.run(MODEL, tokens(1, 5), state=_t2r_state()), "LinearState, not a multi-state"),
+    ("a T2R state in feed", lambda: msrnn.feed(MODEL, tokens(1, 5), _t2r_state()), "LinearState, not a multi-state"),
+    ("a parameter given twice", lambda: specs.named("tova_protected:4,sinks=8"), "sinks is given twice"),
+], ids=["size", "t2r-run", "t2r-feed", "twice"])
+def test_what_one_run_hands_another_is_checked(case, call, says):
+    with pytest.raises(ValueError, match=says):
+        call()
+
+
+def test_a_state_of_its_own_size_runs_on():
+    """size=None takes the state's size: the guard refuses only a size that disagrees."""
+    state = msrnn.init_state(MODEL, 1, 4)
+    assert_close(msrnn.run(MODEL, tokens(1, 9), policies.tova, None, state=state),
+                 msrnn.run(MODEL, tokens(1, 9), policies.tova, 4), atol=EXACT)
+
+
+@pytest.mark.parametrize("damage,says", [
+    ("nan", "is damaged"), ("negative", "is damaged"), ("record", "run record is damaged")])
+def test_a_damaged_training_checkpoint_is_refused(tmp_path, damage, says):
+    import safetensors.torch
+    from safetensors import safe_open
+    from t2r import linear, train
+    maps = lambda: linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    path = tmp_path / "run.safetensors"
+    train.transfer(MODEL, maps(), tokens(4, 16), epochs=1, checkpoint=path, log=None)
+    with safe_open(str(path), "pt") as f:
+        meta, tensors = f.metadata(), {n: f.get_tensor(n) for n in f.keys()}
+    if damage == "record":
+        meta = {"run": json.dumps({"step": "x"})}
+    else:
+        bad = (lambda t: t * float("nan")) if damage == "nan" else (lambda t: -t - 1)
+        tensors = {n: bad(t) if "exp_avg_sq" in n else t for n, t in tensors.items()}
+    safetensors.torch.save_file(tensors, str(path), metadata=meta)
+    with pytest.raises(ValueError, match=says):
+        train.transfer(MODEL, maps(), tokens(4, 16), epochs=2, checkpoint=path, log=None)
+
+
+@pytest.mark.parametrize("spec", ["relu:0", "relu:x", "bogus:4", "hedgehog:5"])
+def test_feature_map_specs_are_refused_before_any_work(spec):
+    import argparse
+    from t2r import speed, train
+    with pytest.raises(argparse.ArgumentTypeError, match="kind:r"):
+        speed.map_spec(spec)
+    if spec in ("relu:0", "relu:x"):
+        with pytest.raises(ValueError, match="kind:r"):
+            train.maps_from(MODEL, spec)
