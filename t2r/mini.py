@@ -306,15 +306,34 @@ def draw(plt, data):
     plt.legend(fontsize=6)
 
 
+def use_linear(path) -> None:
+    """Run every row with the t2r/linear.py at `path` (a student's) in place of the repository's."""
+    import importlib.util
+    global linear
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise SystemExit(f"error: --linear {path}: no such file")
+    spec = importlib.util.spec_from_file_location("student_linear", path)
+    linear = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(linear)
+    harness.RESULTS = path.resolve().parent.parent / "results"  # course/work/results, never the repository's
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smaller model and shorter runs (about 5 minutes)")
     ap.add_argument("--folder", type=pathlib.Path, help="where the model and checkpoints go "
                     "(default: the cache folder's t2r-mini-<preset>)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_mini, or t2r_mini_quick)")
+    ap.add_argument("--linear", type=pathlib.Path, help="another t2r/linear.py to run the rows with (the course's "
+                    "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = ap.parse_args(argv)
+    if args.linear is not None:
+        use_linear(args.linear)
     preset = "quick" if args.quick else "full"
-    folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}"
+    # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
+    mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
+    folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         data = experiment(PRESETS[preset], folder)
@@ -322,7 +341,8 @@ def main(argv=None):
         print("\n" + table(data) + "\n", flush=True)
         for what, (figure, met) in data["targets"].items():
             print(f"{'met' if met else 'NOT met'}: {what} ({figure if isinstance(figure, list) else f'{figure:+.3f}'})")
-    about = {"code_version": version, "command": "python -m t2r.mini" + " --quick" * args.quick,
+    about = {"code_version": version, "command": "python -m t2r.mini" + " --quick" * args.quick
+             + (f" --linear {args.linear}" if args.linear else ""),
              "folder": str(folder), "seconds": round(time.time() - t0, 1)}
     path = harness.save(args.name or ("t2r_mini_quick" if args.quick else "t2r_mini"), data, about, printed.getvalue(), draw)
     print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
