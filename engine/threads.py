@@ -3,24 +3,26 @@
 Torch's CPU build runs each operation's parallel part on libgomp threads. Between two parallel
 regions a waiting thread spins (300,000 turns by default) before it sleeps. On an idle machine that
 saves a wake-up; beside other programs the spinning threads take the cores the busy ones need, and
-a decode step, hundreds of small parallel regions, becomes several times slower. Waiting threads
-that sleep at once (OMP_WAIT_POLICY=PASSIVE) keep the idle speed within the noise and do not collapse
-under load (python -m lab.busy measures both, beside a shorter spin and one thread; docs/speed.md).
+a decode step, hundreds of small parallel regions, becomes several times slower. A short spin
+(GOMP_SPINCOUNT=10000) keeps the idle speed and does not collapse under load; threads that sleep at
+once (OMP_WAIT_POLICY=PASSIVE) are faster still under load but cost the idle tour about 40%
+(python -m lab.busy measures the settings; docs/speed.md).
 
 Only a default: a user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice. libgomp reads
 these when torch loads it, so importing this after torch changes only the child processes.
 """
 import os
 
+SPIN = "10000"  # turns a waiting thread spins before it sleeps (libgomp's GOMP_SPINCOUNT; its default 300,000)
 OURS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the variables a user may set instead
 
 
 def defaults(environ=os.environ) -> dict:
-    """Make waiting threads sleep where the user set neither variable; return what was set."""
+    """Set the short spin where the user set neither variable; return what was set."""
     if any(name in environ for name in OURS):
         return {}
-    environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    return {"OMP_WAIT_POLICY": "PASSIVE"}
+    environ["GOMP_SPINCOUNT"] = SPIN
+    return {"GOMP_SPINCOUNT": SPIN}
 
 
 def cores() -> int:

@@ -21,11 +21,11 @@ from lab import harness
 
 SETTINGS = {  # name -> the environment a process starts with (none of the variables set by the user)
     "libgomp's default (spin 300,000)": {},
-    "GOMP_SPINCOUNT=10000 (a short spin)": {"GOMP_SPINCOUNT": "10000"},
-    "OMP_WAIT_POLICY=PASSIVE (ours)": {"OMP_WAIT_POLICY": "PASSIVE"},
+    f"GOMP_SPINCOUNT={threads.SPIN} (ours)": {"GOMP_SPINCOUNT": threads.SPIN},
+    "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
     "one thread (OMP_NUM_THREADS=1)": {"OMP_NUM_THREADS": "1"},
 }
-DEFAULT = "OMP_WAIT_POLICY=PASSIVE (ours)"
+DEFAULT = f"GOMP_SPINCOUNT={threads.SPIN} (ours)"
 BUSY = "while True: pass"
 WORKER = """
 import sys, time, torch, llama, load_weights, msrnn, policies
