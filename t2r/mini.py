@@ -42,17 +42,7 @@ PRESETS = {  # full: 37 minutes on 2 shared cores; quick: the same rows, smaller
     "quick": dict(vocab=512, dim=64, layers=2, heads=2, ffn=192, context=256, batch=8,
                   pretrain_steps=300, finetune_steps=80, eval_every=25, eval_chunks=24, features=(8, 16, 32, 64)),
 }
-TRAIN_BOOKS, EVAL_BOOKS = ("lcet10", "plrabn12"), ("alice29", "asyoulik")
-
-
-def training_texts() -> list[str]:
-    """The two Canterbury books that are never evaluated on, and each distinct license text of Debian's
-    common-licenses folder where it exists (as t2r.train.training_text reads them)."""
-    texts = [corpus.book(b) for b in TRAIN_BOOKS]
-    if train.LICENSES.is_dir():
-        seen = {f.read_bytes(): f for f in sorted(train.LICENSES.iterdir()) if f.is_file()}  # GPL -> GPL-3: once
-        texts += [corpus.read(f) for f in seen.values()]
-    return texts
+TRAIN_BOOKS, EVAL_BOOKS = ("lcet10", "plrabn12"), ("alice29", "asyoulik")  # the licenses train too
 LR = {"pretrain": 2e-3, "finetune": 1e-3}  # peak rates; warmup then cosine decay to a tenth
 
 
@@ -196,11 +186,11 @@ def texts(tok, train_texts, eval_texts, context: int, eval_chunks: int):
 
 def experiment(p: dict, folder, log=print, seed: int = 0, train_texts=None, eval_texts=None) -> dict:
     """Every row of the table, each trained (or resumed) in turn. folder: where the pretrained model,
-    its tokenizer and the runs' checkpoints live. The texts default to `training_texts` and EVAL_BOOKS."""
+    its tokenizer and the runs' checkpoints live. The texts default to train.training_sources and EVAL_BOOKS."""
     folder = pathlib.Path(folder)
     runs = folder / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    train_texts = train_texts or training_texts()
+    train_texts = train_texts or train.training_sources(TRAIN_BOOKS)
     eval_texts = eval_texts or [corpus.book(b) for b in EVAL_BOOKS]
     from tokenizers import Tokenizer
     tok_file = runs / "tokenizer.json"  # the one every run was trained with (save_folder copies it beside the model)

@@ -106,10 +106,10 @@ def _field_int(path, field, text, low) -> int:
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
-def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), licenses=LICENSES) -> torch.Tensor:
-    """Chunks (N, length) of every training text: the two Canterbury books that are not evaluated on,
-    and each distinct license text of `licenses` where that folder exists (links and copies read once).
-    alice29 and asyoulik, the evaluation books, are never among them."""
+def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
+    """Every training text: the two Canterbury books that are not evaluated on, and each distinct
+    license text of `licenses` where that folder exists (links and copies read once). alice29 and
+    asyoulik, the evaluation books, are never among them."""
     sources = [corpus.book(b) for b in books]
     if licenses is not None and licenses.is_dir():
         seen = {}
@@ -117,7 +117,12 @@ def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), license
             if f.is_file():
                 seen.setdefault(f.read_bytes(), f)  # GPL -> GPL-3 and the like: one copy
         sources += [corpus.read(f) for f in seen.values()]
-    ids = [c for t in sources for c in corpus.chunks(tok.encode(t).ids, length)]
+    return sources
+
+
+def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), licenses=LICENSES) -> torch.Tensor:
+    """Chunks (N, length) of every training text (`training_sources`)."""
+    ids = [c for t in training_sources(books, licenses) for c in corpus.chunks(tok.encode(t).ids, length)]
     if not ids:
         raise ValueError(f"the training texts hold no chunk of {length} tokens")
     return torch.tensor(ids)
@@ -385,7 +390,7 @@ def detached(build) -> llama.Model:
 # what the papers spent, for the command that reaches their budget on a GPU (PAPERS.md): LoLCATs ~40 M
 # tokens in all for 7-8B models, about half in each stage
 PAPERS = {"transfer_tokens": 20_000_000, "finetune_tokens": 20_000_000}
-TRAINING_CODE = [inspect.getsource(f) for f in (training_text, _save_run, _load_run, _resume, _order, student_of,
+TRAINING_CODE = [inspect.getsource(f) for f in (training_sources, training_text, _save_run, _load_run, _resume, _order, student_of,
                                                  transfer, weights, finetune, detached)]  # read once, at import
 
 
