@@ -101,13 +101,16 @@ def code_version() -> str:
 
 def spelled(command: str) -> str:
     """A command as a user types it: `python -m t2r.speed ...` for the `python /path/to/t2r/speed.py ...`
-    that sys.argv holds under -m (a results file must not name this machine's folders)."""
+    that sys.argv holds under -m (a results file must not name this machine's folders). The path may
+    be another checkout's: its tail that names a file of this repository is what counts."""
     words = command.split(" ")
     script = pathlib.Path(words[1]) if len(words) > 1 else None
-    if script is not None and script.is_absolute() and script.suffix == ".py" and ROOT in script.parents:
-        rel = script.relative_to(ROOT).with_suffix("")
-        words[1:2] = [str(rel)] if len(rel.parts) == 1 else ["-m", ".".join(rel.parts)]
-        words[1] += ".py" if len(rel.parts) == 1 else ""
+    if script is not None and script.is_absolute() and script.suffix == ".py":
+        tails = [pathlib.Path(*script.parts[i:]) for i in range(1, len(script.parts))]
+        rel = next((t for t in tails if (ROOT / t).is_file()), None)
+        if rel is not None:
+            rel = rel.with_suffix("")
+            words[1:2] = [str(rel) + ".py"] if len(rel.parts) == 1 else ["-m", ".".join(rel.parts)]
     return " ".join(words)
 
 

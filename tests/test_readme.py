@@ -187,3 +187,12 @@ def test_a_hand_typed_figure_is_caught():
     figure = re.search(r"\d+\.\d\d", block.group(3)).group(0)
     edited = text[:block.start(3)] + block.group(3).replace(figure, f"{float(figure) + 0.01:.2f}", 1) + text[block.end(3):]
     assert demo.reported(edited) == text != edited
+
+
+def test_a_command_is_spelled_the_same_from_any_checkout():
+    """Results name commands as a user types them, whichever folder the run or the report ran in."""
+    from lab import harness
+    for root in (str(ROOT), "/somewhere/else/msrnn"):
+        assert harness.spelled(f"python {root}/t2r/speed.py --tokens 8") == "python -m t2r.speed --tokens 8"
+        assert harness.spelled(f"python {root}/demo.py ppl") == "python demo.py ppl"
+    assert harness.spelled("python /elsewhere/not_ours.py") == "python /elsewhere/not_ours.py"
