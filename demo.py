@@ -196,7 +196,8 @@ def cmd_ppl(args):
 def cmd_check(args):
     named = [specs.named(p) for p in args.policy]
     model, tok = (None, None) if args.quick else load(args)
-    results = [checker.check(p, model, tok, tail=args.tail) for p in named]
+    more = {"tail": train.tail_check(args.tail)} if args.tail else None  # t2r/ stands on lab/, not under it
+    results = [checker.check(p, model, tok, more=more) for p in named]
     if len(results) > 1:
         checker.summary(named, results)
     bad = {p.label: checker.failed(p, out) for p, out in zip(named, results)}

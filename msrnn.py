@@ -122,7 +122,9 @@ class MultiState:
         n = self.n
         rows = Rows(attn=attn, pos=self.pos[:, :, :n], score=self.score[:, :, :n], keys=self.k[:, :, :n],
                     values=self.v[:, :, :n], query=q, prev=self.prev[:, :, :n], t=t, size=self.size, layer=self.layer)
-        scores = guards.score_rows(policy, rows)                     # (B, 1 or Hkv, n)
+        with guards.policy_call(policy, rows):                       # names a policy that raises or writes into rows
+            scores = policy(rows)                                    # (B, 1 or Hkv, n)
+        guards.check_scores(policy, rows, scores)                    # a float (B, 1 or Hkv, n), no NaN
         self.prev[:, :, :n] = scores.expand(*self.free.shape, n)
         return scores
 
@@ -261,6 +263,8 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
     """
     guards.check_policy(policy, size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
+    if state is not None:
+        guards.check_fresh_state(model, state, size, ids)
     state = init_state(model, ids.shape[0], size) if state is None else state
     causal = llama.causal_mask(ids.shape[1], model.config.sliding_window, model.device)  # (T, T) the model's own mask
 

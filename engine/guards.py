@@ -2,6 +2,7 @@
 fast.prefill, fast.generate) checks its inputs here, once, so that the step itself stays the equation
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
+import contextlib
 import functools
 import inspect
 import math
@@ -45,19 +46,32 @@ def check_positions(model, end: int):
 
 def check_memory(nbytes: int, what: str):
     """Refuse, before allocating, something larger than the memory available now (Linux's MemAvailable,
-    or the cgroup's limit where lower): a clear error rather than the kernel killing the process."""
+    or the cgroup's limit, or this process's own address-space limit, `ulimit -v`, where lower): a clear
+    error rather than the kernel killing the process or a MemoryError deep in torch."""
     if nbytes < 2 ** 28:  # small things are not worth the look
         return
-    available = None
+    room = []
     try:
         with open("/proc/meminfo") as f:
-            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+            room.append(next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")))
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
         with open("/sys/fs/cgroup/memory.max") as f, open("/sys/fs/cgroup/memory.current") as g:
             limit = f.read().strip()
             if limit != "max":
-                available = min(available, int(limit) - int(g.read()))
-    except (OSError, StopIteration, ValueError):
+                room.append(int(limit) - int(g.read()))
+    except (OSError, ValueError):
         pass
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:  # the address space in use, in pages
+                room.append(limit - int(f.read().split()[0]) * resource.getpagesize())
+    except (ImportError, OSError, ValueError):
+        pass
+    available = min(room) if room else None
     if available is not None and nbytes > available:
         raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only {available / 2 ** 30:.1f} GiB "
                           "of memory is available")
@@ -112,6 +126,17 @@ def check_multistate(state, size="any"):
     if size != "any" and state.layers[0].size != size:
         raise ValueError(f"size={size!r}, but the state given was made for size={state.layers[0].size!r}: pass the "
                          f"same size, or size=None to take the state's")
+
+
+def check_fresh_state(model, state, size, tokens):
+    """A state handed to msrnn.masked_forward: made for this model, this size and batch, and fresh, since
+    the masked view reads the tokens from position 0 (a used state would hold rows of another text)."""
+    check_multistate(state, size)
+    check_state(model, state)
+    check_batch(tokens, state)
+    if state.t != 0 or any(ms.n for ms in state.layers):
+        raise ValueError(f"masked_forward reads the tokens from position 0, but the state given has read {state.t} "
+                         "token(s): pass a fresh state (msrnn.init_state) or none")
 
 
 def check_batch(tokens, state):
@@ -222,52 +247,85 @@ class PolicyError(ValueError):
 ROWS_FIELDS = ("attn", "pos", "score", "keys", "values", "query", "prev")
 
 
-def score_rows(policy, rows) -> torch.Tensor:
-    """policy(rows), checked: a float tensor (B, 1, n) for the layer or (B, Hkv, n) per KV head.
-    An exception inside the policy is reported at its own file and line, not in this module.
+def policy_call(policy, rows):
+    """`with policy_call(policy, rows): scores = policy(rows)`: the call, watched. An exception inside
+    the policy is reported at its own file and line, not in this module.
 
     Rows' tensors are views of the multi-state's own buffers (a copy per call would cost more than
     most policies). A policy that writes into one would change which rows the state believes it
     holds; every in-place write bumps a tensor's version counter, shared with the buffer it views,
     so comparing the counters before and after the call catches it, and the run stops, naming the
     policy and the field. (Inside torch.compile the counters are not kept: the eager run checks.)"""
-    compiling = torch.compiler.is_compiling()
-    seen = [] if compiling else [(f, getattr(rows, f), getattr(rows, f)._version) for f in ROWS_FIELDS]
-    # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
-    modes = None if compiling else torch._C._len_torch_function_stack()
-    home = torch.get_default_device() if modes else None
-    try:
-        scores = policy(rows)
-    except PolicyError:  # the checker's own stop (checker.timed), or a policy that calls another through score_rows
-        raise
-    except (Exception, SystemExit) as e:  # sys.exit() in a policy is its failure, not the program's end
-        err = PolicyError(f"policy {policy_name(policy)} raised {type(e).__name__}: {e} {_where(policy, e)}")
-        err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
-        raise err from None
+    return contextlib.nullcontext() if torch.compiler.is_compiling() else _Watched(policy, rows)
+
+
+class _Watched:
+    def __init__(self, policy, rows):
+        self.policy, self.rows = policy, rows
+
+    def __enter__(self):
+        self.seen = [(f, getattr(self.rows, f), getattr(self.rows, f)._version) for f in ROWS_FIELDS]
+        # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
+        self.modes = torch._C._len_torch_function_stack()
+        self.home = torch.get_default_device() if self.modes else None
+
+    def __exit__(self, kind, e, tb):
+        name = policy_name(self.policy)
+        if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
+            return False
+        if isinstance(e, (Exception, SystemExit)):  # sys.exit() in a policy is its failure, not the program's end
+            err = PolicyError(f"policy {name} raised {type(e).__name__}: {e} {_where(self.policy, e)}")
+            err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
+            raise err from None
+        if e is not None:  # KeyboardInterrupt: the user's, not the policy's
+            return False
+        for field, x, version in self.seen:
+            if x._version != version:
+                raise PolicyError(f"policy {name} wrote into rows.{field}: Rows is the multi-state's own "
+                                  "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
+        modes, home = self.modes, self.home
+        if torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home:
+            now = torch.get_default_device()
+            torch.set_default_device(home)
+            raise PolicyError(f"policy {name} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
+                              "must not change global settings")
+        return False
+
+
+SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_scores(policy, rows, scores) -> torch.Tensor:
+    """What policy(rows) returned, checked: a float tensor (B, 1, n) for the layer or (B, Hkv, n) per
+    KV head, on the rows' device, with no NaN."""
     name = policy_name(policy)
-    for field, x, version in seen:
-        if x._version != version:
-            raise PolicyError(f"policy {name} wrote into rows.{field}: Rows is the multi-state's own "
-                              "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
-    if modes is not None and (torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home):
-        now = torch.get_default_device()
-        torch.set_default_device(home)
-        raise PolicyError(f"policy {name} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
-                          "must not change global settings")
     B, H, n = rows.pos.shape
-    if not (isinstance(scores, torch.Tensor) and scores.dtype.is_floating_point and scores.dim() == 3
+    if not (isinstance(scores, torch.Tensor) and scores.dtype in SCORE_DTYPES and scores.dim() == 3
             and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
         got = f"{scores.dtype} {tuple(scores.shape)}" if isinstance(scores, torch.Tensor) else type(scores).__name__
-        raise PolicyError(f"policy {name} must return a float tensor of scores, shape ({B}, 1, {n}) "
+        raise PolicyError(f"policy {name} must return a float tensor of scores (float16 to float64: float8 and "
+                          f"complex cannot be ranked), shape ({B}, 1, {n}) "
                           f"for the layer or ({B}, {H}, {n}) per KV head (the lowest is dropped); got {got}")
     if scores.layout != torch.strided or scores.device != rows.pos.device:
         raise PolicyError(f"policy {name} returned scores on {scores.device} ({scores.layout}); the rows are on "
                           f"{rows.pos.device} (torch.strided): compute the scores from the rows, where they are")
-    if not compiling and scores.device.type != "meta" and scores.isnan().any():
+    if not torch.compiler.is_compiling() and scores.device.type != "meta" and scores.isnan().any():
+        if not rows.attn.isfinite().all() or not rows.query.isfinite().all():  # not the policy's doing
+            raise FloatingPointError(
+                f"the model's attention is not finite at layer {rows.layer}, position {rows.t} ({rows.attn.dtype}), so "
+                f"policy {name}'s scores are NaN: the computation overflowed its dtype (float16 ends at 65504: "
+                "run in float32 or bfloat16), or a weight or a T2R tail's gain is inf or NaN")
         raise PolicyError(f"policy {name} returned NaN scores (layer {rows.layer}, position {rows.t}): NaN cannot be "
                           "ranked, so which row goes would be arbitrary (rows.prev is NaN for a row never scored: "
                           "rows.prev.nan_to_num(...)); inf keeps a row, -inf drops it")
     return scores
+
+
+def score_rows(policy, rows) -> torch.Tensor:
+    """policy(rows), watched and checked: MultiState.scores' three lines, for the views beside it."""
+    with policy_call(policy, rows):
+        scores = policy(rows)
+    return check_scores(policy, rows, scores)
 
 
 def policy_name(policy) -> str:
@@ -281,6 +339,6 @@ def _where(policy, e) -> str:
         home = inspect.getsourcefile(getattr(fn, "func", fn))
     except TypeError:
         home = None
-    frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is score_rows itself
+    frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is the frame of the `with` around the call
     mine = [f for f in frames if f.filename == home] or frames
     return f"(at {mine[-1].filename}:{mine[-1].lineno}: {mine[-1].line})" if mine else ""

@@ -131,43 +131,6 @@ def exact(named, deterministic=True):
     return "pass", f"token by token = prefill = masked view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}{note}"
 
 
-def with_tail(named, spec, deterministic=True):
-    """The policy with a T2R tail of feature map spec 'kind:r' (t2r/tail.py), random maps: its RNN view
-    (llama.step) = its transformer view, and a tail of no features (r = 0) is the policy alone, bit for bit."""
-    from t2r import linear, tail, train
-    model = llama.random_model(MODELS["LLaMA"], seed=1)  # not Mistral: a tail cannot forget what its window would
-    x = tokens(2, 40, seed=2)
-    policy = named.on(model, x)
-    maps, _ = train.maps_from(model, spec)
-    with torch.no_grad():  # random weights and biases, so that the tail matters and some features are off
-        g = torch.Generator().manual_seed(3)
-        for p in maps.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
-    none = linear.FeatureMaps(model.config, 0, dtype=model.dtype)  # a tail of no features
-    worst, runs, refused = 0.0, 0, {}
-    for size in SIZES:
-        try:
-            rnn = msrnn.feed(model, x, tail.init_state(model, maps, size, batch=2), policy)
-            worst = max(worst, (tail.forward(model, maps, x, policy, size) - rnn).abs().max().item())
-            if not torch.equal(msrnn.feed(model, x, tail.init_state(model, none, size, batch=2), policy),
-                               msrnn.run(model, x, policy, size)):
-                return "fail", f"size {size}: a tail of no features changed the policy's logits"
-        except guards.PolicyError as e:
-            if not isinstance(getattr(e, "original", None), ValueError):
-                return "fail", str(e)
-            refused[size] = str(e.original)
-            continue
-        runs += 1
-    if not runs:
-        return "fail", "the policy refused every size: " + next(iter(refused.values()))
-    where = f"{runs} runs: LLaMA, sizes {SIZES[0]}-{SIZES[-1]}, random {maps.kind} maps of r={maps.r}"
-    if worst > EXACT:
-        return "fail", f"the tail's views differ by {worst:.1e} (bound {EXACT:.0e}, float64) in {where}" + \
-            ("" if deterministic else "; it is not deterministic (see contract)")
-    return "pass", (f"RNN view = transformer view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}; "
-                    "no features = the policy alone, bit for bit")
-
-
 def causal(named, deterministic=True, t=24):
     if not deterministic:
         return "cannot tell", "not deterministic (see contract), so a change after step t proves nothing"
@@ -247,10 +210,11 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
 
 # ---------------------------------------------------------------- the verdict table
 
-def check(policy, model=None, tok=None, log=print, tail=None) -> dict:
+def check(policy, model=None, tok=None, log=print, more=None) -> dict:
     """Run every check on a policy (a name, 'file.py:fn', or a function) and print the verdict table.
-    With the default model and tokenizer given, also its quality on a real book; with tail ('kind:r'),
-    also the policy with a T2R tail (`with_tail`)."""
+    With the default model and tokenizer given, also its quality on a real book; more: checks of
+    another folder's, name -> fn(named, deterministic) -> (verdict, detail), e.g. t2r.train.tail_check's
+    "tail" (lab/ stands below t2r/, so the checker cannot import it)."""
     named = specs.named(policy)
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
@@ -260,9 +224,9 @@ def check(policy, model=None, tok=None, log=print, tail=None) -> dict:
     out["exact"] = exact(watch.checked, deterministic)
     out["causal"] = causal(watch.checked, deterministic)
     out["cost"] = ("fail", watch.stopped) if watch.stopped else cost(named)
-    if tail:
-        out["tail"] = with_tail(named, tail, deterministic)
-    for name in ("exact", "causal", "contract", "cost", *(["tail"] if tail else [])):
+    for name, fn in (more or {}).items():
+        out[name] = fn(named, deterministic)
+    for name in ("exact", "causal", "contract", "cost", *(more or {})):
         log(f"  {name:<9} {out[name][0]:<26} {out[name][1]}")
     if model is not None:
         length = 2048

@@ -12,10 +12,12 @@ import math
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -299,5 +301,15 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
         yield from ((args, fn(*shared, *args)) for args in jobs)
         return
     ctx = torch.multiprocessing.get_context("spawn")
-    with ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes)) as pool:
+    # Ctrl-C is the parent's to handle: it leaves the `with`, which ends the workers. A worker started
+    # with SIGINT ignored keeps it ignored (exec keeps SIG_IGN, and Python then installs no handler),
+    # so one still importing torch prints no traceback of its own.
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, before)
+    with pool:
         yield from pool.imap_unordered(_job, jobs, chunksize=1)

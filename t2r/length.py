@@ -1,9 +1,12 @@
 """Quality against length for the linear state: python -m t2r.length  ->  results/t2r_length.{json,log,png}
 
-Three hybrids of 64 exact rows per layer, trained side by side by attention transfer on one stream of
+Hybrids of 64 exact rows per layer, trained side by side by attention transfer on one stream of
 the frozen default model (maps only): window 64 (the hybrid of `demo.py t2r`), sinks 4 + window 60,
-and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py). Each is measured with its
-linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
+and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py), two sets per starting horizon
+(`--horizons`: the horizon learns slowly, so where it starts is most of what it ends at): φ after RoPE, and
+φ before it (rotated=False: the linear part is one function at every position, so what it learned on
+1,024-token chunks it applies unchanged at 16,384). Each is
+measured with its linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
 (64 attended, the same exact rows) and the full cache, on the first 1,024, 4,096 and 16,384 tokens of
 the evaluation books read as one text (alice29, then asyoulik; never a training book).
 """
@@ -21,8 +24,18 @@ from data import corpus
 from lab import experiments, harness, specs
 from t2r import linear, train
 
-HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, sinks=4),
-           "sinks 4 + window 60, decay": dict(window=60, sinks=4, decay=True)}
+HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, sinks=4)}
+
+
+def hybrids(starts) -> dict:
+    """The sets to train, name -> FeatureMaps' keywords: HYBRIDS, then per starting horizon a decayed set
+    with φ after RoPE and one with φ before it."""
+    sets = dict(HYBRIDS)
+    for h in starts:
+        decayed = dict(window=60, sinks=4, decay=True, horizon=h)
+        sets |= {f"sinks 4 + window 60, decay from {h:g}": decayed,
+                 f"sinks 4 + window 60, decay from {h:g}, φ before RoPE": decayed | dict(rotated=False)}
+    return sets
 
 
 def held_out(tok, length: int) -> torch.Tensor:
@@ -44,8 +57,8 @@ def main(argv=None):
     ap.add_argument("--r", type=harness.at_least(2), default=64, help="Hedgehog features (default 64)")
     ap.add_argument("--lengths", type=harness.at_least(2), nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
-    ap.add_argument("--horizon", type=harness.positive, default=4096.0,
-                    help="the decay's starting horizon in tokens (default 4096: started long, it learns slowly)")
+    ap.add_argument("--horizons", type=harness.at_least(2), nargs="+", default=[32],
+                    help="the decayed sets' starting horizons in tokens, two sets each (default 32)")
     ap.add_argument("--name", default="t2r_length", help="results/<name>.* (default t2r_length)")
     args = ap.parse_args(argv)
     t0, version = time.time(), harness.code_version()
@@ -53,22 +66,24 @@ def main(argv=None):
         log = lambda s: print(s, flush=True)
         model, tok = load_weights.load_model(), load_weights.load_tokenizer()
         chunks = train.training_text(tok, args.train_length)
-        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", horizon=args.horizon, **kw) for name, kw in HYBRIDS.items()}
-        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(HYBRIDS),
-                             args.horizon)
+        sets = hybrids(args.horizons)
+        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
+        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(sets))
         path = harness.RESULTS / f"t2r_length_{key}.safetensors"
         log(f"attention transfer of {', '.join(maps)} ({args.minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
         run = train.transfer(model, list(maps.values()), chunks, epochs=1, minutes=args.minutes, checkpoint=path, log=None)
         log(f"   {run['tokens']:,} tokens in {run['seconds']:.0f} s ({run['tokens_per_s']:.0f} tokens/s)")
-        decayed = maps["sinks 4 + window 60, decay"]
         rows, text = [], held_out(tok, max(args.lengths))
         for n in sorted(args.lengths):
             x = text[:, :n]
             ppl = lambda logits: math.exp(experiments.next_token_nll(logits, x).mean().item())
+            zeroed = {}  # (window, sinks) -> the exact rows alone: one twin for every set that holds those rows
             with torch.no_grad():
                 for name, m in maps.items():
                     exact = m.window + m.sinks
-                    got, zero = ppl(linear.forward(model, m, x)), ppl(linear.forward(model, train.zeroed(m), x))
+                    if (m.window, m.sinks) not in zeroed:
+                        zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), x))
+                    got, zero = ppl(linear.forward(model, m, x)), zeroed[m.window, m.sinks]
                     rows.append(dict(method=f"{name} + linear", size=exact, state_bytes=linear.state_bytes(model, m),
                                      tokens=n, ppl=got, zeroed_ppl=zero))
                     log(f"   {n:6,} tokens, {name} + linear: {got:.2f} (zeroed {zero:.2f})")
@@ -80,7 +95,7 @@ def main(argv=None):
                                      state_bytes=None if size is None else msrnn.state_bytes(model, size)))
                     log(f"   {n:6,} tokens, {rows[-1]['method']}: {got:.2f}")
         data = {"rows": rows, "training": {k: run[k] for k in ("tokens", "seconds", "tokens_per_s")},
-                "horizons": horizons(decayed), "r": args.r, "start_horizon": args.horizon, "train_length": args.train_length}
+                "horizons": {n: horizons(m) for n, m in maps.items() if m.decay}, "r": args.r, "train_length": args.train_length}
         print("\n" + table(data))
     path = harness.save(args.name, data, {"code_version": version, "seconds": round(time.time() - t0, 1)}, printed.getvalue(), draw)
     print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")

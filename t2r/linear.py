@@ -12,7 +12,10 @@ state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024, arXi
 StreamingLLM's sinks, which carry a share of the attention no bounded kernel can put on 4 keys among
 thousands). With `decay`, a learned γ in (0, 1) per KV head shrinks the state at every step,
 S ← γS + φ(k)vᵀ and z likewise, so that a row folded d steps ago weighs γ^d (RetNet's decay, learned):
-an undecayed state gives the far past more of the normaliser the longer the text.
+an undecayed state gives the far past more of the normaliser the longer the text. With
+`rotated=False` φ reads q and k as they were before RoPE (each turned back by its own position), so the
+linear part is one function at every position: RoPE's slow pairs turn through angles at 16,384 tokens that
+maps trained on 1,024-token chunks never saw (the exact rows keep RoPE either way).
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
@@ -33,7 +36,8 @@ EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU
 
 
 class FeatureMaps(nn.Module):
-    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
+    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models), or before it
+    (`rotated=False`: φ(x) at position t reads x turned back by t's angles; see the module's docstring).
 
     Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
     maps), except "t2r", Kasai et al.'s: one map per KV head, applied to its keys and to the queries
@@ -46,7 +50,7 @@ class FeatureMaps(nn.Module):
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
-                 horizon: float = 4096.0):
+                 horizon: float = 4096.0, rotated: bool = True):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
@@ -59,7 +63,8 @@ class FeatureMaps(nn.Module):
         if not horizon > 1:
             raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
-        self.sinks, self.decay = sinks, decay
+        self.sinks, self.decay, self.rotated = sinks, decay, rotated
+        self.inv_freq = llama.rope_frequencies(cfg)  # (hd/2,) float64, to turn q and k back (rotated=False)
         self.layers = list(range(n_layers)) if layers is None else sorted(layers)
         guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
                             f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
@@ -90,8 +95,15 @@ class FeatureMaps(nn.Module):
         """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""
         return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
-    def phi(self, layer: int, x, which: str):
-        """x (B, Hkv, G for queries or 1 for keys, T, hd) -> features (B, Hkv, G or 1, T, r)."""
+    def phi(self, layer: int, x, which: str, pos=None):
+        """x (B, Hkv, G for queries or 1 for keys, T, hd) at positions pos (T,) -> features (B, Hkv, G or 1, T, r).
+        pos is read only with rotated=False."""
+        if not self.rotated:
+            if pos is None:
+                raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
+            angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
+            cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
+            x = llama.rope(x, cos, -sin)                             # RoPE turned back: a rotation by -angle
         if self.kind == "elu":
             return F.elu(x) + 1
         w, b = (self.wq, self.bq) if which == "q" and self.kind != "t2r" else (self.wk, self.bk)
@@ -182,7 +194,9 @@ def decayed_cumsum(x, gamma, dim: int):
 
 def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
     """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
-    return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, maps.sinks, maps.gamma(i))
+    pos = torch.arange(q.shape[3])
+    return attention(q, k, v, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), maps.window, block, maps.sinks,
+                     maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
@@ -222,12 +236,12 @@ class LinearState:
         if u < 0:  # one of the first rows: a sink, never folded
             self.Ks[:, :, t], self.Vs[:, :, t] = k, v
         elif w == 0:  # plain linear attention: the token joins the sums before its query reads them
-            self.fold(k, v)
+            self.fold(k, v, t)
         else:  # row t - w leaves the window: fold it into S, z; row t takes its slot
             if u >= w:
-                self.fold(self.K[:, :, u % w], self.V[:, :, u % w])
+                self.fold(self.K[:, :, u % w], self.V[:, :, u % w], t - w)
             self.K[:, :, u % w], self.V[:, :, u % w] = k, v
-        fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
+        fq = self.maps.phi(self.layer, q[:, :, :, None], "q", [t])[:, :, :, 0]  # (B, Hkv, G, r)
         num, den = fq @ self.S, fq @ self.z[..., None]               # (B, Hkv, G, hd), (B, Hkv, G, 1)
         K = torch.cat([self.Ks[:, :, :min(t + 1, sinks)], self.K[:, :, :min(max(u + 1, 0), w)]], 2)  # (B, Hkv, n, hd)
         V = torch.cat([self.Vs[:, :, :min(t + 1, sinks)], self.V[:, :, :min(max(u + 1, 0), w)]], 2)
@@ -237,9 +251,10 @@ class LinearState:
             num, den = num + e @ V, den + e.sum(-1, keepdim=True)
         return num / den.clamp_min(EPS)
 
-    def fold(self, k, v):
-        """S ← γS + φ(k)vᵀ, z ← γz + φ(k) (γ = 1 without decay): a row folded d steps ago weighs γ^d."""
-        fk = self.maps.phi(self.layer, k[:, :, None, None], "k")[:, :, 0, 0]  # (B, Hkv, r)
+    def fold(self, k, v, pos=None):
+        """S ← γS + φ(k)vᵀ, z ← γz + φ(k) (γ = 1 without decay) for the row of position pos: a row folded d
+        steps ago weighs γ^d."""
+        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", [pos])[:, :, 0, 0]  # (B, Hkv, r)
         gamma = self.maps.gamma(self.layer)
         if gamma is not None:
             self.S *= gamma.to(self.S.dtype)[:, None, None]

@@ -5,6 +5,7 @@ so that each layer's linear attention reproduces its softmax output on the froze
 """
 import copy
 import dataclasses
+import functools
 import inspect
 import json
 import math
@@ -18,7 +19,8 @@ import torch.nn.functional as F
 import llama
 import msrnn
 from data import corpus
-from lab import experiments, harness, specs
+from engine import guards
+from lab import checker, experiments, harness, specs
 from t2r import linear
 from t2r.linear import FeatureMaps, forward, state_bytes
 
@@ -26,7 +28,7 @@ from t2r.linear import FeatureMaps, forward, state_bytes
 def save(maps: FeatureMaps, path):
     from safetensors.torch import save_file
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
-            "sinks": str(maps.sinks), "decay": str(int(maps.decay))}
+            "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
     with harness.atomic(pathlib.Path(path)) as tmp:
         save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
 
@@ -49,14 +51,16 @@ def load(path, model: llama.Model) -> FeatureMaps:
     r, window = number("r", 1), number("window", 0)
     sinks = _field_int(path, "sinks", meta.get("sinks", "0"), 0)  # files saved before sinks and decay have neither
     decay = _field_int(path, "decay", meta.get("decay", "0"), 0)
-    if decay > 1:
-        raise ValueError(f"{path}: field 'decay' is {decay}, it must be 0 or 1")
+    rotated = _field_int(path, "rotated", meta.get("rotated", "1"), 0)
+    for field, value in (("decay", decay), ("rotated", rotated)):
+        if value > 1:
+            raise ValueError(f"{path}: field {field!r} is {value}, it must be 0 or 1")
     layers = [_field_int(path, "layers", i, 0) for i in meta["layers"].split(",") if i]
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
         maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
-                           decay=bool(decay)).to(model.device)
+                           decay=bool(decay), rotated=bool(rotated)).to(model.device)
     except (MemoryError, ValueError) as e:
         raise ValueError(f"{path}: field 'r' = {r}: {e}") from None
     want = dict(maps.named_parameters())
@@ -281,7 +285,52 @@ def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
 
 def describe(maps: FeatureMaps) -> dict:
     return {"kind": maps.kind, "r": maps.r, "window": maps.window, "layers": maps.layers} | \
-        ({"sinks": maps.sinks} if maps.sinks else {}) | ({"decay": True} if maps.decay else {})
+        ({"sinks": maps.sinks} if maps.sinks else {}) | ({"decay": True} if maps.decay else {}) | \
+        ({} if maps.rotated else {"rotated": False})
+
+
+def tail_check(spec):
+    """The checker's "tail" check (`checker.check(..., more={"tail": tail_check(spec)})`): the policy with a
+    T2R tail of feature map spec 'kind:r' (t2r/tail.py), random maps: its RNN view (llama.step) = its
+    transformer view, and a tail of no features (r = 0) is the policy alone, bit for bit."""
+    return functools.partial(_tail_check, spec=spec)
+
+
+def _tail_check(named, deterministic, spec):
+    from t2r import tail
+    MODELS, SIZES, EXACT = checker.MODELS, checker.SIZES, checker.EXACT
+    model = llama.random_model(MODELS["LLaMA"], seed=1)  # not Mistral: a tail cannot forget what its window would
+    x = checker.tokens(2, 40, seed=2)
+    policy = named.on(model, x)
+    maps, _ = maps_from(model, spec)
+    with torch.no_grad():  # random weights and biases, so that the tail matters and some features are off
+        g = torch.Generator().manual_seed(3)
+        for p in maps.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.5)
+    none = linear.FeatureMaps(model.config, 0, dtype=model.dtype)  # a tail of no features
+    worst, runs, refused = 0.0, 0, {}
+    for size in SIZES:
+        try:
+            rnn = msrnn.feed(model, x, tail.init_state(model, maps, size, batch=2), policy)
+            worst = max(worst, (tail.forward(model, maps, x, policy, size) - rnn).abs().max().item())
+            if not torch.equal(msrnn.feed(model, x, tail.init_state(model, none, size, batch=2), policy),
+                               msrnn.run(model, x, policy, size)):
+                return "fail", f"size {size}: a tail of no features changed the policy's logits"
+        except guards.PolicyError as e:
+            if not isinstance(getattr(e, "original", None), ValueError):
+                return "fail", str(e)
+            refused[size] = str(e.original)
+            continue
+        runs += 1
+    if not runs:
+        return "fail", "the policy refused every size: " + next(iter(refused.values()))
+    where = f"{runs} runs: LLaMA, sizes {SIZES[0]}-{SIZES[-1]}, random {maps.kind} maps of r={maps.r}"
+    if worst > EXACT:
+        return "fail", f"the tail's views differ by {worst:.1e} (bound {EXACT:.0e}, float64) in {where}" + \
+            ("" if deterministic else "; it is not deterministic (see contract)")
+    return "pass", (f"RNN view = transformer view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}; "
+                    "no features = the policy alone, bit for bit")
+
 
 
 # ---------------------------------------------------------------- stage 2: swap, then finetune
@@ -403,7 +452,7 @@ def zeroed(maps: FeatureMaps) -> FeatureMaps:
     """The same maps with every feature 0: S and z stay 0, so only the window (or the held rows) is left.
     A hybrid whose perplexity barely rises under this bypasses its linear part (arXiv 2510.05901)."""
     off = copy.copy(maps)
-    off.phi = lambda layer, x, which: x.new_zeros(*x.shape[:-1], maps.r)
+    off.phi = lambda layer, x, which, pos=None: x.new_zeros(*x.shape[:-1], maps.r)
     return off
 
 

@@ -75,11 +75,24 @@ def test_a_folder_that_cannot_be_graded_is_named(tmp_path):
     assert "Traceback" not in out
 
 
+def test_a_file_python_cannot_read_is_named(tmp_path):
+    """A file in another encoding, and one nested past the parser's depth, are named before any test runs."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "llama.py").write_bytes("# café\n".encode("latin-1"))
+    (folder / "policies.py").write_text("x = " + "1 + " * 100_000 + "1\n")  # a sum too deep for ast
+    said = grade.problems(folder, ["llama", "policies"])
+    assert len(said) == 2 and "llama.py is not UTF-8 text" in said[0] and "nested too deeply" in said[1], said
+
+
 def test_init_copies_the_skeletons_and_never_overwrites(tmp_path):
     code, out = run("--init", tmp_path / "mine")
     assert code == 0 and (tmp_path / "mine" / "llama.py").read_text() == (ROOT / "course/skeleton/llama.py").read_text()
     code, out = run("--init", tmp_path / "mine")
     assert code == 1 and "exists already" in out
+    (tmp_path / "a file").write_text("")
+    code, out = run("--init", tmp_path / "a file" / "mine")  # a folder inside a file: it cannot be made
+    assert code == 1 and "cannot copy the skeletons to" in out and "Traceback" not in out, out
 
 
 def definitions(path):
@@ -162,8 +175,8 @@ MISTAKES = {
                                    "self.attention(q @ K.mT, pos, t)", "differs from the transformer"),
     "the sliding window one row too wide": (2, "msrnn.py", "(pos <= t - self.window)", "(pos < t - self.window)",
                                             "with Mistral's sliding window your multi-state differs"),
-    "the current token protected": (3, "msrnn.py", "scores = guards.score_rows(policy, rows)",
-                                    "scores = guards.score_rows(policy, rows).masked_fill(rows.pos[:, :1] == t, math.inf)",
+    "the current token protected": (3, "msrnn.py", "scores = policy(rows)  ",
+                                    "scores = policy(rows).masked_fill(rows.pos[:, :1] == t, math.inf)  ",
                                     "the current token's row must be among those the policy scores"),
     "a reused slot keeps its score": (3, "msrnn.py", "self.score[slot], self.prev[slot] = 0.0, math.nan",
                                       "self.prev[slot] = math.nan", "a reused slot's starts at 0"),

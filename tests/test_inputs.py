@@ -313,3 +313,52 @@ def test_feature_map_specs_are_refused_before_any_work(spec):
     if spec in ("relu:0", "relu:x"):
         with pytest.raises(ValueError, match="kind:r"):
             train.maps_from(MODEL, spec)
+
+
+def test_scores_that_cannot_be_ranked_and_attention_that_overflowed_are_named():
+    """float8 scores are refused as a dtype; NaN scores from a non-finite attention (float16's overflow,
+    an inf gain) name the overflow, not the policy that only passed it on."""
+    model = random_model(tiny_config())
+    float8 = lambda rows: policies.tova(rows).to(torch.float8_e4m3fn)
+    with pytest.raises(guards.PolicyError, match="float8 and complex cannot be ranked"):
+        msrnn.run(model, tokens(1, 12), float8, 4)
+    B, H, n = 1, model.config.n_kv_heads, 5
+    rows = msrnn.Rows(attn=torch.full((B, H, model.config.n_heads // H, n), float("inf")), pos=torch.zeros(B, H, n, dtype=torch.long),
+                      score=torch.zeros(B, H, n), keys=None, values=None, query=torch.zeros(B, H, 1, 4), prev=None, t=9, size=4, layer=2)
+    with pytest.raises(FloatingPointError, match="overflowed its dtype .*float16 ends at 65504"):
+        guards.check_scores(policies.tova, rows, torch.full((B, 1, n), float("nan")))
+
+
+def test_ctrl_c_is_the_parents_a_pool_worker_ignores_it(monkeypatch):
+    """A sweep's workers start with SIGINT ignored, so Ctrl-C while one still imports torch prints no
+    worker traceback (the parent's KeyboardInterrupt ends the pool); the parent's handler is put back."""
+    import signal
+    monkeypatch.setattr(harness.threads, "cores", lambda: 2)
+    seen = [got for _, got in harness.pool_map(signal.getsignal, (), [(signal.SIGINT,)] * 2, 2)]
+    assert seen == [signal.SIG_IGN] * 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_memory_check_reads_the_processs_own_limit():
+    """Under `ulimit -v` the check refuses what the process may not map, though the machine has it free."""
+    code = ("import resource; from engine import guards\n"
+            "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (used + 2 ** 30, resource.RLIM_INFINITY))\n"
+            "guards.check_memory(2 ** 29, 'half a GiB')\n"
+            "try:\n    guards.check_memory(3 * 2 ** 30, 'three GiB')\nexcept MemoryError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=harness.ROOT, timeout=120)
+    assert "three GiB needs 3.0 GiB, but only 1.0 GiB" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("case,says", [("another model", "made for another model"), ("used", "has read 6 token"),
+                                       ("another size", "made for size=8"), ("another batch", "the state was made for 2")])
+def test_masked_forward_takes_only_a_fresh_state_of_its_own(case, says):
+    model, x = random_model(tiny_config()), tokens(1, 10)
+    state = {"another model": lambda: msrnn.init_state(random_model(tiny_config(n_layers=3)), 1, 4),
+             "used": lambda: (msrnn.feed(model, tokens(1, 6), s := msrnn.init_state(model, 1, 4), policies.tova), s)[1],
+             "another size": lambda: msrnn.init_state(model, 1, 8),
+             "another batch": lambda: msrnn.init_state(model, 2, 4)}[case]()
+    with pytest.raises(ValueError, match=says):
+        msrnn.masked_forward(model, x, policies.tova, 4, state=state)
+    logits, _ = msrnn.masked_forward(model, x, policies.tova, 4, state=msrnn.init_state(model, 1, 4))
+    assert_close(logits, msrnn.run(model, x, policies.tova, 4), EXACT)

@@ -23,7 +23,10 @@ MORE = {"sinks-3": ("relu", 6, 0, dict(sinks=3)), "decay": ("t2r", 6, 0, dict(de
         "sinks-decay": ("hedgehog", 6, 0, dict(sinks=2, decay=True, horizon=6.0)),
         "hybrid-3-sinks-2": ("relu", 6, 3, dict(sinks=2)), "hybrid-9-sinks-4-decay": ("relu", 4, 9, dict(sinks=4, decay=True, horizon=8.0)),
         "hedgehog-3-sinks-1-decay": ("hedgehog", 4, 3, dict(sinks=1, decay=True, horizon=4.0)),
-        "elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0))}
+        "elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0)),
+        # φ before RoPE: plain, and the hybrid with sinks and a decay (a folded row is turned back by its own position)
+        "unrotated": ("t2r", 6, 0, dict(rotated=False)),
+        "unrotated-hybrid-3-sinks-1-decay": ("hedgehog", 4, 3, dict(sinks=1, decay=True, horizon=4.0, rotated=False))}
 MAPS |= {name: spec[:3] for name, spec in MORE.items()}
 
 
@@ -40,8 +43,9 @@ def maps_for(model, name, seed=0, **kw):
 def parallel(model, maps, x, block):
     # sinks and decay only where the maps have them: the course's linear.py (part 7) has neither
     more = lambda i: {"sinks": maps.sinks, "gamma": maps.gamma(i)} if getattr(maps, "sinks", 0) or getattr(maps, "decay", 0) else {}
+    pos = {} if getattr(maps, "rotated", True) else {"pos": torch.arange(x.shape[1])}
     return llama.forward(model, x, lambda i, q, k, v: linear.attention(
-        q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, **more(i)))
+        q, k, v, maps.phi(i, q, "q", **pos), maps.phi(i, k, "k", **pos), maps.window, block, **more(i)))
 
 
 @pytest.mark.parametrize("name", MAPS)
@@ -63,6 +67,22 @@ def test_hybrid_shorter_than_its_window_is_the_transformer():
     model = random_model(tiny_config())
     maps, x = maps_for(model, "hybrid-9"), tokens(2, 7)
     assert_close(linear.run(model, maps, x), llama.forward(model, x), atol=EXACT)
+
+
+def test_unrotated_maps_are_one_function_at_every_position():
+    """rotated=False: φ of a vector RoPE turned to position t, told t, is φ of the vector itself (float64),
+    at positions far beyond any training chunk; the rotated maps' features there differ."""
+    model = random_model(tiny_config())
+    x = torch.randn(1, model.config.n_kv_heads, 1, 5, model.config.head_dim, dtype=torch.float64)
+    pos = torch.tensor([0, 7, 1_000, 16_383, 100_000])
+    cos, sin = llama.rope_angles(model, pos)
+    turned = llama.rope(x, cos, sin)                                 # x at positions pos
+    un, rot = (linear.FeatureMaps(model.config, 6, "hedgehog", 3, dtype=torch.float64, rotated=r) for r in (False, True))
+    here = un.phi(0, x, "k", torch.zeros(5, dtype=torch.long))
+    assert_close(un.phi(0, turned, "k", pos), here, atol=EXACT)
+    assert (rot.phi(0, turned, "k") - here).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="needs their positions"):
+        un.phi(0, x, "k")
 
 
 @pytest.mark.parametrize("window", [1, 4, 7])
@@ -281,7 +301,7 @@ def test_zeroed_hybrid_is_its_window():
     assert (linear.forward(model, maps, x) - llama.forward(mistral, x)).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("name", ["relu", "hedgehog", "elu", "hybrid-3"])
+@pytest.mark.parametrize("name", ["relu", "hedgehog", "elu", "hybrid-3", "unrotated-hybrid-3-sinks-1-decay"])
 def test_saved_maps_give_identical_logits(tmp_path, name):
     model = random_model(tiny_config(n_layers=3))
     maps = maps_for(model, name, layers=[0, 2])

@@ -114,9 +114,10 @@ class MultiState:
 
     def scores(self, attn, q, t, policy):
         """Part 3. The policy's scores of the n held rows, (B, 1 or Hkv, n): build the Rows it sees
-        (slots 0 .. n-1 of every buffer), call it through guards.score_rows(policy, rows) (which
-        checks what it returns), and keep the scores, expanded to (B, Hkv, n), in self.prev for its
-        next call (Rows.prev)."""
+        (slots 0 .. n-1 of every buffer), call the policy inside `with guards.policy_call(policy, rows):`
+        and check what it returned with guards.check_scores(policy, rows, scores) (guards.score_rows
+        does both), and keep the scores, expanded to (B, Hkv, n), in self.prev for its next call
+        (Rows.prev)."""
         raise NotImplementedError
 
     def _slots(self):
