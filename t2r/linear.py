@@ -95,15 +95,21 @@ class FeatureMaps(nn.Module):
         """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""
         return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
+    def turned_back(self, x, pos):
+        """x (.., T, hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
+        rotated back by the angles of its position, pos (T,)."""
+        if self.rotated:
+            return x
+        if pos is None:
+            raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
+        angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
+        cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
+        return llama.rope(x, cos, -sin)                              # a rotation by -angle undoes RoPE's
+
     def phi(self, layer: int, x, which: str, pos=None):
         """x (B, Hkv, G for queries or 1 for keys, T, hd) at positions pos (T,) -> features (B, Hkv, G or 1, T, r).
         pos is read only with rotated=False."""
-        if not self.rotated:
-            if pos is None:
-                raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
-            angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
-            cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
-            x = llama.rope(x, cos, -sin)                             # RoPE turned back: a rotation by -angle
+        x = self.turned_back(x, pos)
         if self.kind == "elu":
             return F.elu(x) + 1
         w, b = (self.wq, self.bq) if which == "q" and self.kind != "t2r" else (self.wk, self.bk)

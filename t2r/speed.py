@@ -1,11 +1,12 @@
 """T2R's other two claims, measured: a state that stays the same size, and a decode step whose cost
-stays flat, however many tokens were read; for T2R, TOVA, TOVA with a T2R tail and the full cache.
+stays flat, however many tokens were read; for T2R, the hybrid of t2r/length.py (sinks 4 + window 60 +
+a decayed Hedgehog state, φ before RoPE), TOVA, TOVA with a T2R tail and the full cache.
 
     python -m t2r.speed        # results/t2r_speed.json, .log and .png
 
 A decode step's cost depends on the state, not on the text that made it. So each state is built as it
 stands after n tokens, without reading them: random keys and values in the rows it would hold (n for
-the full cache, size + 1 slots for TOVA, with or without a tail) and random S, z (T2R, the tail), at
+the full cache, size + 1 slots for TOVA, with or without a tail) and random S, z (T2R, the hybrid, the tail), at
 position n. Its bytes are counted from its tensors (`held_bytes`; tests/test_tail.py checks them
 against a state that read the tokens), and the steps timed are real steps of the real model
 (llama.step): `measure` says how.
@@ -42,7 +43,7 @@ def held_bytes(state: msrnn.State) -> int:
     total = 0
     for ms in state:
         if isinstance(ms, linear.LinearState):
-            total += sum(x.nbytes for x in (ms.S, ms.z, ms.K, ms.V))
+            total += sum(x.nbytes for x in (ms.S, ms.z, ms.K, ms.V, ms.Ks, ms.Vs))
             continue
         total += ms.k[:, :, :ms.n].nbytes + ms.v[:, :, :ms.n].nbytes
         if isinstance(ms, tail.TailState):
@@ -50,12 +51,19 @@ def held_bytes(state: msrnn.State) -> int:
     return total
 
 
-def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps) -> msrnn.State:
-    """The state of `kind` ('full', 'tova', 'tail', 't2r') as it stands after n tokens (see the top)."""
+def hybrid_maps(model) -> linear.FeatureMaps:
+    """The maps of t2r/length.py's best hybrid, untrained: sinks 4 + window 60 + Hedgehog 64, decayed, before RoPE."""
+    return linear.FeatureMaps(model.config, 64, "hedgehog", 60, dtype=model.dtype, sinks=4, decay=True,
+                              horizon=32.0, rotated=False).to(model.device)
+
+
+def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None) -> msrnn.State:
+    """The state of `kind` ('full', 'tova', 'tail', 't2r', 'hybrid': t2r_maps, or hybrid's) as it stands
+    after n tokens (see the top)."""
     g = torch.Generator().manual_seed(0)
     rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
-    if kind == "t2r":
-        state = linear.init_state(model, t2r_maps)
+    if kind in ("t2r", "hybrid"):
+        state = linear.init_state(model, t2r_maps if kind == "t2r" else hybrid)
         for ls in state:
             ls.S, ls.z = rand(ls.S), rand(ls.z)
     else:
@@ -69,21 +77,21 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps) -> msrnn.Sta
 
 
 @torch.no_grad()
-def measure(model, lengths=(1024, 8192, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=15, log=print) -> dict:
+def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=15, log=print) -> dict:
     """Every state built first, then `steps` rounds of one step from each, so that a change in the
     machine's load falls on every cell alike; each cell's figure is the median of its rounds, in CPU
     seconds of this thread (what other processes on shared cores take is not counted) and in wall seconds."""
-    t2r_maps, tail_maps = maps_from(t2r, model), maps_from(tail_spec, model)
-    kinds = {"t2r": f"T2R {t2r}", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
+    t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
+    kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
     token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
     cells = [(n, kind) for n in lengths for kind in kinds]
-    states = {cell: built(model, cell[1], cell[0], size, t2r_maps, tail_maps) for cell in cells}
+    states = {cell: built(model, cell[1], cell[0], size, t2r_maps, tail_maps, hybrid) for cell in cells}
     bytes_ = {cell: held_bytes(state) for cell, state in states.items()}  # before any step: as after n tokens
     cpu, wall = {cell: [] for cell in cells}, {cell: [] for cell in cells}
     for rnd in range(steps + 1):  # round 0 is the warm-up
         for (n, kind), state in states.items():
             c0, w0 = time.thread_time(), time.perf_counter()
-            llama.step(model, token, state, None if kind in ("full", "t2r") else policies.tova)
+            llama.step(model, token, state, policies.tova if kind in ("tova", "tail") else None)
             if rnd:
                 cpu[n, kind].append(time.thread_time() - c0)
                 wall[n, kind].append(time.perf_counter() - w0)
@@ -92,7 +100,7 @@ def measure(model, lengths=(1024, 8192, 32768), size=256, t2r="relu:64", tail_sp
         results.append({"kind": kind, "label": kinds[kind], "tokens_read": n, "state_bytes": bytes_[n, kind],
                         "tokens_per_s": 1 / statistics.median(cpu[n, kind]),
                         "tokens_per_wall_s": 1 / statistics.median(wall[n, kind])})
-        log(f"{n:>7,} tokens read  {kinds[kind]:<28} {bytes_[n, kind] / 2**20:9.2f} MiB   "
+        log(f"{n:>7,} tokens read  {kinds[kind]:<34} {bytes_[n, kind] / 2**20:9.2f} MiB   "
             f"{results[-1]['tokens_per_s']:7.2f} tokens/s ({results[-1]['tokens_per_wall_s']:.2f} by the wall clock)")
     return {"lengths": list(lengths), "size": size, "t2r": t2r, "tail": tail_spec, "steps": steps,
             "threads": torch.get_num_threads(), "dtype": str(model.dtype).removeprefix("torch."), "results": results}
@@ -126,7 +134,7 @@ def draw(plt, data):
         plt.xlabel("tokens read")
         plt.ylabel(ylabel)
         plt.legend(fontsize=7)
-    plt.suptitle(f"A constant state and a flat cost (T2R, TOVA, TOVA + tail) against a growing cache; "
+    plt.suptitle(f"A constant state and a flat cost (T2R, the hybrid, TOVA, TOVA + tail) against a growing cache; "
                  f"{data['dtype']}, {data['threads']} thread(s)", fontsize=9)
 
 
@@ -141,8 +149,8 @@ def map_spec(text: str) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lengths", type=harness.at_least(1), nargs="+", default=[1024, 8192, 32768],
-                    help="tokens read before the steps timed (default 1024 8192 32768)")
+    ap.add_argument("--lengths", type=harness.at_least(1), nargs="+", default=[1024, 4096, 16384, 32768],
+                    help="tokens read before the steps timed (default 1024 4096 16384 32768: t2r.length's and 32k)")
     ap.add_argument("--size", type=harness.at_least(1), default=256, help="TOVA's multi-state size (default 256)")
     ap.add_argument("--t2r", type=map_spec, default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
     ap.add_argument("--tail", type=map_spec, default="relu:16", help="the tail's feature map, kind:r (default relu:16)")

@@ -145,20 +145,22 @@ def test_what_a_tail_cannot_be_is_refused():
         tail.perplexity(model, maps_for(model), tokens(1, 10)[0], "full", 4)
 
 
-@pytest.mark.parametrize("kind", ["full", "tova", "tail", "t2r"])
+@pytest.mark.parametrize("kind", ["full", "tova", "tail", "t2r", "hybrid"])
 def test_speed_builds_the_state_reading_would_leave(kind):
     """t2r/speed.py times steps from states built without reading the tokens: each holds the bytes of
     the state that read them, and a step from it runs."""
     from t2r import speed
     model = random_model(tiny_config())
     n, size, t2r_maps, tail_maps = 20, 5, maps_for(model, r=6), maps_for(model)
+    hybrid = linear.FeatureMaps(model.config, 4, "hedgehog", 3, dtype=model.dtype, sinks=2, decay=True, rotated=False)
     x = tokens(1, n)
     read = {"full": lambda: msrnn.init_state(model), "tova": lambda: msrnn.init_state(model, 1, size),
-            "tail": lambda: tail.init_state(model, tail_maps, size), "t2r": lambda: linear.init_state(model, t2r_maps)}[kind]()
+            "tail": lambda: tail.init_state(model, tail_maps, size), "t2r": lambda: linear.init_state(model, t2r_maps),
+            "hybrid": lambda: linear.init_state(model, hybrid)}[kind]()
     policy = policies.tova if kind in ("tova", "tail") else None
     for t in range(n):  # msrnn.feed reads only multi-states
         llama.step(model, x[:, t], read, policy)
-    built = speed.built(model, kind, n, size, t2r_maps, tail_maps)
+    built = speed.built(model, kind, n, size, t2r_maps, tail_maps, hybrid)
     assert speed.held_bytes(built) == speed.held_bytes(read) > 0
     assert built.t == read.t == n
     llama.step(model, x[:, 0], built, policy)

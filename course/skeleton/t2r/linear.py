@@ -15,7 +15,10 @@ state (the sliding window + linear attention of LoLCATs, Zhang et al. 2024, arXi
 StreamingLLM's sinks, which carry a share of the attention no bounded kernel can put on 4 keys among
 thousands). With `decay`, a learned γ in (0, 1) per KV head shrinks the state at every step,
 S ← γS + φ(k)vᵀ and z likewise, so that a row folded d steps ago weighs γ^d (RetNet's decay, learned):
-an undecayed state gives the far past more of the normaliser the longer the text.
+an undecayed state gives the far past more of the normaliser the longer the text. With
+`rotated=False` φ reads q and k as they were before RoPE (each turned back by its own position), so the
+linear part is one function at every position: RoPE's slow pairs turn through angles at 16,384 tokens that
+maps trained on 1,024-token chunks never saw (the exact rows keep RoPE either way).
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
@@ -36,7 +39,8 @@ EPS = 1e-6  # floor of the denominator: φ(q)·z is 0 when all of a query's ReLU
 
 
 class FeatureMaps(nn.Module):
-    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models).
+    """φ of every layer, applied after RoPE (as Hedgehog and LoLCATs do on RoPE models), or before it
+    (`rotated=False`: φ(x) at position t reads x turned back by t's angles; see the module's docstring).
 
     Keys get one map per KV head, queries one per query head (LoLCATs learns separate query and key
     maps), except "t2r", Kasai et al.'s: one map per KV head, applied to its keys and to the queries
@@ -49,7 +53,7 @@ class FeatureMaps(nn.Module):
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
-                 horizon: float = 4096.0):
+                 horizon: float = 4096.0, rotated: bool = True):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
@@ -62,7 +66,8 @@ class FeatureMaps(nn.Module):
         if not horizon > 1:
             raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
-        self.sinks, self.decay = sinks, decay
+        self.sinks, self.decay, self.rotated = sinks, decay, rotated
+        self.inv_freq = llama.rope_frequencies(cfg)  # (hd/2,) float64, to turn q and k back (rotated=False)
         self.layers = list(range(n_layers)) if layers is None else sorted(layers)
         guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
                             f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
@@ -93,9 +98,21 @@ class FeatureMaps(nn.Module):
         """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""
         return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
-    def phi(self, layer: int, x, which: str):
+    def turned_back(self, x, pos):
+        """x (.., T, hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
+        rotated back by the angles of its position, pos (T,)."""
+        if self.rotated:
+            return x
+        if pos is None:
+            raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
+        angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
+        cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
+        return llama.rope(x, cos, -sin)                              # a rotation by -angle undoes RoPE's
+
+    def phi(self, layer: int, x, which: str, pos=None):
         """Part 7. The feature map of layer `layer`: x (B, Hkv, G for queries or 1 for keys, T, hd)
-        -> features (B, Hkv, G or 1, T, r).
+        -> features (B, Hkv, G or 1, T, r). Begin with x = self.turned_back(x, pos): x itself, but for
+        maps that read q and k before RoPE (rotated=False, beyond the course; pos: x's positions).
 
         "elu": ELU(x) + 1 (Katharopoulos et al. 2020), r = hd. "relu": ReLU(W x + b), with
         W, b = self.wq[layer], self.bq[layer] for queries (which == "q"), self.wk, self.bk for keys:
@@ -135,7 +152,9 @@ def decayed_cumsum(x, gamma, dim: int):
 
 def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
     """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
-    return attention(q, k, v, maps.phi(i, q, "q"), maps.phi(i, k, "k"), maps.window, block, maps.sinks, maps.gamma(i))
+    pos = torch.arange(q.shape[3])
+    return attention(q, k, v, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), maps.window, block, maps.sinks,
+                     maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
@@ -177,13 +196,15 @@ class LinearState:
         (slot t % w) after the row it replaces, t - w, is folded; the held rows add
         exp(q·k/√hd - m) weights to numerator and denominator, as in `attention`. Beyond the course:
         the first self.Ks.shape[2] rows (sinks; none in the graded tests) stay exact in self.Ks, self.Vs,
-        and the ring holds rows from there, row t in slot (t - sinks) % w."""
+        and the ring holds rows from there, row t in slot (t - sinks) % w; and each φ is told its row's
+        position (phi(..., [t]) for the query, fold(k, v, pos)), which maps with rotated=False read."""
         raise NotImplementedError
 
-    def fold(self, k, v):
+    def fold(self, k, v, pos=None):
         """Part 7. Fold a row into the linear state: S += φ(k) vᵀ, z += φ(k), for k, v (B, Hkv, hd)
-        (φ of keys: self.maps.phi(self.layer, ..., "k")). Beyond the course: with a decay
-        (self.maps.gamma(self.layer) is not None, (Hkv,)), first S ← γS and z ← γz."""
+        (φ of keys: self.maps.phi(self.layer, ..., "k", [pos])). Beyond the course: with a decay
+        (self.maps.gamma(self.layer) is not None, (Hkv,)), first S ← γS and z ← γz; pos, the row's
+        position, is what maps with rotated=False need (attend passes it: t, or t - w for the ring's)."""
         raise NotImplementedError
 
 
