@@ -5,7 +5,9 @@ the frozen default model (maps only): window 64 (the hybrid of `demo.py t2r`), s
 and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py), two sets per starting horizon
 (`--horizons`: the horizon learns slowly, so where it starts is most of what it ends at): φ after RoPE, and
 φ before it (rotated=False: the linear part is one function at every position, so what it learned on
-1,024-token chunks it applies unchanged at 16,384). Each is
+1,024-token chunks it applies unchanged at 16,384). `--sets plain` trains plain T2R instead (no exact
+row: undecayed, and decayed with φ after and before RoPE) into results/t2r_length_plain.*, without the
+policies' rows, which the hybrids' run already has. Each is
 measured with its linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
 (64 attended, the same exact rows) and the full cache, on the first 1,024, 4,096 and 16,384 tokens of
 the evaluation books read as one text (alice29, then asyoulik; never a training book).
@@ -38,6 +40,15 @@ def hybrids(starts) -> dict:
     return sets
 
 
+def plain(starts) -> dict:
+    """Plain T2R, no exact row: undecayed, then per starting horizon decayed with φ after and before RoPE."""
+    sets = {"plain T2R": {}}
+    for h in starts:
+        sets |= {f"plain T2R, decay from {h:g}": dict(decay=True, horizon=h),
+                 f"plain T2R, decay from {h:g}, φ before RoPE": dict(decay=True, horizon=h, rotated=False)}
+    return sets
+
+
 def held_out(tok, length: int) -> torch.Tensor:
     """The first `length` tokens of the evaluation books, one after the other, (1, length)."""
     ids = [i for b in ("alice29", "asyoulik") for i in tok.encode(corpus.book(b)).ids]
@@ -59,14 +70,17 @@ def main(argv=None):
     ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
     ap.add_argument("--horizons", type=harness.at_least(2), nargs="+", default=[32],
                     help="the decayed sets' starting horizons in tokens, two sets each (default 32)")
-    ap.add_argument("--name", default="t2r_length", help="results/<name>.* (default t2r_length)")
+    ap.add_argument("--sets", choices=("hybrids", "plain"), default="hybrids",
+                    help="hybrids of 64 exact rows, beside the policies (default), or plain T2R alone")
+    ap.add_argument("--name", help="results/<name>.* (default t2r_length, t2r_length_plain for --sets plain)")
     args = ap.parse_args(argv)
+    args.name = args.name or ("t2r_length" if args.sets == "hybrids" else "t2r_length_plain")
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
         model, tok = load_weights.load_model(), load_weights.load_tokenizer()
         chunks = train.training_text(tok, args.train_length)
-        sets = hybrids(args.horizons)
+        sets = (hybrids if args.sets == "hybrids" else plain)(args.horizons)
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
         key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(sets))
         path = harness.RESULTS / f"t2r_length_{key}.safetensors"
@@ -81,13 +95,16 @@ def main(argv=None):
             with torch.no_grad():
                 for name, m in maps.items():
                     exact = m.window + m.sinks
-                    if (m.window, m.sinks) not in zeroed:
-                        zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), x))
-                    got, zero = ppl(linear.forward(model, m, x)), zeroed[m.window, m.sinks]
-                    rows.append(dict(method=f"{name} + linear", size=exact, state_bytes=linear.state_bytes(model, m),
-                                     tokens=n, ppl=got, zeroed_ppl=zero))
-                    log(f"   {n:6,} tokens, {name} + linear: {got:.2f} (zeroed {zero:.2f})")
-                for spec in ("sink", "tova", "full"):
+                    row = dict(method=f"{name} + linear" if exact else name, size=exact or None,
+                               state_bytes=linear.state_bytes(model, m), tokens=n, ppl=ppl(linear.forward(model, m, x)))
+                    if exact:  # plain T2R has no twin: zeroed, it attends to nothing
+                        if (m.window, m.sinks) not in zeroed:
+                            zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), x))
+                        row["zeroed_ppl"] = zeroed[m.window, m.sinks]
+                    rows.append(row)
+                    log(f"   {n:6,} tokens, {row['method']}: {row['ppl']:.2f}" +
+                        (f" (zeroed {row['zeroed_ppl']:.2f})" if exact else ""))
+                for spec in ("sink", "tova", "full") if args.sets == "hybrids" else ():
                     named = specs.named(spec)
                     size = None if named is specs.FULL else 63
                     got = math.exp(experiments.nll(model, x, named, size).mean().item())
@@ -105,7 +122,8 @@ def table(data) -> str:
     lengths = sorted({r["tokens"] for r in data["rows"]})
     methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
     cell = {(r["method"], r["tokens"]): r for r in data["rows"]}
-    lines = ["| method | " + " | ".join(f"{n:,} tokens (zeroed)" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    twins = " (zeroed)" if any("zeroed_ppl" in r for r in data["rows"]) else ""
+    lines = ["| method | " + " | ".join(f"{n:,} tokens{twins}" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(f"{cell[m, n]['ppl']:.2f}" + (f" ({cell[m, n]['zeroed_ppl']:.2f})"
                                                if "zeroed_ppl" in cell[m, n] else "") for n in lengths) + " |")
@@ -119,7 +137,8 @@ def draw(plt, data):
     plt.xscale("log", base=2)
     plt.xlabel("tokens of held-out text read")
     plt.ylabel("perplexity")
-    plt.title("64 exact rows and a linear state, against length")
+    plt.title("64 exact rows and a linear state, against length" if any(r["size"] for r in data["rows"])
+              else "plain T2R (no exact row), against length")
     plt.legend(fontsize=7)
 
 
