@@ -7,7 +7,7 @@ and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py), two se
 φ before it (rotated=False: the linear part is one function at every position, so what it learned on
 1,024-token chunks it applies unchanged at 16,384). `--sets plain` trains plain T2R instead (no exact
 row: undecayed, and decayed with φ after and before RoPE) into results/t2r_length_plain.*, without the
-policies' rows, which the hybrids' run already has. Each is
+policies' rows, which the hybrids' run already has. Each hybrid is
 measured with its linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
 (64 attended, the same exact rows) and the full cache, on the first 1,024, 4,096 and 16,384 tokens of
 the evaluation books read as one text (alice29, then asyoulik; never a training book).
