@@ -135,6 +135,7 @@ def draw(plt, data):
         pts = sorted((r["tokens"], r["ppl"]) for r in data["rows"] if r["method"] == m)
         plt.plot(*zip(*pts), "o-", label=m)
     plt.xscale("log", base=2)
+    plt.yscale("log")  # perplexities from 18 to 1,600 on one plot
     plt.xlabel("tokens of held-out text read")
     plt.ylabel("perplexity")
     plt.title("64 exact rows and a linear state, against length" if any(r["size"] for r in data["rows"])
