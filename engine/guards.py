@@ -269,25 +269,24 @@ class _Watched:
         self.modes = torch._C._len_torch_function_stack()
         self.home = torch.get_default_device() if self.modes else None
 
-    def __exit__(self, kind, e, tb):
-        name = policy_name(self.policy)
+    def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
         if isinstance(e, (Exception, SystemExit)):  # sys.exit() in a policy is its failure, not the program's end
-            err = PolicyError(f"policy {name} raised {type(e).__name__}: {e} {_where(self.policy, e)}")
+            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}")
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
             return False
         for field, x, version in self.seen:
             if x._version != version:
-                raise PolicyError(f"policy {name} wrote into rows.{field}: Rows is the multi-state's own "
+                raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: Rows is the multi-state's own "
                                   "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
         modes, home = self.modes, self.home
         if torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home:
             now = torch.get_default_device()
             torch.set_default_device(home)
-            raise PolicyError(f"policy {name} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
+            raise PolicyError(f"policy {policy_name(self.policy)} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
                               "must not change global settings")
         return False
 

@@ -29,23 +29,17 @@ from t2r import linear, train
 HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, sinks=4)}
 
 
-def hybrids(starts) -> dict:
-    """The sets to train, name -> FeatureMaps' keywords: HYBRIDS, then per starting horizon a decayed set
-    with φ after RoPE and one with φ before it."""
-    sets = dict(HYBRIDS)
-    for h in starts:
-        decayed = dict(window=60, sinks=4, decay=True, horizon=h)
-        sets |= {f"sinks 4 + window 60, decay from {h:g}": decayed,
-                 f"sinks 4 + window 60, decay from {h:g}, φ before RoPE": decayed | dict(rotated=False)}
-    return sets
+PLAIN = {"plain T2R": {}}
 
 
-def plain(starts) -> dict:
-    """Plain T2R, no exact row: undecayed, then per starting horizon decayed with φ after and before RoPE."""
-    sets = {"plain T2R": {}}
+def map_sets(which: str, starts) -> dict:
+    """The sets to train, name -> FeatureMaps' keywords: HYBRIDS (or PLAIN, no exact row), then per starting
+    horizon the last of them decayed, with φ after RoPE and with φ before it."""
+    sets = dict(HYBRIDS if which == "hybrids" else PLAIN)
+    name, exact = list(sets.items())[-1]
     for h in starts:
-        sets |= {f"plain T2R, decay from {h:g}": dict(decay=True, horizon=h),
-                 f"plain T2R, decay from {h:g}, φ before RoPE": dict(decay=True, horizon=h, rotated=False)}
+        decayed = exact | dict(decay=True, horizon=h)
+        sets |= {f"{name}, decay from {h:g}": decayed, f"{name}, decay from {h:g}, φ before RoPE": decayed | dict(rotated=False)}
     return sets
 
 
@@ -80,7 +74,7 @@ def main(argv=None):
         log = lambda s: print(s, flush=True)
         model, tok = load_weights.load_model(), load_weights.load_tokenizer()
         chunks = train.training_text(tok, args.train_length)
-        sets = (hybrids if args.sets == "hybrids" else plain)(args.horizons)
+        sets = map_sets(args.sets, args.horizons)
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
         key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, sorted(sets))
         path = harness.RESULTS / f"t2r_length_{key}.safetensors"

@@ -104,7 +104,7 @@ def check(model: llama.Model, maps, size):
     if maps.sinks:
         raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
                          f"keep sinks with the policy, e.g. sink:4")
-    if not getattr(maps, "rotated", True):
+    if not maps.rotated:
         raise ValueError("a tail folds rows of any position, as the policy drops them: its maps read q and k "
                          "after RoPE (rotated=True)")
     for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)):  # one probe each: the shapes phi must give
