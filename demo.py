@@ -284,7 +284,7 @@ REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memo
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
           "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
           "tour_time": ("busy", busy.tour_time), "t2r_length": ("t2r_length", t2r_length.table),
-          "t2r_length_plain": ("t2r_length_plain", t2r_length.table)}
+          "t2r_length_plain": ("t2r_length_plain", t2r_length.table), "t2r_length_tails": ("t2r_length_tails", t2r_length.table)}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 

@@ -251,12 +251,38 @@ def policy_call(policy, rows):
     """`with policy_call(policy, rows): scores = policy(rows)`: the call, watched. An exception inside
     the policy is reported at its own file and line, not in this module.
 
-    Rows' tensors are views of the multi-state's own buffers (a copy per call would cost more than
-    most policies). A policy that writes into one would change which rows the state believes it
-    holds; every in-place write bumps a tensor's version counter, shared with the buffer it views,
-    so comparing the counters before and after the call catches it, and the run stops, naming the
-    policy and the field. (Inside torch.compile the counters are not kept: the eager run checks.)"""
+    Rows' tensors are views of the multi-state's own buffers; a policy that wrote into one would change
+    which rows the state believes it holds. So the call is shown copies: from here on each field of
+    `rows` is copied the first time it is read (TOVA reads attn only, so it pays for one small copy, not
+    for every layer's keys and values), and no write, by any route (in place, through .data or .numpy(),
+    into a tensor kept from an earlier call, in this layer or another), reaches a state. A write that
+    PyTorch counts (a copy's version counter) still stops the run, naming the policy and the field:
+    a policy must change nothing it is shown. (Inside torch.compile nothing is copied or counted: the
+    eager run checks.)"""
     return contextlib.nullcontext() if torch.compiler.is_compiling() else _Watched(policy, rows)
+
+
+_SHOWN = {}  # Rows' class -> its copying subclass
+
+
+def _copying(cls):
+    """A subclass of cls (msrnn.Rows) whose tensor fields read as copies, each made at its first read."""
+    if cls in _SHOWN.values():
+        return cls
+    if cls not in _SHOWN:
+        def field(name):
+            def get(self):
+                copies = self.__dict__.setdefault("_copies", {})
+                if name not in copies:
+                    copies[name] = self.__dict__[name].clone()
+                return copies[name]
+
+            def put(self, x):  # dataclasses.replace(rows, ...) builds a new one through __init__
+                self.__dict__[name] = x
+                self.__dict__.setdefault("_copies", {}).pop(name, None)
+            return property(get, put)
+        _SHOWN[cls] = type(cls.__name__, (cls,), {f: field(f) for f in ROWS_FIELDS} | {"__doc__": cls.__doc__})
+    return _SHOWN[cls]
 
 
 class _Watched:
@@ -264,7 +290,8 @@ class _Watched:
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.seen = [(f, getattr(self.rows, f), getattr(self.rows, f)._version) for f in ROWS_FIELDS]
+        self.rows.__class__ = _copying(type(self.rows))  # kept so: a policy that keeps rows keeps copies
+        self.rows.__dict__.setdefault("_copies", {})
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = torch._C._len_torch_function_stack()
         self.home = torch.get_default_device() if self.modes else None
@@ -278,10 +305,11 @@ class _Watched:
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
             return False
-        for field, x, version in self.seen:
-            if x._version != version:
-                raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: Rows is the multi-state's own "
-                                  "memory (attn: the step's), so a policy must compute new tensors and change nothing it is shown")
+        for field, x in self.rows.__dict__["_copies"].items():  # a fresh copy is at version 0
+            if x._version:
+                raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
+                                  "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
+                                  "compute new tensors and change nothing it is shown")
         modes, home = self.modes, self.home
         if torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home:
             now = torch.get_default_device()

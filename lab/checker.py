@@ -47,8 +47,9 @@ LIMIT = 0.05  # seconds one call may take on these tiny models (TOVA takes 10 µ
 class Watch:
     """The policy of `named`, checked at every call as no run can afford: that it changes nothing it is
     shown, even through .data or .numpy(), which the version counters of guards.score_rows cannot see
-    (the contents are compared, bit for bit), and that a call takes less than LIMIT on average (a
-    slow policy stops the check). Every 5 s a progress line goes to stderr."""
+    (the contents are compared, bit for bit; in a run such a write reaches only a copy), and that a
+    call takes less than LIMIT on average (a slow policy stops the check). Every 5 s a progress line
+    goes to stderr."""
 
     def __init__(self, named):
         self.named, self.calls, self.took, self.start, self.shown, self.stopped = named, 0, 0.0, time.time(), time.time(), None

@@ -96,19 +96,20 @@ class FeatureMaps(nn.Module):
         return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
     def turned_back(self, x, pos):
-        """x (.., T, hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
-        rotated back by the angles of its position, pos (T,)."""
+        """x (.., hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
+        rotated back by the angles of its position; pos (T,) for x (.., T, hd), or any shape that
+        broadcasts against x's (..) (a tail folds rows of a different position in every KV head)."""
         if self.rotated:
             return x
         if pos is None:
             raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
-        angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
+        angles = torch.as_tensor(pos, dtype=torch.float64)[..., None] * self.inv_freq  # (pos's shape, hd/2)
         cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
         return llama.rope(x, cos, -sin)                              # a rotation by -angle undoes RoPE's
 
     def phi(self, layer: int, x, which: str, pos=None):
         """x (B, Hkv, G for queries or 1 for keys, T, hd) at positions pos (T,) -> features (B, Hkv, G or 1, T, r).
-        pos is read only with rotated=False."""
+        pos is read only with rotated=False (turned_back)."""
         x = self.turned_back(x, pos)
         if self.kind == "elu":
             return F.elu(x) + 1
@@ -258,9 +259,9 @@ class LinearState:
         return num / den.clamp_min(EPS)
 
     def fold(self, k, v, pos=None):
-        """S ← γS + φ(k)vᵀ, z ← γz + φ(k) (γ = 1 without decay) for the row of position pos: a row folded d
-        steps ago weighs γ^d."""
-        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", [pos])[:, :, 0, 0]  # (B, Hkv, r)
+        """S ← γS + φ(k)vᵀ, z ← γz + φ(k) (γ = 1 without decay) for the row k, v (B, Hkv, hd) of position pos
+        (a number, or (B, Hkv, 1, 1): one per KV head): a row folded d steps ago weighs γ^d."""
+        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", pos)[:, :, 0, 0]  # (B, Hkv, r)
         gamma = self.maps.gamma(self.layer)
         if gamma is not None:
             self.S *= gamma.to(self.S.dtype)[:, None, None]

@@ -57,7 +57,7 @@ class TailState(msrnn.MultiState):
         attn = self.attention(scores, pos, t)                        # softmax over the held rows: what the policy reads
         s = scores.to(attn.dtype)
         held = (s - s.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True)  # (B, Hkv, G, 1) Σ_held exp(s_j - m)
-        fq = self.maps.phi(self.layer, q[:, :, :, None], "q")[:, :, :, 0]  # (B, Hkv, G, r)
+        fq = self.maps.phi(self.layer, q[:, :, :, None], "q", [t])[:, :, :, 0]  # (B, Hkv, G, r)
         den = held + (fq @ self.z[..., None]).to(held.dtype)         # (B, Hkv, G, 1) the weight of both parts
         # (Σ exp(s - m) v + φ(q)ᵀS) / den, written as softmax's output times its share of the weight: a
         # zero tail (a share of exactly 1, nothing added) leaves the policy's output bit for bit
@@ -67,12 +67,14 @@ class TailState(msrnn.MultiState):
 
     def evict(self, attn, q, t, policy):
         """msrnn.MultiState.evict, then the row it dropped is folded into S, z instead of forgotten:
-        its key and value are still in the freed slot (only its position was marked -1)."""
-        full = self.n > self.size  # a row is dropped at this step
+        its key and value are still in the freed slot (only its position was marked -1, so it is kept here)."""
+        if self.n <= self.size:  # no row is dropped at this step
+            return
+        pos = self.pos.clone()                                       # (B, Hkv, n) the positions before the drop
         super().evict(attn, q, t, policy)
-        if full:
-            slot = self._slots()                                     # the freed slot of each (sequence, KV head)
-            linear.LinearState.fold(self, self.k[slot], self.v[slot])  # S ← γS + φ(k)vᵀ, z ← γz + φ(k)
+        slot = self._slots()                                         # the freed slot of each (sequence, KV head)
+        # S ← γS + φ(k)vᵀ, z ← γz + φ(k); φ told the row's position, read only by maps that turn RoPE back
+        linear.LinearState.fold(self, self.k[slot], self.v[slot], pos[slot][:, :, None, None])
 
 
 def init_state(model: llama.Model, maps: linear.FeatureMaps, size: int, batch: int = 1) -> msrnn.State:
@@ -104,13 +106,10 @@ def check(model: llama.Model, maps, size):
     if maps.sinks:
         raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
                          f"keep sinks with the policy, e.g. sink:4")
-    if not maps.rotated:
-        raise ValueError("a tail folds rows of any position, as the policy drops them: its maps read q and k "
-                         "after RoPE (rotated=True)")
     for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)):  # one probe each: the shapes phi must give
         x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
         try:
-            shape = tuple(maps.phi(maps.layers[0], x, which).shape) if maps.layers else (1, c.n_kv_heads, g, 1, maps.r)
+            shape = tuple(maps.phi(maps.layers[0], x, which, [0]).shape) if maps.layers else (1, c.n_kv_heads, g, 1, maps.r)
         except RuntimeError as e:
             raise ValueError(f"the feature maps do not fit this model ({model.dtype}, {c.n_kv_heads} KV heads of "
                              f"{c.head_dim}): {e}") from None
@@ -205,20 +204,30 @@ def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256, gamma=
     return num / den
 
 
-def student(model: llama.Model, maps: linear.FeatureMaps, policy, size: int):
+def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
     """The transformer view as llama.forward's attention hook, (i, q, k, v) -> (B, Hkv, G, T, hd): the
     rows each query holds come from the policy's drops on these q, k, v (no gradient); the output is
     differentiable in the maps' parameters (and in q, k, v). A layer outside maps.layers keeps the
     policy's rows only. policy: a function, or a name as the command line gives it ('tova',
-    'mine.py:fn'). t2r/train.py's attention transfer trains maps with it."""
-    check(model, maps, size)
-    policy = _policy(policy)
+    'mine.py:fn'). t2r/train.py's attention transfer trains maps with it.
+    size: the rows, or a list of sizes taken in turn, one per forward pass (a call for a layer no later
+    than the last call's starts the next pass), so that maps trained by it are trained at every size
+    they will be read at (t2r/length.py); a resumed training run starts the turn again."""
+    sizes = list(size) if isinstance(size, (list, tuple)) else [size]
+    for s in sizes or [None]:
+        check(model, maps, s)
+    policy, turn = _policy(policy), {"pass": -1, "layer": math.inf}
 
     def attend(i, q, k, v):
+        if i <= turn["layer"]:
+            turn["pass"] += 1
+        turn["layer"] = i
+        size = sizes[turn["pass"] % len(sizes)]
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
         if i not in maps.layers:
             return attention(q, k, v, held, dropped)
-        return attention(q, k, v, held, dropped, maps.phi(i, q, "q"), maps.phi(i, k, "k"), gamma=maps.gamma(i))
+        pos = torch.arange(q.shape[3])                               # (T,) row j is at position j
+        return attention(q, k, v, held, dropped, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), gamma=maps.gamma(i))
     return attend
 
 

@@ -583,7 +583,7 @@ def policy_rows(model, test, sizes, log=print) -> list:
     return rows
 
 
-TAIL_GAIN = -5.0  # docs/t2r.md: the tail's first transfer MSE 0.024 from here, 0.135 from Hedgehog's 0
+TAIL_GAIN = -5.0  # the tail's query gain starts at exp(-5): thousands of folded rows would outweigh the few held ones
 
 
 def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, measured,

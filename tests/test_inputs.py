@@ -208,6 +208,37 @@ def test_a_policy_that_writes_into_rows_is_named(field, view):
         run[view](MODEL, tokens(1, 12), writes_into(field), 4)
 
 
+def honest(rows):
+    return rows.pos[:, :1].double()
+
+
+def around_the_counters(how):
+    """A policy that scores like `honest` but writes, where no version counter of this call sees it, into
+    the keys and values: through .data, through .numpy(), or into the tensors of an earlier call (another
+    layer's: the state of layer 0 from layer 1)."""
+    kept = {}
+    def sneak(rows):
+        if how == ".data":
+            rows.keys.data.mul_(-1)
+        elif how == ".numpy()":
+            rows.values.numpy()[:] = 0
+        elif rows.layer == 0:
+            kept["keys"], kept["values"] = rows.keys, rows.values
+        else:
+            kept["keys"].mul_(-1), kept["values"].zero_()
+        return honest(rows)
+    return sneak
+
+
+@pytest.mark.parametrize("how", [".data", ".numpy()", "an earlier call's"])
+@pytest.mark.parametrize("view", ["run", "prefill", "masked_forward"])
+def test_a_write_around_the_version_counters_does_not_reach_the_state(view, how):
+    """The policy is shown copies (guards.policy_call): the logits are the honest policy's, bit for bit."""
+    run = {"run": msrnn.run, "prefill": lambda *a: fast.prefill(*a)[0], "masked_forward": lambda *a: msrnn.masked_forward(*a)[0]}
+    x = tokens(1, 12)
+    assert torch.equal(run[view](MODEL, x, around_the_counters(how), 4), run[view](MODEL, x, honest, 4))
+
+
 def test_the_checker_fails_a_policy_that_writes_into_rows():
     from lab import checker
     out = checker.check(writes_into("pos"), log=lambda *_: None)

@@ -41,11 +41,15 @@ def rnn(model, maps, x, policy, size):
     return msrnn.feed(model, x, state, policy)
 
 
-@pytest.mark.parametrize("decay", [False, True], ids=["", "decay"])
+MAPS = {"": {}, "decay": dict(decay=True, horizon=6.0),  # a horizon of a few tokens, so that 37 show it
+        "decay-before-RoPE": dict(decay=True, horizon=6.0, rotated=False)}  # φ told each dropped row's own position
+
+
+@pytest.mark.parametrize("kw", MAPS.values(), ids=MAPS)
 @pytest.mark.parametrize("name", POLICIES)
-def test_rnn_view_equals_transformer_view(name, decay):
+def test_rnn_view_equals_transformer_view(name, kw):
     model = random_model(tiny_config(n_layers=3))
-    maps = maps_for(model, decay=decay, horizon=6.0)  # a horizon of a few tokens, so that 37 show it
+    maps = maps_for(model, **kw)
     x = tokens(2, 37)
     for size in (1, 3, 7):
         recurrent = rnn(model, maps, x, POLICIES[name], size)
@@ -80,15 +84,15 @@ def test_zero_tail_is_the_policy_alone(name):
         assert_close(tail.forward(model, maps, x, POLICIES[name], size), alone, atol=EXACT)
 
 
-@pytest.mark.parametrize("decay", [False, True], ids=["", "decay"])
+@pytest.mark.parametrize("kw", MAPS.values(), ids=MAPS)
 @pytest.mark.parametrize("w", [2, 4, 7])
-def test_window_tail_is_the_hybrid(w, decay):
+def test_window_tail_is_the_hybrid(w, kw):
     """The hybrid with a window of w exact rows (linear.LinearState) is the policy `window` of size
     w - 1 with a tail: a finite MSRNN of size k attends k + 1 rows; with a decay, both fold row j at
-    step j + w - 1 and shrink it from then on."""
+    step j + w - 1 and shrink it from then on; before RoPE, both turn row j back by j."""
     model = random_model(tiny_config())
     x = tokens(2, 24)
-    maps = maps_for(model, window=w, decay=decay, horizon=6.0)
+    maps = maps_for(model, window=w, **kw)
     hybrid = linear.run(model, maps, x)
     assert_close(rnn(model, maps, x, policies.window, w - 1), hybrid, atol=EXACT, msg=f"{w=}")
     assert_close(tail.forward(model, maps, x, policies.window, w - 1), hybrid, atol=EXACT, msg=f"{w=}")
@@ -114,6 +118,19 @@ def test_student_is_differentiable_in_the_maps():
     q, k, v = (torch.randn(1, 2, *s, 8, dtype=torch.float64) for s in ((2, 20), (1, 20), (1, 20)))
     assert all(torch.equal(a, b) for a, b in zip(tail.drops(model, 0, q, k, v, policies.tova, 4),
                                                  tail.drops(model, 0, q, k, v, policies.tova, 4)))
+
+
+def test_student_takes_its_sizes_in_turn():
+    """A student of sizes [2, 5] reads its first pass at 2 rows, the next at 5, then 2 again: each pass
+    is the transformer view at that size (how t2r/length.py trains one tail for every size)."""
+    model = random_model(tiny_config())
+    maps, x = maps_for(model, decay=True, horizon=6.0, rotated=False), tokens(1, 20)
+    turns = tail.student(model, maps, policies.tova, [2, 5])
+    for size in (2, 5, 2):
+        assert_close(llama.forward(model, x, turns), tail.forward(model, maps, x, policies.tova, size), atol=EXACT,
+                     msg=f"{size=}")
+    with pytest.raises(ValueError, match="size must be a positive integer"):
+        tail.student(model, maps, policies.tova, [4, 0])
 
 
 def test_state_size_is_constant():

@@ -99,13 +99,14 @@ class FeatureMaps(nn.Module):
         return (-(-self.log_h[layer]).exp()).exp() if self.decay else None
 
     def turned_back(self, x, pos):
-        """x (.., T, hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
-        rotated back by the angles of its position, pos (T,)."""
+        """x (.., hd) as it was before RoPE, for maps with rotated=False (else x itself): each vector
+        rotated back by the angles of its position; pos (T,) for x (.., T, hd), or any shape that
+        broadcasts against x's (..) (a tail folds rows of a different position in every KV head)."""
         if self.rotated:
             return x
         if pos is None:
             raise ValueError("these maps read q and k before RoPE (rotated=False): phi needs their positions")
-        angles = torch.as_tensor(pos, dtype=torch.float64).reshape(-1, 1) * self.inv_freq  # (T, hd/2)
+        angles = torch.as_tensor(pos, dtype=torch.float64)[..., None] * self.inv_freq  # (pos's shape, hd/2)
         cos, sin = (a.to(device=x.device, dtype=x.dtype) for a in (angles.cos(), angles.sin()))
         return llama.rope(x, cos, -sin)                              # a rotation by -angle undoes RoPE's
 
@@ -202,9 +203,10 @@ class LinearState:
 
     def fold(self, k, v, pos=None):
         """Part 7. Fold a row into the linear state: S += φ(k) vᵀ, z += φ(k), for k, v (B, Hkv, hd)
-        (φ of keys: self.maps.phi(self.layer, ..., "k", [pos])). Beyond the course: with a decay
+        (φ of keys: self.maps.phi(self.layer, ..., "k", pos)). Beyond the course: with a decay
         (self.maps.gamma(self.layer) is not None, (Hkv,)), first S ← γS and z ← γz; pos, the row's
-        position, is what maps with rotated=False need (attend passes it: t, or t - w for the ring's)."""
+        position (a number, or (B, Hkv, 1, 1): one per KV head), is what maps with rotated=False need
+        (attend passes it: t, or t - w for the ring's)."""
         raise NotImplementedError
 
 
