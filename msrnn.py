@@ -199,7 +199,8 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     tokens = guards.check_tokens(model, tokens, dims=(2,))           # on the model's device
     guards.check_batch(tokens, state)
     guards.check_positions(model, state.t + tokens.shape[1])
-    return torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
+    logits = torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
+    return guards.check_logits(logits)                               # float16 overflows without a word
 
 
 def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
@@ -246,7 +247,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = step(model, tok, state, policy)
+            logits = guards.check_logits(step(model, tok, state, policy))
 
 
 # ---------------------------------------------------------------- the transformer view of a finite MSRNN
@@ -270,7 +271,7 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         return llama.softmax_attention(q, k, v, held_mask(state.layers[i], q, k, v, policy) & causal)
-    logits = llama.forward(model, tokens, attention)
+    logits = guards.check_logits(llama.forward(model, tokens, attention))
     state.t = ids.shape[1]
     return logits, state
 

@@ -303,10 +303,16 @@ def blank(folder, file, name) -> int | None:
     return None
 
 
+TAMPERED = "your code replaced torch.testing.assert_close"  # course/student.py's message
+
+
 def hint(part: Part, failed, folder=None):
     """What to tell the student: a function not written yet; else the first of the part's hints that
     matches a failed test (a hint with no pattern is for a failed comparison, an AssertionError);
     else where the student's code raised; else what the first failure says."""
+    tampered = next((r["message"] for r in failed if (r["message"] or "").startswith(TAMPERED)), None)
+    if tampered:  # no other failure's hint means anything once the comparison itself was replaced
+        return tampered
     todo = {tuple(r["where"]) for r in failed if r.get("cause") == "NotImplementedError" and r["where"]}
     if todo and folder is not None:  # and those a test reaches only once the first are written (rope, from qkv)
         todo |= {(file, line, name) for file, name in part.writes if (line := blank(folder, file, name))}

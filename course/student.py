@@ -17,6 +17,9 @@ import sys
 import traceback
 
 import pytest
+import torch.testing
+
+COMPARE = torch.testing.assert_close  # the tests' comparison, taken before any student file is loaded
 
 FILES = {"llama": "llama.py", "msrnn": "msrnn.py", "policies": "policies.py", "t2r.linear": "t2r/linear.py"}
 ORDER = list(FILES)  # each may import the ones before it
@@ -71,6 +74,13 @@ def innermost(e):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
+    if rep.when == "call" and torch.testing.assert_close is not COMPARE:  # a test that compared nothing passed nothing
+        rep.outcome, rep.longrepr = "failed", "torch.testing.assert_close was replaced while the tests ran"
+        torch.testing.assert_close = COMPARE
+        record(test=item.nodeid, when="call", outcome="failed", error="AssertionError", cause="AssertionError",
+               message="your code replaced torch.testing.assert_close, the tests' comparison: nothing it "
+                       "compared counts (put it back, or leave it alone)", where=None, printed="")
+        return
     if rep.when == "call" or rep.outcome != "passed":
         e = call.excinfo.value if call.excinfo else None
         inner = innermost(e) if e is not None else None

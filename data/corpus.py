@@ -47,7 +47,8 @@ def read(path, encoding: str = "utf-8") -> str:
     not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
     path = pathlib.Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"text file {path} not found")
+        raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
+                                                        if path.exists() else "not found"))
     try:
         text = path.read_text(encoding=encoding).replace("\r\n", "\n")
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"

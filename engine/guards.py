@@ -3,11 +3,13 @@ fast.prefill, fast.generate) checks its inputs here, once, so that the step itse
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
 import contextlib
+import dataclasses
 import functools
 import inspect
 import math
 import traceback
 import warnings
+import weakref
 
 import torch
 
@@ -32,6 +34,34 @@ def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
             bad = lo.item() if lo < 0 else hi.item()
             raise ValueError(f"token id {bad} is outside the vocabulary (0 <= id < {model.config.vocab_size})")
     return (tokens.view(1, -1) if tokens.dim() == 1 else tokens).to(model.device)
+
+
+def check_logits(logits: torch.Tensor) -> torch.Tensor:
+    """logits, checked finite: float16 overflows without a word (65504 is its largest number), and a
+    policy's NaN check sees only the rows it is shown, which the full cache and Window never read."""
+    if logits.device.type != "meta" and not torch.compiler.is_compiling() and \
+            not torch.isfinite(logits.sum(dtype=torch.float64)):  # one number: no copy the size of the logits
+        raise FloatingPointError(f"the logits are not finite ({logits.dtype}): the computation overflowed its dtype "
+                                 "(float16 ends at 65504: run in float32 or bfloat16), or a weight is inf or NaN")
+    return logits
+
+
+def check_maps(model, maps):
+    """T2R's feature maps (t2r/linear.py) against the model: the layers they swap exist, and φ of this
+    model's queries and keys (a zero probe each) gives features of the shape and dtype the state holds."""
+    c = model.config
+    if any(not 0 <= i < c.n_layers for i in maps.layers):
+        raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
+    for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)) if maps.layers else ():
+        x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
+        try:
+            f = maps.phi(maps.layers[0], x, which, [0])
+        except RuntimeError as e:
+            raise ValueError(f"the feature maps do not fit this model ({model.dtype}, {c.n_kv_heads} KV heads of "
+                             f"{c.head_dim}): {e}") from None
+        if tuple(f.shape) != (1, c.n_kv_heads, g, 1, maps.r) or f.dtype != model.dtype:
+            raise ValueError(f"the feature maps give {which} features {f.dtype} {tuple(f.shape)}; this model needs "
+                             f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
 
 
 def check_positions(model, end: int):
@@ -254,8 +284,10 @@ def policy_call(policy, rows):
     Rows' tensors are views of the multi-state's own buffers; a policy that wrote into one would change
     which rows the state believes it holds. So the call is shown copies: from here on each field of
     `rows` is copied the first time it is read (TOVA reads attn only, so it pays for one small copy, not
-    for every layer's keys and values), and no write, by any route (in place, through .data or .numpy(),
-    into a tensor kept from an earlier call, in this layer or another), reaches a state. A write that
+    for every layer's keys and values), and no write, by any route (in place, through .data, .numpy() or
+    vars(rows), into a tensor kept from an earlier call, in this layer or another), reaches a state. The
+    state's own views are kept in _HELD, out of rows.__dict__; only a policy that goes looking for this
+    module's globals could find them, and the contract forbids what it would do there. A write that
     PyTorch counts (a copy's version counter) still stops the run, naming the policy and the field:
     a policy must change nothing it is shown. (Inside torch.compile nothing is copied or counted: the
     eager run checks.)"""
@@ -263,6 +295,17 @@ def policy_call(policy, rows):
 
 
 _SHOWN = {}  # Rows' class -> its copying subclass
+# id(rows) -> what a shown rows holds: its fields (the state's own views) and the copies made of them.
+# Kept here, not in rows.__dict__, so that vars(rows) reaches copies too; an entry goes with its rows.
+_HELD = {}
+
+
+def _held(rows) -> dict:
+    key = id(rows)
+    held = _HELD.get(key)
+    if held is None or held["ref"]() is not rows:
+        held = _HELD[key] = {"ref": weakref.ref(rows, lambda _, key=key: _HELD.pop(key, None)), "fields": {}, "copies": {}}
+    return held
 
 
 def _copying(cls):
@@ -272,16 +315,20 @@ def _copying(cls):
     if cls not in _SHOWN:
         def field(name):
             def get(self):
-                copies = self.__dict__.setdefault("_copies", {})
-                if name not in copies:
-                    copies[name] = self.__dict__[name].clone()
-                return copies[name]
+                held = _HELD[id(self)]
+                if name not in held["copies"]:
+                    held["copies"][name] = held["fields"][name].clone()
+                return held["copies"][name]
 
             def put(self, x):  # dataclasses.replace(rows, ...) builds a new one through __init__
-                self.__dict__[name] = x
-                self.__dict__.setdefault("_copies", {}).pop(name, None)
+                held = _held(self)
+                held["fields"][name] = x
+                held["copies"].pop(name, None)
             return property(get, put)
-        _SHOWN[cls] = type(cls.__name__, (cls,), {f: field(f) for f in ROWS_FIELDS} | {"__doc__": cls.__doc__})
+        body = {f: field(f) for f in ROWS_FIELDS} | {"__doc__": cls.__doc__,  # copy.copy and deepcopy go by __dict__
+                "__copy__": lambda self: dataclasses.replace(self),
+                "__deepcopy__": lambda self, memo: dataclasses.replace(self, **{f: getattr(self, f).clone() for f in ROWS_FIELDS})}
+        _SHOWN[cls] = type(cls.__name__, (cls,), body)
     return _SHOWN[cls]
 
 
@@ -290,8 +337,12 @@ class _Watched:
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.rows.__class__ = _copying(type(self.rows))  # kept so: a policy that keeps rows keeps copies
-        self.rows.__dict__.setdefault("_copies", {})
+        rows = self.rows
+        rows.__class__ = _copying(type(rows))  # kept so: a policy that keeps rows keeps copies
+        self.held = _held(rows)
+        for f in ROWS_FIELDS:  # the state's views leave rows.__dict__ for _HELD
+            if f in rows.__dict__:
+                self.held["fields"][f] = rows.__dict__.pop(f)
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = torch._C._len_torch_function_stack()
         self.home = torch.get_default_device() if self.modes else None
@@ -305,7 +356,7 @@ class _Watched:
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
             return False
-        for field, x in self.rows.__dict__["_copies"].items():  # a fresh copy is at version 0
+        for field, x in self.held["copies"].items():  # a fresh copy is at version 0
             if x._version:
                 raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "

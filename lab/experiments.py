@@ -495,8 +495,11 @@ def decode_speed(model, batch: int, n_rows: int, size=None, policy=None, steps=8
 def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, steps=8, log=quiet) -> dict:
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
     tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
-    budget = budget_gib * 2 ** 30
-    results = []
+    budget, results = budget_gib * 2 ** 30, []
+    least = msrnn.state_bytes(model, min(sizes) + 1)
+    if budget < least:  # a table of batch 0 everywhere says nothing
+        raise ValueError(f"a cache budget of {budget_gib:g} GiB holds not one sequence: TOVA {min(sizes)} needs "
+                         f"{least / 2**20:.2f} MiB per sequence")
     log(f"memory and throughput: decoding after {context} tokens, cache budget {budget_gib} GiB")
     for size in list(sizes) + [None]:
         per_seq = msrnn.state_bytes(model, context if size is None else size + 1)  # a bounded state has size + 1 slots

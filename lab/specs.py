@@ -85,16 +85,24 @@ def _bind(fn, args, spec) -> Named:
     if len(args) > len(free):
         raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
-    kw = {}
+    kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
+        if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
+            raise ValueError(f"policy {spec or fname!r}: {a!r} comes after a key=value: name it too")
+        keyed = keyed or "=" in a
         key, value = a.split("=", 1) if "=" in a else (p.name, a)
         if key not in [q.name for q in free]:
             raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
         if key in kw:  # 'tova_protected:4,sinks=8': the first argument is sinks already
             raise ValueError(f"policy {spec or fname!r}: {key} is given twice")
+        default = next(q.default for q in free if q.name == key)
+        if isinstance(default, bool):  # bool('False') is True: a flag is spelled out
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"policy {spec or fname!r}: {key} must be true or false, got {value!r}")
+            kw[key] = value.lower() == "true"
+            continue
         kw[key] = _number(value)
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
-        default = next(q.default for q in free if q.name == key)
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
         if kind is not None and not (number and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
@@ -102,7 +110,12 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
         if kind is int:
             kw[key] = int(kw[key])  # 'sink:4.0' is sink:4, one label and one cache key
-    bound = {p.name: kw.get(p.name, p.default) for p in free if p.default is not inspect.Parameter.empty}
+    missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if missing:
+        raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
+                         f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
+    bound = {p.name: kw.get(p.name, p.default) for p in free if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     shown = text.format(**bound)
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}

@@ -208,6 +208,8 @@ def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
     """llama.forward with linear attention in the swapped layers, softmax in the others."""
+    guards.check_maps(model, maps)                                   # layers, shapes and dtype that fit the model
+
     def attend(i, q, k, v):
         return swapped(maps, i, q, k, v) if i in maps.layers else softmax(model, q, k, v)
     return llama.forward(model, tokens, attend)
@@ -272,6 +274,7 @@ class LinearState:
 
 def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
     """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
+    guards.check_maps(model, maps)
     c, w = model.config, maps.window
     zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
     multi = msrnn.init_state(model, batch).layers

@@ -144,6 +144,8 @@ def map_spec(text: str) -> str:
     if kind not in linear.FeatureMaps.KINDS or (r and (not r.isdigit() or int(r) < 1)) or (kind == "hedgehog" and r and int(r) % 2):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
                                          f"r >= 1 features (even for hedgehog), e.g. relu:64; got {text!r}")
+    if kind == "elu" and r:  # ELU(x) + 1 has the head's own features: a row labelled elu:5 would hold 64
+        raise argparse.ArgumentTypeError(f"elu takes no r: its features are x's own (r = head_dim); got {text!r}")
     return text
 
 
@@ -159,6 +161,9 @@ def main(argv=None):
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
                          "waking a second thread for each cost more than it saved)")
     args = ap.parse_args(argv)
+    if min(args.lengths) <= args.size:  # a state built as after n tokens: TOVA's size + 1 slots need more than size
+        ap.error(f"--lengths must all exceed --size ({args.size}): TOVA {args.size} holds {args.size + 1} rows only "
+                 f"after {args.size + 1} tokens; got {min(args.lengths)}")
     torch.set_num_threads(args.threads)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from engine import fast
+from engine import fast, guards
 import llama
 import msrnn
 from t2r import linear
@@ -101,21 +101,10 @@ def check(model: llama.Model, maps, size):
         raise TypeError(f"maps must be t2r.linear.FeatureMaps, got {type(maps).__name__}")
     if size is None or isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a tail needs a finite MSRNN: size must be a positive integer, got {size!r}")
-    if any(not 0 <= i < c.n_layers for i in maps.layers):
-        raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
     if maps.sinks:
         raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
                          f"keep sinks with the policy, e.g. sink:4")
-    for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)):  # one probe each: the shapes phi must give
-        x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
-        try:
-            shape = tuple(maps.phi(maps.layers[0], x, which, [0]).shape) if maps.layers else (1, c.n_kv_heads, g, 1, maps.r)
-        except RuntimeError as e:
-            raise ValueError(f"the feature maps do not fit this model ({model.dtype}, {c.n_kv_heads} KV heads of "
-                             f"{c.head_dim}): {e}") from None
-        if shape != (1, c.n_kv_heads, g, 1, maps.r):
-            raise ValueError(f"the feature maps give {which} features of shape {shape}; this model needs "
-                             f"{(1, c.n_kv_heads, g, 1, maps.r)}")
+    guards.check_maps(model, maps)
 
 
 def state_bytes(model: llama.Model, maps: linear.FeatureMaps, size: int) -> int:

@@ -145,8 +145,9 @@ def _save_run(path, params: dict, opt, meta: dict):
         save_file(tensors, str(tmp), metadata={"run": json.dumps(meta)})
 
 
-def _load_run(path, params: dict, opt) -> dict:
-    """Restore what _save_run wrote into `params` and `opt` (every tensor checked); returns its meta."""
+def _load_run(path, params: dict, opt, settings: dict) -> dict:
+    """Restore what _save_run wrote into `params` and `opt`, if it was saved with `settings` (every tensor
+    and the record checked first, so that a file refused changes nothing); returns its meta."""
     from safetensors import safe_open
     try:
         with safe_open(str(path), "pt") as f:
@@ -154,27 +155,42 @@ def _load_run(path, params: dict, opt) -> dict:
     except Exception as e:
         raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
     kinds = {"settings": dict, "step": int, "seconds": (int, float), "tokens": int, "losses": list, "curve": list}
+    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool)
-                                         for k, t in kinds.items()) or meta["step"] < 0:
-        raise ValueError(f"{path}: its run record is damaged (it needs {', '.join(kinds)}); delete the file to start again")
-    for n, p in params.items():
+                                         for k, t in kinds.items()) or meta["step"] < 0 or meta["tokens"] < 0 \
+            or not number(meta["seconds"]) or meta["seconds"] < 0 or len(meta["losses"]) != meta["step"] \
+            or not all(number(x) or isinstance(x, list) and all(map(number, x)) for x in meta["losses"]):
+        raise ValueError(f"{path}: its run record is damaged (it needs {', '.join(kinds)}, a loss per step, "
+                         f"nothing negative); delete the file to start again")
+    for key, value in settings.items():
+        if meta["settings"].get(key) != value:
+            raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
+                             f"for {value!r}; delete the file or use another")
+    per_step = settings["chunks"][-1] * settings.get("batch", 1) if "chunks" in settings else None  # chunks a step
+    if per_step and meta["tokens"] != meta["step"] * per_step:
+        raise ValueError(f"{path}: its run record says {meta['tokens']:,} tokens in {meta['step']} steps of "
+                         f"{per_step}: damaged; delete the file to start again")
+    adam = ("step", "exp_avg", "exp_avg_sq")
+    for n, p in params.items():  # every tensor checked before any is loaded: a damaged file changes nothing
         t = tensors.get(f"param.{n}")
         if t is None or t.shape != p.shape:
             raise ValueError(f"{path}: tensor 'param.{n}' is " + ("missing" if t is None else
                              f"{tuple(t.shape)}, this run needs {tuple(p.shape)} (another model or setting?)"))
         if not torch.isfinite(t).all():
             raise ValueError(f"{path}: tensor 'param.{n}' holds NaN or infinite values")
-        with torch.no_grad():
-            p.copy_(t)
-        state = {k: tensors[f"adam.{k}.{n}"].to(p.device) for k in ("step", "exp_avg", "exp_avg_sq")
-                 if f"adam.{k}.{n}" in tensors}
+        state = {k: tensors[f"adam.{k}.{n}"] for k in adam if f"adam.{k}.{n}" in tensors}
+        if state and len(state) < len(adam):
+            raise ValueError(f"{path}: Adam's {', '.join(k for k in adam if k not in state)} of {n!r} is missing; "
+                             f"delete the file to start again")
         for k, t in state.items():  # moments a run could not have made: NaN, or a negative second moment
             if k != "step" and t.shape != p.shape or not torch.isfinite(t).all() or (k != "exp_avg" and (t < 0).any()):
                 raise ValueError(f"{path}: Adam's {k} of {n!r} is damaged (NaN, infinite, negative or of another "
                                  f"shape); delete the file to start again")
-        if state:
-            state["step"] = state["step"].cpu()  # Adam keeps its step on the CPU
-            opt.state[p] = state
+    for n, p in params.items():
+        with torch.no_grad():
+            p.copy_(tensors[f"param.{n}"])
+        if f"adam.step.{n}" in tensors:  # Adam keeps its step on the CPU
+            opt.state[p] = {k: tensors[f"adam.{k}.{n}"].to("cpu" if k == "step" else p.device) for k in adam}
     return meta
 
 
@@ -182,11 +198,7 @@ def _resume(checkpoint, params, opt, settings: dict, log) -> dict:
     """The meta of a saved run of the same settings (its tensors restored), or a fresh one."""
     if checkpoint is None or not os.path.isfile(checkpoint):
         return {"settings": settings, "step": 0, "seconds": 0.0, "tokens": 0, "losses": [], "curve": []}
-    meta = _load_run(checkpoint, params, opt)
-    for key, value in settings.items():
-        if meta["settings"].get(key) != value:
-            raise ValueError(f"{checkpoint}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
-                             f"for {value!r}; delete the file or use another")
+    meta = _load_run(checkpoint, params, opt, settings)
     log and log(f"   resuming {checkpoint} at step {meta['step']} ({meta['tokens']:,} tokens)")
     return meta
 
@@ -228,9 +240,7 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
                 "maps": [describe(m) for m in maps_list]}
-    run = _resume(checkpoint, params, opt, settings, log)
-    total, t0, done_s = epochs * len(chunks), time.time(), run["seconds"]
-    layer_loss = [[0.0] * len(maps_list)]
+    run, layer_loss = _resume(checkpoint, params, opt, settings, log), [0.0] * len(maps_list)
 
     def attend(i, q, k, v):
         with torch.no_grad():
@@ -241,24 +251,44 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
                 with torch.enable_grad():
                     loss = F.mse_loss(s(i, q, k, v), o)
                     (scale * loss).backward()
-                layer_loss[0][j] += loss.item() / len(m.layers)
+                layer_loss[j] += loss.item() / len(m.layers)
         return o
 
-    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
-        x = chunks[_order(len(chunks), run["step"], seed)][None]        # (1, T)
-        layer_loss[0] = [0.0] * len(maps_list)
+    def step(i):
+        x = chunks[_order(len(chunks), i, seed)][None]                  # (1, T)
+        layer_loss[:] = [0.0] * len(maps_list)
         with torch.no_grad():
             llama.forward(model, x, attend, last=True)  # only the attention hooks matter: no vocabulary product
+        return x.numel(), list(layer_loss)
+
+    def report(run, last):
+        if log and (run["step"] % 10 == 0 or run["step"] == 1 or last):
+            log(f"   transfer step {run['step']}/{epochs * len(chunks)}: {run['tokens']:,} tokens, "
+                f"{run['tokens'] / run['seconds']:.0f} tokens/s, MSE " + " ".join(f"{l:.4g}" for l in run["losses"][-1]))
+    return _train(run, step, epochs * len(chunks), minutes, params, opt, report, evaluate, eval_every, checkpoint, save_every)
+
+
+def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every, checkpoint, save_every) -> dict:
+    """The loop both stages share: step(i) takes step i's gradient and returns (its tokens, its loss);
+    then Adam steps, the run's meta counts them and the seconds, report(run, last) logs, evaluate() ->
+    dict goes on the curve every eval_every steps and at the end (not counted as training time), and the
+    run is saved every save_every steps and at the end. Stops after `total` steps or `minutes`."""
+    t0, done_s = time.time(), run["seconds"]
+    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
+        tokens, loss = step(run["step"])
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if not all(math.isfinite(x) for x in (loss if isinstance(loss, list) else [loss])) or \
+                not all(torch.isfinite(p).all() for p in params.values()):  # not saved, so a rerun starts where it was sound
+            raise ValueError(f"training diverged at step {run['step'] + 1}: the loss or the weights are NaN or infinite "
+                             f"(nothing saved): " + (f"is {checkpoint} damaged, or " if checkpoint else "is ") +
+                             "the learning rate too high?")
         run["step"] += 1
-        run["tokens"] += x.numel()
-        run["losses"].append(layer_loss[0])
+        run["tokens"] += tokens
+        run["losses"].append(loss)
         run["seconds"] = done_s + time.time() - t0
         last = run["step"] == total or (minutes and run["seconds"] >= 60 * minutes)
-        if log and (run["step"] % 10 == 0 or run["step"] == 1 or last):
-            log(f"   transfer step {run['step']}/{total}: {run['tokens']:,} tokens, "
-                f"{run['tokens'] / run['seconds']:.0f} tokens/s, MSE " + " ".join(f"{l:.4g}" for l in layer_loss[0]))
+        report(run, last)
         if evaluate and (run["step"] % eval_every == 0 or last):
             run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
             t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
@@ -393,33 +423,25 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
                             {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
     settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "rank": rank, "alpha": alpha,
                 "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)}
-    run = _resume(checkpoint, params, opt, settings, log)
+    run, total = _resume(checkpoint, params, opt, settings, log), epochs * len(chunks)
     student = student_of(maps)
     attend = lambda i, q, k, v: (linear.softmax(model, q, k, v) if i not in maps.layers else
                                  torch.utils.checkpoint.checkpoint(student, i, q, k, v, use_reentrant=False)
                                  if grad_checkpoint else student(i, q, k, v))
-    total, t0, done_s = epochs * len(chunks), time.time(), run["seconds"]
-    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
-        x = chunks[_order(len(chunks), run["step"], seed)]               # (T,)
+
+    def step(i):
+        x = chunks[_order(len(chunks), i, seed)]                         # (T,)
         logits = llama.forward(build(), x[None], attend)[0, :-1]          # (T - 1, vocab)
         loss = F.cross_entropy(logits.to(llama.wide(logits.dtype)), x[1:].to(logits.device))
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        run["step"] += 1
-        run["tokens"] += x.numel()
-        run["losses"].append(loss.item())
-        run["seconds"] = done_s + time.time() - t0
-        last = run["step"] == total or (minutes and run["seconds"] >= 60 * minutes)
+        return x.numel(), loss.item()
+
+    def report(run, last):
         if log:
             log(f"   finetune ({mode}) step {run['step']}/{total}: {run['tokens']:,} tokens, "
                 f"{run['tokens'] / run['seconds']:.0f} tokens/s, next-token loss {run['losses'][-1]:.3f}")
-        if evaluate and (run["step"] % eval_every == 0 or last):
-            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate(detached(build))})
-            t0, done_s = time.time(), run["seconds"]
-        if checkpoint is not None and (run["step"] % save_every == 0 or last):
-            _save_run(checkpoint, params, opt, run)
-    run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
+    run = _train(run, step, total, minutes, params, opt, report, evaluate and (lambda: evaluate(detached(build))),
+                 eval_every, checkpoint, save_every)
     return detached(build), run
 
 
@@ -440,7 +462,7 @@ def detached(build) -> llama.Model:
 # tokens in all for 7-8B models, about half in each stage
 PAPERS = {"transfer_tokens": 20_000_000, "finetune_tokens": 20_000_000}
 TRAINING_CODE = [inspect.getsource(f) for f in (training_sources, training_text, _save_run, _load_run, _resume, _order, student_of,
-                                                 transfer, weights, finetune, detached)]  # read once, at import
+                                                 transfer, _train, weights, finetune, detached)]  # read once, at import
 
 
 def code_key(*extra) -> str:
@@ -471,7 +493,6 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
-    model_key = harness.fingerprint(*experiments.weights(model))
     train_ids = training_text(tok, train_length)
     test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
     if transfer_tokens:
@@ -480,73 +501,89 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
         finetune_epochs = -(-finetune_tokens // train_ids.numel())
     log(f"training text: {len(train_ids)} chunks of {train_length} tokens ({train_ids.numel():,} tokens; {epochs} epochs); "
         f"held out: {len(test)} chunks")
+    comp = Comparison(model, test, train_ids, epochs, curve_tokens, log)
     new = lambda kind, w=0, r=r: FeatureMaps(model.config, r, kind, w, dtype=model.dtype).to(model.device)
-    # the curve against training tokens: perplexity on the first `curve_tokens` of the first held-out chunk
-    piece = test[:1, :curve_tokens]
-    ppl = lambda m, maps: math.exp(experiments.next_token_nll(forward(m, maps, piece), piece).mean().item())
-    # a trained file is keyed by the code, the model's weights, the training text and the settings
-    key = lambda *settings: code_key(model_key, train_ids, epochs, *settings)
-    cache = lambda what, *settings: harness.RESULTS / f"t2r_{what}_{key(*settings)}.safetensors"
-
-    # stage 1: every map set of the table learns side by side from one stream of the frozen model
-    plain = [new(kind) for kind in kinds]
-    hybrid = new("hedgehog", window) if window else None
-    maps = plain + ([hybrid] if hybrid else [])
-    path = cache("transfer", r, kinds, window, minutes)
-    log(f"stage 1, attention transfer of {', '.join(name(m) for m in maps)} -> {path.name}")
-    stage1 = transfer(model, maps, train_ids, epochs=epochs, minutes=minutes, checkpoint=path, log=log,
-                      eval_every=eval_every, evaluate=lambda: {name(m): ppl(model, m) for m in maps})
-    results, bypass = [], {}
-
-    def record(method, family, nll, bytes_, trained, **extra):
-        results.append(dict(method=method, family=family, state_bytes=bytes_, **measured(method, trained, nll), **extra))
-        log(f"   {method}: {bytes_ / 2**20:.2f} MiB of state, perplexity {results[-1]['ppl']:.2f}")
-
-    # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
-    measured = lambda method, trained, nll, *code: measured_row(method, trained, nll, test, model_key, code_key(), *code)
-
-    cost1 = {"tokens": stage1["tokens"], "seconds": round(stage1["seconds"]), "tokens_per_s": stage1["tokens_per_s"]}
-    nll = lambda m, maps: lambda: experiments.next_token_nll(forward(m, maps, test), test)
-    trained = path.name
-    with torch.no_grad():
-        for m in plain:
-            record(f"{name(m)}, transfer", m.kind, nll(model, m), state_bytes(model, m), trained, stage="transfer", **cost1)
-        if hybrid:
-            record(f"{name(hybrid)}, transfer", "hybrid", nll(model, hybrid), state_bytes(model, hybrid), trained,
-                   stage="transfer", **cost1)
-            record(f"{name(hybrid)}, features zeroed", "hybrid zeroed", nll(model, zeroed(hybrid)),
-                   state_bytes(model, hybrid), trained)
-            bypass[name(hybrid)] = {"with": results[-2]["ppl"], "zeroed": results[-1]["ppl"]}
-        elu = new("elu")
-        record(name(elu), "elu", nll(model, elu), state_bytes(model, elu), "")
-
-    # stage 2: swap, then finetune each plain map set with the model (LoRA or every weight)
-    curves = {"transfer": stage1["curve"], "curve_tokens": piece.shape[1],
-              "full cache": math.exp(experiments.next_token_nll(llama.forward(model, piece), piece).mean().item())}
-    for m in plain:
-        path = cache("finetune", name(m), finetune_mode, finetune_minutes, finetune_epochs, r, kinds, window, minutes)
-        log(f"stage 2, {finetune_mode} finetune of {name(m)} -> {path.name}")
-        tuned, stage2 = finetune(model, m, train_ids, mode=finetune_mode, minutes=finetune_minutes,
-                                 epochs=finetune_epochs, checkpoint=path, log=log, eval_every=eval_every // 2,
-                                 evaluate=lambda t, m=m: {name(m): ppl(t, m)})
-        curves[f"finetune {name(m)}"] = stage2["curve"]
-        with torch.no_grad():
-            record(f"{name(m)}, finetuned", m.kind + " finetuned", nll(tuned, m), state_bytes(model, m), path.name,
-                   stage=f"finetune ({finetune_mode})", tokens=stage1["tokens"] + stage2["tokens"],
-                   seconds=round(stage1["seconds"] + stage2["seconds"]), tokens_per_s=stage2["tokens_per_s"],
-                   finetune_tokens=stage2["tokens"], finetune_seconds=round(stage2["seconds"]))
-
+    plain, hybrid = [new(kind) for kind in kinds], new("hedgehog", window) if window else None
+    stage1 = transferred(comp, plain, hybrid, minutes, eval_every, (r, kinds, window, minutes))
+    elu = new("elu")
+    comp.record(name(elu), "elu", elu, "")
+    curves = {"transfer": stage1["curve"], "curve_tokens": comp.piece.shape[1],
+              "full cache": math.exp(experiments.next_token_nll(llama.forward(model, comp.piece), comp.piece).mean().item())}
+    for m in plain:  # stage 2: swap, then finetune each plain map set with the model (LoRA or every weight)
+        curves[f"finetune {name(m)}"] = finetuned(comp, m, stage1, finetune_mode, finetune_minutes, finetune_epochs,
+                                                  eval_every, (r, kinds, window, minutes))
     log("softmax attention, then the MSRNN policies on the same chunks ...")
-    for row in policy_rows(model, test, sizes, log):
-        results.append(row)
+    comp.rows += policy_rows(model, test, sizes, log)
     if tails:
-        tail_ids = training_text(tok, tail_length or length)
-        results += tail_rows(model, tail_ids, test, tail_sizes or sizes, tail_r, tail_size, epochs, tail_minutes,
-                             cache, bypass, results, measured, log)
-    results.sort(key=lambda row: row["state_bytes"])
-    return {"results": results, "curves": curves, "bypass": bypass, "chunks": len(test), "tokens": test.shape[1],
+        tail_rows(comp, training_text(tok, tail_length or length), tail_sizes or sizes, tail_r, tail_size, tail_minutes)
+    comp.rows.sort(key=lambda row: row["state_bytes"])
+    return {"results": comp.rows, "curves": curves, "bypass": comp.bypass, "chunks": len(test), "tokens": test.shape[1],
             "training_tokens": train_ids.numel(), "epochs": epochs, "dtype": str(model.dtype).removeprefix("torch."),
             "seconds": round(time.time() - t_start)}
+
+
+class Comparison:
+    """The rows of `experiment` as they are measured, on the same held-out chunks `test`; each kept in
+    results/ under what computes it (measured_row), as each trained file is under its settings (cache)."""
+
+    def __init__(self, model, test, train_ids, epochs, curve_tokens, log):
+        self.model, self.test, self.train_ids, self.epochs, self.log = model, test, train_ids, epochs, log
+        self.model_key, self.rows, self.bypass = harness.fingerprint(*experiments.weights(model)), [], {}
+        self.piece = test[:1, :curve_tokens]  # the curve against training tokens: the first held-out chunk's start
+
+    def cache(self, what, *settings):
+        """Where a trained file is kept: keyed by the code, the model's weights, the training text and the settings."""
+        key = code_key(self.model_key, self.train_ids, self.epochs, *settings)
+        return harness.RESULTS / f"t2r_{what}_{key}.safetensors"
+
+    def ppl(self, model, maps) -> float:
+        """Perplexity of the first held-out tokens (self.piece), for the curves."""
+        return math.exp(experiments.next_token_nll(forward(model, maps, self.piece), self.piece).mean().item())
+
+    def measured(self, method, trained, nll, *code) -> dict:
+        # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
+        return measured_row(method, trained, nll, self.test, self.model_key, code_key(), *code)
+
+    def record(self, method, family, maps, trained, model=None, **extra):
+        """The row of `maps` (read by `model`, default the frozen one) on the held-out chunks."""
+        nll = lambda: experiments.next_token_nll(forward(model or self.model, maps, self.test), self.test)
+        self.rows.append(dict(method=method, family=family, state_bytes=state_bytes(self.model, maps),
+                              **self.measured(method, trained, nll), **extra))
+        self.log(f"   {method}: {self.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {self.rows[-1]['ppl']:.2f}")
+
+
+def cost(run) -> dict:
+    return {"tokens": run["tokens"], "seconds": round(run["seconds"]), "tokens_per_s": run["tokens_per_s"]}
+
+
+def transferred(comp: Comparison, plain: list, hybrid, minutes, eval_every, settings) -> dict:
+    """Stage 1: every map set of the table learns side by side from one stream of the frozen model;
+    then each is a row (the hybrid also with its features zeroed). Returns the run's meta."""
+    maps = plain + ([hybrid] if hybrid else [])
+    path = comp.cache("transfer", *settings)
+    comp.log(f"stage 1, attention transfer of {', '.join(name(m) for m in maps)} -> {path.name}")
+    run = transfer(comp.model, maps, comp.train_ids, epochs=comp.epochs, minutes=minutes, checkpoint=path, log=comp.log,
+                   eval_every=eval_every, evaluate=lambda: {name(m): comp.ppl(comp.model, m) for m in maps})
+    for m in plain:
+        comp.record(f"{name(m)}, transfer", m.kind, m, path.name, stage="transfer", **cost(run))
+    if hybrid:
+        comp.record(f"{name(hybrid)}, transfer", "hybrid", hybrid, path.name, stage="transfer", **cost(run))
+        comp.record(f"{name(hybrid)}, features zeroed", "hybrid zeroed", zeroed(hybrid), path.name)
+        comp.bypass[name(hybrid)] = {"with": comp.rows[-2]["ppl"], "zeroed": comp.rows[-1]["ppl"]}
+    return run
+
+
+def finetuned(comp: Comparison, m: FeatureMaps, stage1, mode, minutes, epochs, eval_every, settings) -> list:
+    """Stage 2 for one plain map set: swap, then finetune it with the model (LoRA or every weight); its
+    row, whose cost is both stages'. Returns the finetune's curve."""
+    path = comp.cache("finetune", name(m), mode, minutes, epochs, *settings)
+    comp.log(f"stage 2, {mode} finetune of {name(m)} -> {path.name}")
+    tuned, run = finetune(comp.model, m, comp.train_ids, mode=mode, minutes=minutes, epochs=epochs, checkpoint=path,
+                          log=comp.log, eval_every=eval_every // 2, evaluate=lambda t: {name(m): comp.ppl(t, m)})
+    comp.record(f"{name(m)}, finetuned", m.kind + " finetuned", m, path.name, model=tuned, stage=f"finetune ({mode})",
+                tokens=stage1["tokens"] + run["tokens"], seconds=round(stage1["seconds"] + run["seconds"]),
+                tokens_per_s=run["tokens_per_s"], finetune_tokens=run["tokens"], finetune_seconds=round(run["seconds"]))
+    return run["curve"]
 
 
 def measured_row(method, trained, nll, test, model_key, *code) -> dict:
@@ -586,8 +623,7 @@ def policy_rows(model, test, sizes, log=print) -> list:
 TAIL_GAIN = -5.0  # the tail's query gain starts at exp(-5): thousands of folded rows would outweigh the few held ones
 
 
-def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes, cache, bypass, results, measured,
-              log) -> list:
+def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     """TOVA with a T2R tail at each size, where t2r/tail.py exists: one Hedgehog map of tail_r features
     trained by attention transfer under TOVA's own drops at tail_size rows on chunks train_ids, then
     read at every size.
@@ -596,31 +632,28 @@ def tail_rows(model, train_ids, test, sizes, tail_r, tail_size, epochs, minutes,
     try:
         from t2r import tail
     except ImportError:
-        log("   (no t2r/tail.py: no rows for TOVA with a tail)")
-        return []
-    tova = specs.named("tova")
+        comp.log("   (no t2r/tail.py: no rows for TOVA with a tail)")
+        return
+    model, test, tova = comp.model, comp.test, specs.named("tova")
     maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
-    with torch.no_grad():  # the query map's log gain starts low: thousands of folded rows would outweigh the held ones
+    with torch.no_grad():
         maps.gq.fill_(TAIL_GAIN)
-    path = cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
-    log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
-    run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=epochs,
-                   minutes=minutes, checkpoint=path, log=log)
+    path = comp.cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
+    comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
+    run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
+                   minutes=minutes, checkpoint=path, log=comp.log)
     save(maps, path.with_name(f"{path.stem}-maps.safetensors"))  # the maps alone, for demo.py ppl --tail-maps
-    log(f"   its maps: {path.stem}-maps.safetensors (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
-        f"--tail-maps results/{path.stem}-maps.safetensors)")
-    rows = []
+    comp.log(f"   its maps: {path.stem}-maps.safetensors (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
+             f"--tail-maps results/{path.stem}-maps.safetensors)")
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"
-        got = measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
-                       tova.key, pathlib.Path(tail.__file__))  # an edit of policies.tova or the tail measures it again
-        rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
-                         stage=f"transfer at {tail_size} rows", tokens=run["tokens"], seconds=round(run["seconds"]),
-                         tokens_per_s=run["tokens_per_s"]))
-        log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {rows[-1]['ppl']:.2f}")
-        alone = next(x["ppl"] for x in results if x["method"] == f"{tova.label} {size}")
-        bypass[rows[-1]["method"]] = {"with": rows[-1]["ppl"], "zeroed": alone}
-    return rows
+        got = comp.measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
+                            tova.key, pathlib.Path(tail.__file__))  # an edit of policies.tova or the tail measures it again
+        comp.rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
+                              stage=f"transfer at {tail_size} rows", **cost(run)))
+        comp.log(f"   {method}: {comp.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f}")
+        alone = next(x["ppl"] for x in comp.rows if x["method"] == f"{tova.label} {size}")
+        comp.bypass[method] = {"with": got["ppl"], "zeroed": alone}
 
 
 def name(maps: FeatureMaps) -> str:

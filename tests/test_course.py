@@ -75,6 +75,17 @@ def test_a_folder_that_cannot_be_graded_is_named(tmp_path):
     assert "Traceback" not in out
 
 
+def test_a_comparison_replaced_fails_the_part_by_name(tmp_path):
+    """The reference solutions with torch.testing.assert_close made a no-op: every test that compared
+    fails, and the hint says why (course/student.py keeps the comparison it found at its start)."""
+    folder = copy_of_reference(tmp_path / "work")
+    with open(folder / "msrnn.py", "a") as f:
+        f.write("\nimport torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n")
+    code, out = run(folder, "--only", 2)
+    parts = lines_of(out)
+    assert code == 1 and parts[2][0] == "FAIL" and parts[2][1].startswith(grade.TAMPERED), out
+
+
 def test_a_file_python_cannot_read_is_named(tmp_path):
     """A file in another encoding, and one nested past the parser's depth, are named before any test runs."""
     folder = tmp_path / "work"

@@ -1,5 +1,6 @@
 """Smoke tests: every experiment and CLI command runs end to end on a tiny input."""
 import json
+import pathlib
 import re
 import shutil
 
@@ -220,6 +221,9 @@ def test_text_files_are_decoded_or_named(tmp_path, capsys):
     (tmp_path / "data.bin").write_bytes(bytes(range(32)) * 10 + b"some words")
     corpus.read(tmp_path / "data.bin")
     assert "data.bin looks binary" in capsys.readouterr().err
+    for path in (tmp_path, pathlib.Path("/dev/null")):  # there, but no file to read
+        with pytest.raises(FileNotFoundError, match="is not a regular file"):
+            corpus.read(path)
 
 
 @pytest.mark.usefixtures("books")

@@ -1,7 +1,9 @@
 """Nothing silent: a bad input to the core, a damaged cache, an interrupted write, an allocation that
 cannot fit each get an error that names the culprit (or the right answer), never a wrong result.
 The loader's bad checkpoints are in test_loader.py, the CLI's bad arguments in test_experiments.py."""
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -214,14 +216,18 @@ def honest(rows):
 
 def around_the_counters(how):
     """A policy that scores like `honest` but writes, where no version counter of this call sees it, into
-    the keys and values: through .data, through .numpy(), or into the tensors of an earlier call (another
-    layer's: the state of layer 0 from layer 1)."""
+    the keys and values: through .data, through .numpy(), through vars(rows), or into the tensors of an
+    earlier call (another layer's: the state of layer 0 from layer 1)."""
     kept = {}
     def sneak(rows):
         if how == ".data":
             rows.keys.data.mul_(-1)
         elif how == ".numpy()":
             rows.values.numpy()[:] = 0
+        elif how == "vars(rows)":
+            for x in vars(rows).values():
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    x.data.mul_(-1)
         elif rows.layer == 0:
             kept["keys"], kept["values"] = rows.keys, rows.values
         else:
@@ -230,7 +236,7 @@ def around_the_counters(how):
     return sneak
 
 
-@pytest.mark.parametrize("how", [".data", ".numpy()", "an earlier call's"])
+@pytest.mark.parametrize("how", [".data", ".numpy()", "vars(rows)", "an earlier call's"])
 @pytest.mark.parametrize("view", ["run", "prefill", "masked_forward"])
 def test_a_write_around_the_version_counters_does_not_reach_the_state(view, how):
     """The policy is shown copies (guards.policy_call): the logits are the honest policy's, bit for bit."""
@@ -307,6 +313,36 @@ def test_what_one_run_hands_another_is_checked(case, call, says):
         call()
 
 
+def test_a_spec_binds_what_it_says_or_names_why_not(tmp_path):
+    """A flag is true or false (bool('False') would be True); a value after a key=value is not guessed at;
+    a parameter without a default is asked for, by name, also where a label shows it."""
+    mine = tmp_path / "mine.py"
+    mine.write_text("from policies import label\n\ndef flag(rows, on=True):\n    return rows.pos[:, :1].double()\n\n"
+                    "@label('Mine{a}')\ndef needs(rows, a):\n    return rows.pos[:, :1].double() * a\n")
+    assert specs.named(f"{mine}:flag:False").fn.keywords == {"on": False}
+    assert specs.named(f"{mine}:needs:2").label == "Mine2"
+    for spec, says in [(f"{mine}:flag:banana", "on must be true or false"), ("tova_protected:sinks=8,4", "'4' comes after"),
+                       (f"{mine}:needs", "a of needs has no default: give it as .*needs:a=")]:
+        with pytest.raises(ValueError, match=says):
+            specs.named(spec)
+
+
+@pytest.mark.parametrize("how", ["a layer the model lacks", "other KV heads", "another dtype"])
+@pytest.mark.parametrize("view", ["run", "forward"])
+def test_maps_that_do_not_fit_the_model_are_named(view, how):
+    """In both of T2R's views, as the tail's check does: not the plain transformer with nothing swapped
+    (a layer past the last), and not an einsum's or a matmul's message."""
+    from t2r import linear
+    cfg = MODEL.config
+    maps = {"a layer the model lacks": lambda: linear.FeatureMaps(tiny_config(n_layers=cfg.n_layers + 2), 4,
+                                                                  layers=[cfg.n_layers + 1], dtype=MODEL.dtype),
+            "other KV heads": lambda: linear.FeatureMaps(tiny_config(n_heads=2 * cfg.n_heads, n_kv_heads=2 * cfg.n_kv_heads),
+                                                         4, dtype=MODEL.dtype),
+            "another dtype": lambda: linear.FeatureMaps(cfg, 4, dtype=torch.float32)}[how]()
+    with pytest.raises(ValueError, match="the maps swap layers|do not fit this model|this model needs"):
+        getattr(linear, view)(MODEL, maps, tokens(1, 6))
+
+
 def test_a_state_of_its_own_size_runs_on():
     """size=None takes the state's size: the guard refuses only a size that disagrees."""
     state = msrnn.init_state(MODEL, 1, 4)
@@ -314,9 +350,28 @@ def test_a_state_of_its_own_size_runs_on():
                  msrnn.run(MODEL, tokens(1, 9), policies.tova, 4), atol=EXACT)
 
 
-@pytest.mark.parametrize("damage,says", [
-    ("nan", "is damaged"), ("negative", "is damaged"), ("record", "run record is damaged")])
-def test_a_damaged_training_checkpoint_is_refused(tmp_path, damage, says):
+def _run_record(meta, **changed):
+    return {"run": json.dumps(json.loads(meta["run"]) | changed)}
+
+
+# damage -> (the file's metadata, its tensors) -> (metadata, tensors), and what the refusal says
+DAMAGE = {
+    "nan": (lambda m, t: (m, {n: x * float("nan") if "exp_avg_sq" in n else x for n, x in t.items()}), "is damaged"),
+    "negative": (lambda m, t: (m, {n: -x - 1 if "exp_avg_sq" in n else x for n, x in t.items()}), "is damaged"),
+    "missing": (lambda m, t: (m, {n: x for n, x in t.items() if "exp_avg_sq" not in n}), "is missing"),
+    "record": (lambda m, t: ({"run": json.dumps({"step": "x"})}, t), "run record is damaged"),
+    "seconds": (lambda m, t: (_run_record(m, seconds=float("nan")), t), "run record is damaged"),
+    "tokens": (lambda m, t: (_run_record(m, tokens=-5), t), "run record is damaged"),
+    "losses": (lambda m, t: (_run_record(m, losses=["x"] * 4), t), "run record is damaged"),
+    "step": (lambda m, t: (_run_record(m, step=10**6, losses=[0.0] * 10**6), t), "tokens in 1000000 steps"),
+    "huge moments": (lambda m, t: (m, {n: x.fill_(torch.finfo(x.dtype).max) if ".exp_avg." in n else x for n, x in t.items()}),
+                     "training diverged at step"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_damaged_training_checkpoint_is_refused(tmp_path, damage):
+    """Whatever is damaged is named, and a file refused on load leaves the maps as they were."""
     import safetensors.torch
     from safetensors import safe_open
     from t2r import linear, train
@@ -325,14 +380,15 @@ def test_a_damaged_training_checkpoint_is_refused(tmp_path, damage, says):
     train.transfer(MODEL, maps(), tokens(4, 16), epochs=1, checkpoint=path, log=None)
     with safe_open(str(path), "pt") as f:
         meta, tensors = f.metadata(), {n: f.get_tensor(n) for n in f.keys()}
-    if damage == "record":
-        meta = {"run": json.dumps({"step": "x"})}
-    else:
-        bad = (lambda t: t * float("nan")) if damage == "nan" else (lambda t: -t - 1)
-        tensors = {n: bad(t) if "exp_avg_sq" in n else t for n, t in tensors.items()}
+    damaged, says = DAMAGE[damage]
+    meta, tensors = damaged(meta, tensors)
     safetensors.torch.save_file(tensors, str(path), metadata=meta)
+    fresh = maps()
+    before = {n: p.detach().clone() for n, p in fresh.named_parameters()}
     with pytest.raises(ValueError, match=says):
-        train.transfer(MODEL, maps(), tokens(4, 16), epochs=2, checkpoint=path, log=None)
+        train.transfer(MODEL, fresh, tokens(4, 16), epochs=2, checkpoint=path, log=None)
+    if damage != "huge moments":  # refused on load, before any tensor was copied in
+        assert all(torch.equal(p, before[n]) for n, p in fresh.named_parameters())
 
 
 @pytest.mark.parametrize("spec", ["relu:0", "relu:x", "bogus:4", "hedgehog:5"])
@@ -344,6 +400,22 @@ def test_feature_map_specs_are_refused_before_any_work(spec):
     if spec in ("relu:0", "relu:x"):
         with pytest.raises(ValueError, match="kind:r"):
             train.maps_from(MODEL, spec)
+
+
+@pytest.mark.parametrize("argv,says", [(["--t2r", "elu:5"], "elu takes no r"),
+                                       (["--lengths", "8", "--size", "256"], "--lengths must all exceed --size")])
+def test_a_speed_row_is_refused_where_it_would_not_be_what_its_label_says(argv, says, capsys):
+    """elu:5 would hold 64 features; TOVA 256 after 8 tokens would be a state that cannot exist."""
+    from t2r import speed
+    with pytest.raises(SystemExit):
+        speed.main(argv)
+    assert says in capsys.readouterr().err
+
+
+def test_a_budget_that_holds_no_sequence_is_refused():
+    from lab import experiments
+    with pytest.raises(ValueError, match="holds not one sequence"):
+        experiments.memory(MODEL, context=16, sizes=(4,), budget_gib=1e-308)
 
 
 def test_scores_that_cannot_be_ranked_and_attention_that_overflowed_are_named():
@@ -358,6 +430,27 @@ def test_scores_that_cannot_be_ranked_and_attention_that_overflowed_are_named():
                       score=torch.zeros(B, H, n), keys=None, values=None, query=torch.zeros(B, H, 1, 4), prev=None, t=9, size=4, layer=2)
     with pytest.raises(FloatingPointError, match="overflowed its dtype .*float16 ends at 65504"):
         guards.check_scores(policies.tova, rows, torch.full((B, 1, n), float("nan")))
+
+
+@pytest.mark.parametrize("view", ["run", "prefill", "masked_forward", "generate"])
+@pytest.mark.parametrize("policy", [None, policies.window], ids=["full", "window"])
+def test_float16_that_overflows_is_named_where_no_policy_reads_the_attention(view, policy):
+    """A float16 model whose activations pass 65504 in the step (the views that read whole blocks may stay
+    finite: their sums run in another order): the full cache and Window read no attention, so it is the
+    logits that say so. No view returns NaN logits, or tokens argmax picked from them."""
+    m = random_model(tiny_config(), dtype=torch.float16)
+    m = dataclasses.replace(m, layers=[dataclasses.replace(L, wq=L.wq * 200, wk=L.wk * 200, w_down=L.w_down * 3000)
+                                       for L in m.layers])
+    size = None if policy is None else 4
+    run = {"run": msrnn.run, "prefill": fast.prefill, "masked_forward": msrnn.masked_forward,
+           "generate": lambda m, x, p, s: list(msrnn.generate(m, x, 3, p, s))}[view]
+    try:
+        out = run(m, tokens(1, 24), policy, size)
+    except FloatingPointError as e:
+        assert re.search("logits are not finite .*float16 ends at 65504", str(e))
+    else:
+        assert view not in ("run", "generate"), "the step overflows here: this model no longer tests anything"
+        assert torch.isfinite(out[0]).all()
 
 
 def test_ctrl_c_is_the_parents_a_pool_worker_ignores_it(monkeypatch):

@@ -282,15 +282,15 @@ def overflowing(dtype, scale):
 
 
 @pytest.mark.parametrize("dtype, scale, message", [
-    (torch.float16, 1e4, r"a loss of .*, with the model in float16: .* try --dtype float32"),
+    (torch.float16, 1e4, r"float16.* (65,?504|float32)"),  # the logits' own check (guards.check_logits) or the loss's
     (torch.float32, 1e6, r"a loss of .*e\+0\d, with the model in float32: its logits .* weights may be too large"),
 ])
 def test_a_perplexity_that_is_not_finite_is_named_with_its_dtype(dtype, scale, message):
     """float16 printed 'perplexity nan' and exited 0; float32 raised a bare OverflowError."""
     model = overflowing(dtype, scale)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, FloatingPointError), match=message):
         experiments.perplexity(model, tokens(1, 40)[0], chunk=40)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, FloatingPointError), match=message):
         experiments.measure(model, tokens(2, 24), "tova", 4, 2)
 
 
