@@ -301,11 +301,12 @@ _HELD = {}
 
 
 def _held(rows) -> dict:
+    """rows' entry in _HELD, made at its first call: an id is unique while its object lives, and the
+    weak reference's callback drops the entry when rows goes."""
     key = id(rows)
-    held = _HELD.get(key)
-    if held is None or held["ref"]() is not rows:
-        held = _HELD[key] = {"ref": weakref.ref(rows, lambda _, key=key: _HELD.pop(key, None)), "fields": {}, "copies": {}}
-    return held
+    if key not in _HELD:
+        _HELD[key] = {"ref": weakref.ref(rows, lambda _, key=key: _HELD.pop(key, None)), "fields": {}, "copies": {}}
+    return _HELD[key]
 
 
 def _copying(cls):
