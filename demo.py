@@ -283,8 +283,9 @@ REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memo
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(train.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
           "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
-          "tour_time": ("busy", busy.tour_time), "t2r_length": ("t2r_length", t2r_length.table),
-          "t2r_length_plain": ("t2r_length_plain", t2r_length.table), "t2r_length_tails": ("t2r_length_tails", t2r_length.table)}
+          "tour_time": ("busy", busy.tour_time), "t2r_length_costs": ("t2r_length", t2r_length.costs)}
+REPORT |= {"t2r_length" + ("" if f == "hybrids" else f"_{f}"): ("t2r_length", lambda data, f=f: t2r_length.table(data, f))
+           for f in t2r_length.FAMILIES}  # one results file, a table per family
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 

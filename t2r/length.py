@@ -1,23 +1,31 @@
 """Quality against length for the linear state: python -m t2r.length  ->  results/t2r_length.{json,log,png}
 
-Hybrids of 64 exact rows per layer, trained side by side by attention transfer on one stream of
-the frozen default model (maps only): window 64 (the hybrid of `demo.py t2r`), sinks 4 + window 60,
-and sinks 4 + window 60 with a learned decay per KV head (t2r/linear.py), two sets per starting horizon
-(`--horizons`: the horizon learns slowly, so where it starts is most of what it ends at): φ after RoPE, and
-φ before it (rotated=False: the linear part is one function at every position, so what it learned on
-1,024-token chunks it applies unchanged at 16,384). `--sets plain` trains plain T2R instead (no exact
-row: undecayed, and decayed with φ after and before RoPE) into results/t2r_length_plain.*, without the
-policies' rows, which the hybrids' run already has. `--sets tails` trains a tail for TOVA (t2r/tail.py:
-the rows TOVA drops folded into a decayed linear state, φ before RoPE) under TOVA's own drops, one
-chunk at each of `--sizes` in turn, and reads it at every size beside TOVA alone, into
-results/t2r_length_tails.*. Each hybrid is
-measured with its linear part and with it zeroed (its twin: the exact rows alone), beside Window+4 and TOVA at 63 rows
-(64 attended, the same exact rows) and the full cache, on the first 1,024, 4,096 and 16,384 tokens of
-the evaluation books read as one text (alice29, then asyoulik; never a training book).
+Four families of maps, each trained by attention transfer on the frozen default model (maps only,
+Hedgehog; the teacher read from train.Teacher's cache), each row measured on the first 1,024, 4,096 and
+16,384 tokens of the evaluation books read as one text (alice29, then asyoulik; never a training book):
+- hybrids: 64 exact rows per layer, side by side: window 64 (the hybrid of `demo.py t2r`), sinks 4 +
+  window 60, and that with a learned decay per KV head (t2r/linear.py), two sets per starting horizon
+  (`--horizons`: where a horizon starts is most of where it ends): φ after RoPE, and φ before it
+  (rotated=False: the linear part is one function at every position, so what it learned on 1,024-token
+  chunks it applies unchanged at 16,384); beside Window+4 and TOVA at 63 rows (64 attended) and the
+  full cache;
+- plain: T2R with no exact row, undecayed and decayed with φ after and before RoPE;
+- lora: the best hybrid (sinks, decay, φ before RoPE) alone, then finetuned with LoRA and its maps
+  (LoLCATs' stage 2), read after each stage;
+- tails: a tail for TOVA (t2r/tail.py: the rows TOVA drops folded into a decayed linear state, φ before
+  RoPE), trained under TOVA's own drops, one chunk at each of `--sizes` in turn, then given one gain per
+  size (`calibrate`, on training text the transfer did not read) and read at every size beside TOVA alone.
+Each row with a linear part is measured beside its zeroed twin (the exact rows alone). `--sets F` runs
+one family into results/t2r_length_F.*; its rows are kept in results/t2r_rows/, so the default run,
+which writes every family into results/t2r_length.*, reads back what a family's own run measured.
 """
 import argparse
+import copy
+import inspect
+import json
 import math
 import pathlib
+import statistics
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
@@ -60,14 +68,43 @@ def tail_sets(cfg, r: int, starts) -> dict:
     return sets
 
 
+GAINS = (-1.0, 0.0)  # a tail's query-gain offsets (log scale) tried at each size, beside no tail
+
+
+def gained(maps, offset):
+    """The maps with every query gain times exp(offset); offset None: no tail (the maps zeroed)."""
+    if offset is None:
+        return train.zeroed(maps)
+    m = copy.deepcopy(maps)
+    with torch.no_grad():
+        m.gq.add_(offset)
+    return m
+
+
+def calibrate(model, maps, text, sizes, log) -> dict:
+    """One gain per size: the offset of GAINS, or None (no tail), whose tail gives TOVA at that size the
+    lowest next-token loss on `text` (B, T), training text the transfer did not read. A tail trained at
+    every size may weigh its folded rows right at one and too much at another; where none helps, the
+    size keeps TOVA alone. Returns {size: {"offset": chosen, "nll": {offset: mean loss}}}."""
+    tova, got = specs.named("tova"), {}
+    with torch.no_grad():
+        for size in sizes:
+            nll = {g: experiments.next_token_nll(tail.forward(model, gained(maps, g), text, tova.fn, size), text).mean().item()
+                   for g in (None, *GAINS)}
+            got[size] = {"offset": min(nll, key=nll.get), "nll": {str(g): round(x, 5) for g, x in nll.items()}}
+            log(f"   TOVA {size}: next-token loss " + ", ".join(f"{x:.4f} ({'no tail' if g is None else f'gain {g:+g}'})"
+                                                          for g, x in nll.items()) + f" -> {got[size]['offset']}")
+    return got
+
+
 def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
 
 
-def linear_rows(model, text, lengths, maps: dict, args, log) -> list:
-    """Each set of maps at every length, a hybrid beside its zeroed twin; with the hybrids, Window+4, TOVA at
+def linear_rows(model, text, lengths, maps: dict, log, policies=False) -> list:
+    """Each set of maps at every length, a hybrid beside its zeroed twin; with `policies`, Window+4, TOVA at
     63 rows and the full cache."""
     rows = []
     for n in lengths:
@@ -86,7 +123,7 @@ def linear_rows(model, text, lengths, maps: dict, args, log) -> list:
                 rows.append(row)
                 log(f"   {n:6,} tokens, {row['method']}: {row['ppl']:.2f}" +
                     (f" (zeroed {row['zeroed_ppl']:.2f})" if exact else ""))
-            for spec in ("sink", "tova", "full") if args.sets == "hybrids" else ():
+            for spec in ("sink", "tova", "full") if policies else ():
                 named = specs.named(spec)
                 size = None if named is specs.FULL else 63
                 got = math.exp(experiments.nll(model, x, named, size).mean().item())
@@ -96,9 +133,11 @@ def linear_rows(model, text, lengths, maps: dict, args, log) -> list:
     return rows
 
 
-def tail_rows(model, text, lengths, maps: dict, args, log) -> list:
-    """TOVA at each size alone and with each tail (its zeroed twin is TOVA alone: a tail of no features is
-    the policy alone, bit for bit, tests/test_tail.py), and the full cache, at every length."""
+def tail_rows(model, text, lengths, maps: dict, log, gains, sizes, reference=True) -> list:
+    """TOVA at each size alone and with each tail at its gain for that size (gains[name][size]["offset"],
+    `calibrate`): its zeroed twin is TOVA alone (a tail of no features is the policy alone, bit for bit,
+    tests/test_tail.py), so where no tail was chosen the row is TOVA's; with `reference`, the full cache.
+    Every length from one pass over the longest (by_length)."""
     tova, rows = specs.named("tova"), []
     def add(method, size, state_bytes, ppl, zeroed=None):
         for n in lengths:
@@ -106,13 +145,16 @@ def tail_rows(model, text, lengths, maps: dict, args, log) -> list:
                         ({} if zeroed is None else {"zeroed_ppl": zeroed[n]}))
         log(f"   {method}: " + ", ".join(f"{ppl[n]:.2f}" for n in lengths) + f" at {', '.join(map(str, lengths))} tokens")
     with torch.no_grad():
-        for size in args.sizes:
+        for size in sizes:
             alone = by_length(experiments.nll(model, text, tova, size)[0], lengths)
             add(f"TOVA {size}", size, msrnn.state_bytes(model, size), alone)
             for name, m in maps.items():
-                got = experiments.next_token_nll(tail.forward(model, m, text, tova.fn, size), text)[0]
-                add(f"TOVA {size} {name}", size, tail.state_bytes(model, m, size), by_length(got, lengths), alone)
-        add("full cache", None, None, by_length(experiments.nll(model, text, specs.FULL, None)[0], lengths))
+                offset = gains[name][size]["offset"]
+                got = alone if offset is None else by_length(experiments.next_token_nll(
+                    tail.forward(model, gained(m, offset), text, tova.fn, size), text)[0], lengths)
+                add(f"TOVA {size} {name}, gain per size", size, tail.state_bytes(model, m, size), got, alone)
+        if reference:
+            add("full cache", None, None, by_length(experiments.nll(model, text, specs.FULL, None)[0], lengths))
     return rows
 
 
@@ -129,56 +171,120 @@ def horizons(maps) -> list:
     return [[round(1 / (1 - g), 1) if g < 1 else math.inf for g in maps.gamma(i).tolist()] for i in maps.layers]
 
 
+FAMILIES = ("hybrids", "plain", "lora", "tails")
+MINUTES = {"hybrids": 9.0, "plain": 9.0, "lora": 6.0, "tails": 12.0}  # each family's transfer budget (--minutes: all)
+
+
+def family(which: str, model, tok, text, args, log) -> dict:
+    """One family's maps trained (or read back from their checkpoint) and its rows at every length (or
+    read back from results/t2r_rows/, keyed by the checkpoint, the text and the code that measures), so
+    that the families can run as processes of their own and `--sets all` collects them.
+    Returns {"rows", "training", "horizons"} and, by family, "gains" or "finetune"."""
+    minutes, lengths = args.minutes or MINUTES[which], sorted(args.lengths)
+    chunks = train.training_text(tok, args.train_length)
+    if which == "tails":
+        maps, tova = tail_sets(model.config, args.tail_r, args.horizons), specs.named("tova")
+        students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
+        described = [sorted(maps), tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
+    else:
+        sets = map_sets("plain" if which == "plain" else "hybrids", args.horizons)
+        sets = dict([list(sets.items())[-1]]) if which == "lora" else sets  # the best hybrid alone
+        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
+        students, described = None, [sorted(sets)]
+    key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, minutes, *described)
+    path = harness.RESULTS / f"t2r_length_{key}.safetensors"
+    lora = path.with_name(f"{path.stem}-lora{args.finetune_minutes:g}.safetensors")
+    measured = harness.RESULTS / "t2r_rows" / ("length-" + harness.fingerprint(
+        which, path.name, text, lengths, args.sizes, args.finetune_minutes if which == "lora" else None, *MEASURING,
+        *harness.sources(pathlib.Path(tail.__file__), pathlib.Path(experiments.__file__))) + ".json")
+    got = harness.read_cached(measured, {"rows": list, "training": dict})
+    if got is not None:
+        log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
+        return got
+    log(f"{which}: attention transfer of {', '.join(maps)} ({minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
+    run = train.transfer(model, list(maps.values()), chunks, student=students, epochs=1, minutes=minutes,
+                         checkpoint=path, teacher=train.Teacher.cached(model, chunks), log=None)
+    log(f"   {run['tokens']:,} tokens in {run['seconds']:.0f} s ({run['tokens_per_s']:.0f} tokens/s)")
+    got = {"training": {k: run[k] for k in ("tokens", "seconds", "tokens_per_s")},
+           "horizons": {n: horizons(m) for n, m in maps.items() if m.decay}}
+    if which == "tails":  # the two chunks the transfer would have read next, one text: training text it did not read
+        unseen = torch.cat([chunks[train._order(len(chunks), run["step"] + j, 0)] for j in range(2)])[None]
+        log(f"one gain per size, on {unseen.numel():,} tokens of training text the transfer did not read")
+        got["gains"] = {name: calibrate(model, m, unseen, args.sizes, log) for name, m in maps.items()}
+        got["rows"] = tail_rows(model, text, lengths, maps, log, got["gains"], args.sizes, reference=args.sets == "tails")
+    else:
+        got["rows"] = linear_rows(model, text, lengths, maps, log, policies=which == "hybrids")
+    if which == "lora":  # stage 2: LoRA with the linear attention in place (LoLCATs), the maps learning too
+        (name, m), = maps.items()
+        tuned_maps = copy.deepcopy(m)
+        log(f"LoRA finetune of {name} ({args.finetune_minutes} min) -> {lora.name}")
+        tuned, ft = train.finetune(model, tuned_maps, chunks, mode="lora", minutes=args.finetune_minutes, checkpoint=lora, log=None)
+        log(f"   {ft['tokens']:,} tokens in {ft['seconds']:.0f} s ({ft['tokens_per_s']:.0f} tokens/s)")
+        got["finetune"] = {k: ft[k] for k in ("tokens", "seconds", "tokens_per_s")}
+        got["rows"] += linear_rows(tuned, text, lengths, {f"{name}, then LoRA": tuned_maps}, log)
+    for row in got["rows"]:
+        row["family"] = which
+    harness.atomic_write(measured, json.dumps(got))
+    return got
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--minutes", type=harness.positive, default=9.0, help="attention transfer budget (default 9)")
+    ap.add_argument("--sets", choices=("all",) + FAMILIES, default="all",
+                    help="every family into results/t2r_length.* (default), or one into results/t2r_length_<sets>.*: "
+                         "hybrids of 64 exact rows beside Window+4, TOVA and the full cache; plain T2R; the best hybrid, "
+                         "then LoRA-finetuned; TOVA's tails beside TOVA alone")
+    ap.add_argument("--minutes", type=harness.positive, help="attention transfer budget of every family "
+                    "(default: " + ", ".join(f"{k} {v:g}" for k, v in MINUTES.items()) + ")")
     ap.add_argument("--r", type=harness.at_least(2), default=64, help="Hedgehog features (default 64)")
     ap.add_argument("--lengths", type=harness.at_least(2), nargs="+", default=[1024, 4096, 16384])
     ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
     ap.add_argument("--horizons", type=harness.at_least(2), nargs="+", default=[32],
                     help="the decayed sets' starting horizons in tokens, two sets each (default 32)")
-    ap.add_argument("--sets", choices=("hybrids", "plain", "tails"), default="hybrids",
-                    help="hybrids of 64 exact rows, beside the policies (default), plain T2R alone, or TOVA's tails")
+    ap.add_argument("--finetune-minutes", type=harness.positive, default=8.0, help="lora: the LoRA stage (default 8)")
     ap.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256],
-                    help="--sets tails: TOVA's sizes, trained in turn and read (default 32 64 128 256)")
-    ap.add_argument("--tail-r", type=harness.at_least(2), default=16, help="--sets tails: Hedgehog features (default 16)")
+                    help="tails: TOVA's sizes, trained in turn and read (default 32 64 128 256)")
+    ap.add_argument("--tail-r", type=harness.at_least(2), default=16, help="tails: Hedgehog features (default 16)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_length, or t2r_length_<sets>)")
     args = ap.parse_args(argv)
-    args.name = args.name or ("t2r_length" if args.sets == "hybrids" else f"t2r_length_{args.sets}")
+    args.name = args.name or ("t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}")
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
         model, tok = load_weights.load_model(), load_weights.load_tokenizer()
-        chunks = train.training_text(tok, args.train_length)
-        if args.sets == "tails":
-            maps, tova = tail_sets(model.config, args.tail_r, args.horizons), specs.named("tova")
-            students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
-            described = [sorted(maps), tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
-        else:
-            sets = map_sets(args.sets, args.horizons)
-            maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
-            students, described = None, [sorted(sets)]
-        key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, args.minutes, *described)
-        path = harness.RESULTS / f"t2r_length_{key}.safetensors"
-        log(f"attention transfer of {', '.join(maps)} ({args.minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
-        run = train.transfer(model, list(maps.values()), chunks, student=students, epochs=1, minutes=args.minutes,
-                             checkpoint=path, log=None)
-        log(f"   {run['tokens']:,} tokens in {run['seconds']:.0f} s ({run['tokens_per_s']:.0f} tokens/s)")
         text = held_out(tok, max(args.lengths))
-        rows = (tail_rows if args.sets == "tails" else linear_rows)(model, text, sorted(args.lengths), maps, args, log)
-        data = {"rows": rows, "training": {k: run[k] for k in ("tokens", "seconds", "tokens_per_s")},
-                "horizons": {n: horizons(m) for n, m in maps.items() if m.decay},
-                "r": args.tail_r if args.sets == "tails" else args.r, "train_length": args.train_length}
-        print("\n" + table(data))
+        data = {"rows": [], "families": {}}
+        for which in FAMILIES if args.sets == "all" else [args.sets]:
+            got, seen = family(which, model, tok, text, args, log), {(r["method"], r["tokens"]) for r in data["rows"]}
+            data["rows"] += [r for r in got.pop("rows") if (r["method"], r["tokens"]) not in seen]  # the full cache once
+            data["families"][which] = got
+        data |= {"r": args.r, "tail_r": args.tail_r, "train_length": args.train_length, "speed": speed()}
+        print("\n" + table(data) + "\n\n" + costs(data))
     path = harness.save(args.name, data, {"code_version": version, "seconds": round(time.time() - t0, 1)}, printed.getvalue(), draw)
     print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
 
 
-def table(data) -> str:
-    lengths = sorted({r["tokens"] for r in data["rows"]})
-    methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
-    cell = {(r["method"], r["tokens"]): r for r in data["rows"]}
-    twins = " (zeroed)" if any("zeroed_ppl" in r for r in data["rows"]) else ""
+# what measures a family's rows, in its cache key beside the modules they call (a change measures them again)
+MEASURING = [inspect.getsource(f) for f in (gained, calibrate, by_length, linear_rows, tail_rows, held_out)]
+
+
+def speed() -> dict | None:
+    """t2r.speed's tokens/s by length (results/t2r_speed.json), with its command, for the plot beside the quality."""
+    file = harness.RESULTS / "t2r_speed.json"
+    if not file.exists():
+        return None
+    got = json.loads(file.read_text())
+    return {"command": got["about"]["command"], "rows": got["results"]}
+
+
+def table(data, family: str | None = None) -> str:
+    """The rows of one family (default: every row), with the full cache beside them, at every length."""
+    full = [r for r in data["rows"] if r["method"] == "full cache"]
+    rows = [r for r in data["rows"] if family in (None, r.get("family")) and r not in full] + full
+    lengths = sorted({r["tokens"] for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cell = {(r["method"], r["tokens"]): r for r in rows}
+    twins = " (zeroed)" if any("zeroed_ppl" in r for r in rows) else ""
     lines = ["| method | " + " | ".join(f"{n:,} tokens{twins}" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
     for m in methods:
         lines.append(f"| {m} | " + " | ".join(f"{cell[m, n]['ppl']:.2f}" + (f" ({cell[m, n]['zeroed_ppl']:.2f})"
@@ -186,19 +292,40 @@ def table(data) -> str:
     return "\n".join(lines)
 
 
+def costs(data) -> str:
+    """What each family's training cost, and the horizons its decayed sets learned (1 / (1 - γ), tokens)."""
+    lines = ["| family | stage | tokens | seconds | tokens/s | learned horizons: min–max (median) |", "|---|---|---|---|---|---|"]
+    for which, got in data["families"].items():
+        spans = {n: sorted(x for layer in h for x in layer) for n, h in got["horizons"].items()}
+        learned = "; ".join(f"{n}: {v[0]:.1f}–{v[-1]:.1f} ({statistics.median(v):.1f})" for n, v in spans.items())
+        for stage in ("training", "finetune"):
+            if stage in got:
+                c = got[stage]
+                lines.append(f"| {which} | {'attention transfer' if stage == 'training' else 'LoRA finetune'} | "
+                             f"{c['tokens']:,} | {c['seconds']:.0f} | {c['tokens_per_s']:.0f} | {learned if stage == 'training' else ''} |")
+    return "\n".join(lines)
+
+
 def draw(plt, data):
+    """Perplexity against length for every row (left), and t2r.speed's tokens/s against length (right)."""
+    plt.gcf().set_size_inches(12, 5)
+    left = plt.subplot(1, 2, 1)
+    style = {"hybrids": "o-", "plain": "s--", "lora": "D-", "tails": "^:"}
     for m in dict.fromkeys(r["method"] for r in data["rows"]):
-        pts = sorted((r["tokens"], r["ppl"]) for r in data["rows"] if r["method"] == m)
-        plt.plot(*zip(*pts), "o-", label=m)
-    plt.xscale("log", base=2)
-    plt.yscale("log")  # perplexities from 18 to 1,600 on one plot
-    plt.xlabel("tokens of held-out text read")
-    plt.ylabel("perplexity")
-    methods = " ".join(r["method"] for r in data["rows"])
-    plt.title("TOVA with and without a tail, against length" if "tail" in methods else
-              "64 exact rows and a linear state, against length" if "linear" in methods else
-              "plain T2R (no exact row), against length")
-    plt.legend(fontsize=7)
+        pts = sorted((r["tokens"], r["ppl"], r.get("family")) for r in data["rows"] if r["method"] == m)
+        left.plot([p[0] for p in pts], [p[1] for p in pts], style.get(pts[0][2], "o-"), label=m, markersize=3)
+    left.set(xscale="log", yscale="log", xlabel="tokens of held-out text read", ylabel="perplexity of the prefix",
+             title="quality against length")  # perplexities from 18 to 1,600 on one plot
+    left.set_xscale("log", base=2)
+    left.legend(fontsize=5)
+    if data.get("speed"):
+        right = plt.subplot(1, 2, 2)
+        for label in dict.fromkeys(r["label"] for r in data["speed"]["rows"]):
+            pts = sorted((r["tokens_read"], r["tokens_per_s"]) for r in data["speed"]["rows"] if r["label"] == label)
+            right.plot(*zip(*pts), "o-", label=label)
+        right.set(xlabel="tokens read before the step", ylabel="tokens/s (one thread)", title="decoding speed (t2r.speed)")
+        right.set_xscale("log", base=2)
+        right.legend(fontsize=6)
 
 
 if __name__ == "__main__":

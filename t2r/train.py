@@ -11,10 +11,12 @@ import json
 import math
 import os
 import pathlib
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 
 import llama
 import msrnn
@@ -210,6 +212,58 @@ def _order(n: int, step: int, seed: int) -> int:
     return int(torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch))[j])
 
 
+class Teacher:
+    """The frozen model's attention on training chunks (N, T), layer by layer: feed(c, learn) calls
+    learn(i, q, k, v, o) for every layer i of chunk c in turn, with q (1, Hkv, G, T, hd), k, v (1, Hkv, 1,
+    T, hd) detached and the softmax output o (1, Hkv, G, T, hd). Streamed (no folder): the model reads
+    the chunk every time, o goes on to the next layer, nothing is kept. Cached (`Teacher.cached`): the
+    first feed of a chunk also keeps it in folder/<c>.safetensors, and every later one (any epoch, map
+    set or run) reads it back. A 1,024-token chunk of the default model is about 189 MB in float32."""
+
+    def __init__(self, model, chunks, folder=None):
+        self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
+
+    @classmethod
+    def cached(cls, model, chunks):
+        """Kept in results/t2r_teacher/<key>/: keyed by the weights, the chunks and the decoder."""
+        key = harness.fingerprint(*experiments.weights(model), chunks, pathlib.Path(llama.__file__))
+        return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key)
+
+    def feed(self, c: int, learn):
+        layers = self._read(c) if self.folder else None
+        if layers is not None:
+            for i, qkvo in enumerate(layers):
+                learn(i, *qkvo)
+            return
+        kept = []
+
+        def attend(i, q, k, v):
+            o = linear.softmax(self.model, q, k, v)
+            kept.append((q.detach(), k.detach(), v.detach(), o))
+            learn(i, *kept[-1])
+            return o
+        with torch.no_grad():  # only the attention hooks matter: no vocabulary product
+            llama.forward(self.model, self.chunks[c][None], attend, last=True)
+        if self.folder:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            part = self.folder / f"{c}.{os.getpid()}.part"  # written whole, then renamed: a killed run leaves no half file
+            save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, part)
+            os.replace(part, self.folder / f"{c}.safetensors")
+
+    def _read(self, c: int):
+        """Chunk c's [(q, k, v, o)] per layer from its file (mapped, not copied), or None."""
+        file = self.folder / f"{c}.safetensors"
+        try:
+            got = load_file(file, device=str(self.model.device))
+            return [tuple(got[f"{i}.{n}"] for n in "qkvo") for i in range(len(self.model.layers))]
+        except FileNotFoundError:
+            return None
+        except Exception as e:  # damaged by hand or by a full disk: computed again, as a missing file is
+            print(f"[msrnn] ignoring the unreadable teacher cache {file} ({type(e).__name__}: {e}); "
+                  "computing it again", file=sys.stderr)
+            return None
+
+
 # ---------------------------------------------------------------- stage 1: attention transfer
 
 def student_of(maps: FeatureMaps):
@@ -218,7 +272,7 @@ def student_of(maps: FeatureMaps):
 
 
 def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000.0, seed=0, minutes=None,
-             checkpoint=None, save_every=20, evaluate=None, eval_every=50, log=print) -> dict:
+             checkpoint=None, save_every=20, evaluate=None, eval_every=50, teacher=None, log=print) -> dict:
     """Attention transfer (Hedgehog; LoLCATs' stage 1), streamed: the frozen model reads each chunk
     (N, T) once per epoch; inside every swapped layer the softmax output is computed (no grad), the
     student's output on the same detached q, k, v is regressed onto it (MSE x `scale`, LoLCATs'), its
@@ -231,6 +285,8 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     a list with a list of maps. Stops after `epochs` or `minutes`; with `checkpoint` (a path) it saves
     there every `save_every` steps and at the end, and a later call goes on from the saved step.
     evaluate() -> dict, every `eval_every` steps and at the end: the curve against tokens.
+    teacher: a Teacher of these chunks (default: streamed); Teacher.cached reads them back instead of
+    running the model again (the same q, k, v and outputs, so the same training: tests/test_t2r.py).
     Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
@@ -241,25 +297,21 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
                 "maps": [describe(m) for m in maps_list]}
     run, layer_loss = _resume(checkpoint, params, opt, settings, log), [0.0] * len(maps_list)
+    teacher = teacher or Teacher(model, chunks)
 
-    def attend(i, q, k, v):
-        with torch.no_grad():
-            o = linear.softmax(model, q, k, v)
-        q, k, v = q.detach(), k.detach(), v.detach()
+    def learn(i, q, k, v, o):
+        """Each student's gradient at layer i on the teacher's q, k, v (detached) and softmax output o."""
         for j, (m, s) in enumerate(zip(maps_list, students)):
             if i in m.layers:
                 with torch.enable_grad():
                     loss = F.mse_loss(s(i, q, k, v), o)
                     (scale * loss).backward()
                 layer_loss[j] += loss.item() / len(m.layers)
-        return o
 
     def step(i):
-        x = chunks[_order(len(chunks), i, seed)][None]                  # (1, T)
         layer_loss[:] = [0.0] * len(maps_list)
-        with torch.no_grad():
-            llama.forward(model, x, attend, last=True)  # only the attention hooks matter: no vocabulary product
-        return x.numel(), list(layer_loss)
+        teacher.feed(_order(len(chunks), i, seed), learn)
+        return chunks.shape[1], list(layer_loss)
 
     def report(run, last):
         if log and (run["step"] % 10 == 0 or run["step"] == 1 or last):
@@ -300,16 +352,13 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
 
 def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
     """The attention-transfer MSE of `maps` on chunks (N, T), averaged over chunks and swapped layers."""
-    student, total = student or student_of(maps), [0.0]
+    student, total, teacher = student or student_of(maps), [0.0], Teacher(model, chunks)
 
-    @torch.no_grad()
-    def attend(i, q, k, v):
-        o = linear.softmax(model, q, k, v)
+    def measure(i, q, k, v, o):
         if i in maps.layers:
             total[0] += F.mse_loss(student(i, q, k, v), o).item() / len(maps.layers) / len(chunks)
-        return o
-    for x in chunks.split(1):
-        llama.forward(model, x, attend, last=True)
+    for c in range(len(chunks)):
+        teacher.feed(c, measure)
     return total[0]
 
 

@@ -2,6 +2,7 @@
 constant, the swap is clean, Hedgehog's map is what its paper writes, the streamed attention transfer
 and the finetune learn (and only what they name moves), an interrupted run resumes to the same
 numbers, and maps survive a save and load while bad files are refused by name."""
+import json
 import re
 import types
 
@@ -398,3 +399,75 @@ def test_a_decay_of_one_is_no_decay(window):
     with torch.no_grad():
         decayed.log_h.fill_(1.0)  # a horizon of e tokens: now it must differ
     assert (linear.run(model, decayed, x) - want).abs().max() > 1e-3
+
+
+def test_the_teacher_cache_trains_as_the_stream_does(tmp_path):
+    """Attention transfer with train.Teacher's cache (every layer's q, k, v and softmax output, saved at
+    the first epoch and read back at the second) is the streamed run: the same losses and maps, in
+    float32, for a plain set, a hybrid with sinks and a decay, and a tail under TOVA (whose student
+    reads q, k, v only). A damaged file is computed again, not trusted."""
+    import policies
+    from t2r import tail
+    model = random_model(tiny_config(), dtype=torch.float32)
+    chunks = tokens(3, 24, seed=4)
+    runs = []
+    for teacher in (None, train.Teacher(model, chunks, tmp_path)):
+        maps = [linear.FeatureMaps(model.config, 4, "hedgehog"),
+                linear.FeatureMaps(model.config, 4, "relu", 3, sinks=1, decay=True, horizon=8.0),
+                linear.FeatureMaps(model.config, 4, "hedgehog", decay=True, horizon=8.0, rotated=False)]
+        students = [None, None, tail.student(model, maps[2], policies.tova, [3, 5])]
+        runs.append((maps, train.transfer(model, maps, chunks, student=students, epochs=2, teacher=teacher, log=None)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.safetensors", "1.safetensors", "2.safetensors"]
+    (streamed, a), (cached, b) = runs
+    assert_close(torch.tensor(b["losses"]), torch.tensor(a["losses"]), atol=1e-6)
+    for m, n in zip(streamed, cached):
+        for (name, p), q in zip(m.named_parameters(), n.parameters()):
+            assert_close(q, p, atol=1e-6, msg=name)
+
+    def fed():  # chunk 1 as the teacher hands it over, copied (a file read back is mapped, not copied)
+        layers = []
+        train.Teacher(model, chunks, tmp_path).feed(1, lambda i, *qkvo: layers.append([x.clone() for x in qkvo]))
+        return layers
+    want = fed()
+    (tmp_path / "1.safetensors").unlink()
+    (tmp_path / "1.safetensors").write_bytes(b"not safetensors")
+    assert all(torch.equal(x, y) for got, layer in zip(fed(), want) for x, y in zip(got, layer)) and len(want) == 2
+    assert len(safetensors.torch.load_file(tmp_path / "1.safetensors")) == 2 * 4  # and saved whole again
+
+
+def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books, tmp_path, monkeypatch, capsys):
+    """`python -m t2r.length`, end to end on a tiny model (one step per stage): every family's rows in one
+    results file, a hybrid or tail row beside its zeroed twin, a tail's gain chosen per size, a table per
+    family; a rerun, and a family run on its own, read every row back rather than measure it."""
+    import load_weights
+    from lab import harness
+    from t2r import length
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    monkeypatch.setattr(load_weights, "load_model", lambda: random_model(tiny_config(), dtype=torch.float32))
+    monkeypatch.setattr(load_weights, "load_tokenizer", Chars)
+    argv = ["--minutes", "1e-4", "--finetune-minutes", "1e-4", "--r", "4", "--tail-r", "4", "--lengths", "70", "90",
+            "--train-length", "32", "--sizes", "4", "6"]
+    length.main(argv)
+    data = json.loads((tmp_path / "t2r_length.json").read_text())
+    methods = {(r["family"], r["method"]) for r in data["rows"]}
+    for family, method in [("hybrids", "sinks 4 + window 60, decay from 32, φ before RoPE + linear"), ("hybrids", "TOVA 63"),
+                           ("hybrids", "full cache"), ("plain", "plain T2R, decay from 32"),
+                           ("lora", "sinks 4 + window 60, decay from 32, φ before RoPE, then LoRA + linear"),
+                           ("tails", "TOVA 6"), ("tails", "TOVA 6 + tail hedgehog 4, decay from 32, φ before RoPE, gain per size")]:
+        assert (family, method) in methods, (family, method)
+    assert len(data["rows"]) == 2 * len(methods)  # every method at both lengths
+    for r in data["rows"]:
+        assert ("zeroed_ppl" in r) == (r["method"].endswith("linear") or "tail" in r["method"]), r
+    gains = data["families"]["tails"]["gains"]
+    assert all(g["offset"] in (None, *length.GAINS) for per in gains.values() for g in per.values())
+    assert "finetune" in data["families"]["lora"] and "horizons" in data["families"]["plain"]
+    for family in length.FAMILIES:
+        assert length.table(data, family).count("full cache") == 1
+    capsys.readouterr()
+    length.main(argv)
+    length.main(argv + ["--sets", "plain"])
+    assert capsys.readouterr().out.count("rows read back") == 5
+    again = json.loads((tmp_path / "t2r_length.json").read_text())
+    assert again["rows"] == data["rows"]
+    assert json.loads((tmp_path / "t2r_length_plain.json").read_text())["rows"] == \
+        [r for r in data["rows"] if r["family"] == "plain"]

@@ -84,6 +84,24 @@ def test_zero_tail_is_the_policy_alone(name):
         assert_close(tail.forward(model, maps, x, POLICIES[name], size), alone, atol=EXACT)
 
 
+@pytest.mark.parametrize("rotated", [True, False])
+def test_a_decay_of_one_is_the_undecayed_tail(rotated):
+    """γ = 1 (a horizon of e^1000 tokens) gives the undecayed tail's logits under TOVA, in both views
+    (float64); a short horizon does not."""
+    model = random_model(tiny_config())
+    x = tokens(2, 30)
+    plain, decayed = (maps_for(model, seed=3, rotated=rotated, **kw) for kw in ({}, dict(decay=True)))
+    with torch.no_grad():
+        decayed.log_h.fill_(1000.0)
+    assert (decayed.gamma(0) == 1).all()
+    want = rnn(model, plain, x, policies.tova, 4)
+    assert_close(rnn(model, decayed, x, policies.tova, 4), want, atol=EXACT)
+    assert_close(tail.forward(model, decayed, x, policies.tova, 4), want, atol=EXACT)
+    with torch.no_grad():
+        decayed.log_h.fill_(1.0)
+    assert (rnn(model, decayed, x, policies.tova, 4) - want).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("kw", MAPS.values(), ids=MAPS)
 @pytest.mark.parametrize("w", [2, 4, 7])
 def test_window_tail_is_the_hybrid(w, kw):
