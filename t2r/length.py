@@ -133,11 +133,11 @@ def linear_rows(model, text, lengths, maps: dict, log, policies=False) -> list:
     return rows
 
 
-def tail_rows(model, text, lengths, maps: dict, log, gains, sizes, reference=True) -> list:
+def tail_rows(model, text, lengths, maps: dict, log, gains, sizes) -> list:
     """TOVA at each size alone and with each tail at its gain for that size (gains[name][size]["offset"],
     `calibrate`): its zeroed twin is TOVA alone (a tail of no features is the policy alone, bit for bit,
-    tests/test_tail.py), so where no tail was chosen the row is TOVA's; with `reference`, the full cache.
-    Every length from one pass over the longest (by_length)."""
+    tests/test_tail.py), so where no tail was chosen the row is TOVA's; and the full cache. Every length
+    from one pass over the longest (by_length)."""
     tova, rows = specs.named("tova"), []
     def add(method, size, state_bytes, ppl, zeroed=None):
         for n in lengths:
@@ -153,8 +153,7 @@ def tail_rows(model, text, lengths, maps: dict, log, gains, sizes, reference=Tru
                 got = alone if offset is None else by_length(experiments.next_token_nll(
                     tail.forward(model, gained(m, offset), text, tova.fn, size), text)[0], lengths)
                 add(f"TOVA {size} {name}, gain per size", size, tail.state_bytes(model, m, size), got, alone)
-        if reference:
-            add("full cache", None, None, by_length(experiments.nll(model, text, specs.FULL, None)[0], lengths))
+        add("full cache", None, None, by_length(experiments.nll(model, text, specs.FULL, None)[0], lengths))
     return rows
 
 
@@ -209,9 +208,10 @@ def family(which: str, model, tok, text, args, log) -> dict:
            "horizons": {n: horizons(m) for n, m in maps.items() if m.decay}}
     if which == "tails":  # the two chunks the transfer would have read next, one text: training text it did not read
         unseen = torch.cat([chunks[train._order(len(chunks), run["step"] + j, 0)] for j in range(2)])[None]
-        log(f"one gain per size, on {unseen.numel():,} tokens of training text the transfer did not read")
+        fresh = run["step"] + 2 <= len(chunks)  # else the transfer went through every chunk
+        log(f"one gain per size, on {unseen.numel():,} tokens of training text the transfer {'did not read' if fresh else 'read'}")
         got["gains"] = {name: calibrate(model, m, unseen, args.sizes, log) for name, m in maps.items()}
-        got["rows"] = tail_rows(model, text, lengths, maps, log, got["gains"], args.sizes, reference=args.sets == "tails")
+        got["rows"] = tail_rows(model, text, lengths, maps, log, got["gains"], args.sizes)
     else:
         got["rows"] = linear_rows(model, text, lengths, maps, log, policies=which == "hybrids")
     if which == "lora":  # stage 2: LoRA with the linear attention in place (LoLCATs), the maps learning too
@@ -255,13 +255,27 @@ def main(argv=None):
         text = held_out(tok, max(args.lengths))
         data = {"rows": [], "families": {}}
         for which in FAMILIES if args.sets == "all" else [args.sets]:
-            got, seen = family(which, model, tok, text, args, log), {(r["method"], r["tokens"]) for r in data["rows"]}
-            data["rows"] += [r for r in got.pop("rows") if (r["method"], r["tokens"]) not in seen]  # the full cache once
+            got = family(which, model, tok, text, args, log)
+            data["rows"] += named_apart(data["rows"], got.pop("rows"), which)
             data["families"][which] = got
         data |= {"r": args.r, "tail_r": args.tail_r, "train_length": args.train_length, "speed": speed()}
         print("\n" + table(data) + "\n\n" + costs(data))
     path = harness.save(args.name, data, {"code_version": version, "seconds": round(time.time() - t0, 1)}, printed.getvalue(), draw)
     print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+
+
+def named_apart(rows: list, new: list, which: str) -> list:
+    """Family `which`'s rows to add to the earlier families' `rows`: the full cache once (hybrids and tails
+    both read it), and a row named as an earlier one (the lora family's first stage is the hybrids'
+    best set, trained again on its own budget) with its family's run named after it."""
+    seen, out = {(r["method"], r["tokens"]) for r in rows}, []
+    for r in new:
+        if (r["method"], r["tokens"]) in seen:
+            if r["method"] == "full cache":
+                continue
+            r = r | {"method": f"{r['method']} ({which} run)"}
+        out.append(r)
+    return out
 
 
 # what measures a family's rows, in its cache key beside the modules they call (a change measures them again)

@@ -225,8 +225,8 @@ class Teacher:
 
     @classmethod
     def cached(cls, model, chunks):
-        """Kept in results/t2r_teacher/<key>/: keyed by the weights, the chunks and the decoder."""
-        key = harness.fingerprint(*experiments.weights(model), chunks, pathlib.Path(llama.__file__))
+        """Kept in results/t2r_teacher/<key>/: keyed by the weights, the chunks, the decoder and linear.py (its softmax)."""
+        key = harness.fingerprint(*experiments.weights(model), chunks, pathlib.Path(llama.__file__), pathlib.Path(linear.__file__))
         return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key)
 
     def feed(self, c: int, learn):
@@ -235,13 +235,14 @@ class Teacher:
             for i, qkvo in enumerate(layers):
                 learn(i, *qkvo)
             return
-        kept = []
+        kept = []  # the layers to save; streamed, none is kept
 
         def attend(i, q, k, v):
-            o = linear.softmax(self.model, q, k, v)
-            kept.append((q.detach(), k.detach(), v.detach(), o))
-            learn(i, *kept[-1])
-            return o
+            qkvo = (q.detach(), k.detach(), v.detach(), linear.softmax(self.model, q, k, v))
+            if self.folder:
+                kept.append(qkvo)
+            learn(i, *qkvo)
+            return qkvo[3]
         with torch.no_grad():  # only the attention hooks matter: no vocabulary product
             llama.forward(self.model, self.chunks[c][None], attend, last=True)
         if self.folder:

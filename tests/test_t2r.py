@@ -452,12 +452,13 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     methods = {(r["family"], r["method"]) for r in data["rows"]}
     for family, method in [("hybrids", "sinks 4 + window 60, decay from 32, φ before RoPE + linear"), ("hybrids", "TOVA 63"),
                            ("hybrids", "full cache"), ("plain", "plain T2R, decay from 32"),
+                           ("lora", "sinks 4 + window 60, decay from 32, φ before RoPE + linear (lora run)"),
                            ("lora", "sinks 4 + window 60, decay from 32, φ before RoPE, then LoRA + linear"),
                            ("tails", "TOVA 6"), ("tails", "TOVA 6 + tail hedgehog 4, decay from 32, φ before RoPE, gain per size")]:
         assert (family, method) in methods, (family, method)
     assert len(data["rows"]) == 2 * len(methods)  # every method at both lengths
     for r in data["rows"]:
-        assert ("zeroed_ppl" in r) == (r["method"].endswith("linear") or "tail" in r["method"]), r
+        assert ("zeroed_ppl" in r) == ("+ linear" in r["method"] or "tail" in r["method"]), r
     gains = data["families"]["tails"]["gains"]
     assert all(g["offset"] in (None, *length.GAINS) for per in gains.values() for g in per.values())
     assert "finetune" in data["families"]["lora"] and "horizons" in data["families"]["plain"]
