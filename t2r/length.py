@@ -103,57 +103,50 @@ def by_length(nll, lengths) -> dict:
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
 
 
+def at_lengths(method, size, state_bytes, ppl: dict, log, zeroed: dict | None = None) -> list:
+    """One row per length of `ppl` (length -> perplexity), beside its zeroed twin's where there is one."""
+    log(f"   {method}: " + ", ".join(f"{p:.2f}" for p in ppl.values()) + (" (zeroed " + ", ".join(
+        f"{p:.2f}" for p in zeroed.values()) + ")" if zeroed else "") + f" at {', '.join(map(str, ppl))} tokens")
+    return [dict(method=method, size=size, state_bytes=state_bytes, tokens=n, ppl=p) |
+            ({} if zeroed is None else {"zeroed_ppl": zeroed[n]}) for n, p in ppl.items()]
+
+
 def linear_rows(model, text, lengths, maps: dict, log, policies=False) -> list:
     """Each set of maps at every length, a hybrid beside its zeroed twin; with `policies`, Window+4, TOVA at
-    63 rows and the full cache."""
-    rows = []
-    for n in lengths:
-        x = text[:, :n]
-        ppl = lambda logits: math.exp(experiments.next_token_nll(logits, x).mean().item())
-        zeroed = {}  # (window, sinks) -> the exact rows alone: one twin for every set that holds those rows
-        with torch.no_grad():
-            for name, m in maps.items():
-                exact = m.window + m.sinks
-                row = dict(method=f"{name} + linear" if exact else name, size=exact or None,
-                           state_bytes=linear.state_bytes(model, m), tokens=n, ppl=ppl(linear.forward(model, m, x)))
-                if exact:  # plain T2R has no twin: zeroed, it attends to nothing
-                    if (m.window, m.sinks) not in zeroed:
-                        zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), x))
-                    row["zeroed_ppl"] = zeroed[m.window, m.sinks]
-                rows.append(row)
-                log(f"   {n:6,} tokens, {row['method']}: {row['ppl']:.2f}" +
-                    (f" (zeroed {row['zeroed_ppl']:.2f})" if exact else ""))
-            for spec in ("sink", "tova", "full") if policies else ():
-                named = specs.named(spec)
-                size = None if named is specs.FULL else 63
-                got = math.exp(experiments.nll(model, x, named, size).mean().item())
-                rows.append(dict(method=f"{named.label}" + (f" {size}" if size else ""), size=size, tokens=n, ppl=got,
-                                 state_bytes=None if size is None else msrnn.state_bytes(model, size)))
-                log(f"   {n:6,} tokens, {rows[-1]['method']}: {got:.2f}")
+    63 rows and the full cache. Every length from one pass over the longest (by_length)."""
+    ppl = lambda logits: by_length(experiments.next_token_nll(logits, text)[0], lengths)
+    rows, zeroed = [], {}  # (window, sinks) -> the exact rows alone: one twin for every set that holds those rows
+    with torch.no_grad():
+        for name, m in maps.items():
+            exact = m.window + m.sinks  # plain T2R has no twin: zeroed, it attends to nothing
+            if exact and (m.window, m.sinks) not in zeroed:
+                zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), text))
+            rows += at_lengths(f"{name} + linear" if exact else name, exact or None, linear.state_bytes(model, m),
+                               ppl(linear.forward(model, m, text)), log, zeroed.get((m.window, m.sinks)))
+        for spec in ("sink", "tova", "full") if policies else ():
+            named = specs.named(spec)
+            size = None if named is specs.FULL else 63
+            state = None if size is None else msrnn.state_bytes(model, size)
+            rows += at_lengths(named.label + (f" {size}" if size else ""), size, state,
+                               by_length(experiments.nll(model, text, named, size)[0], lengths), log)
     return rows
 
 
 def tail_rows(model, text, lengths, maps: dict, log, gains, sizes) -> list:
     """TOVA at each size alone and with each tail at its gain for that size (gains[name][size]["offset"],
     `calibrate`): its zeroed twin is TOVA alone (a tail of no features is the policy alone, bit for bit,
-    tests/test_tail.py), so where no tail was chosen the row is TOVA's; and the full cache. Every length
-    from one pass over the longest (by_length)."""
+    tests/test_tail.py), so where no tail was chosen the row is TOVA's. Every length from one pass over
+    the longest (by_length)."""
     tova, rows = specs.named("tova"), []
-    def add(method, size, state_bytes, ppl, zeroed=None):
-        for n in lengths:
-            rows.append(dict(method=method, size=size, state_bytes=state_bytes, tokens=n, ppl=ppl[n]) |
-                        ({} if zeroed is None else {"zeroed_ppl": zeroed[n]}))
-        log(f"   {method}: " + ", ".join(f"{ppl[n]:.2f}" for n in lengths) + f" at {', '.join(map(str, lengths))} tokens")
     with torch.no_grad():
         for size in sizes:
             alone = by_length(experiments.nll(model, text, tova, size)[0], lengths)
-            add(f"TOVA {size}", size, msrnn.state_bytes(model, size), alone)
+            rows += at_lengths(f"TOVA {size}", size, msrnn.state_bytes(model, size), alone, log)
             for name, m in maps.items():
                 offset = gains[name][size]["offset"]
                 got = alone if offset is None else by_length(experiments.next_token_nll(
                     tail.forward(model, gained(m, offset), text, tova.fn, size), text)[0], lengths)
-                add(f"TOVA {size} {name}, gain per size", size, tail.state_bytes(model, m, size), got, alone)
-        add("full cache", None, None, by_length(experiments.nll(model, text, specs.FULL, None)[0], lengths))
+                rows += at_lengths(f"TOVA {size} {name}, gain per size", size, tail.state_bytes(model, m, size), got, log, alone)
     return rows
 
 
@@ -265,21 +258,14 @@ def main(argv=None):
 
 
 def named_apart(rows: list, new: list, which: str) -> list:
-    """Family `which`'s rows to add to the earlier families' `rows`: the full cache once (hybrids and tails
-    both read it), and a row named as an earlier one (the lora family's first stage is the hybrids'
-    best set, trained again on its own budget) with its family's run named after it."""
-    seen, out = {(r["method"], r["tokens"]) for r in rows}, []
-    for r in new:
-        if (r["method"], r["tokens"]) in seen:
-            if r["method"] == "full cache":
-                continue
-            r = r | {"method": f"{r['method']} ({which} run)"}
-        out.append(r)
-    return out
+    """Family `which`'s rows to add to the earlier families' `rows`, a row named as an earlier one (the lora
+    family's first stage is the hybrids' best set, trained again on its own budget) with its run named after it."""
+    seen = {r["method"] for r in rows}
+    return [r | {"method": f"{r['method']} ({which} run)"} if r["method"] in seen else r for r in new]
 
 
 # what measures a family's rows, in its cache key beside the modules they call (a change measures them again)
-MEASURING = [inspect.getsource(f) for f in (gained, calibrate, by_length, linear_rows, tail_rows, held_out)]
+MEASURING = [inspect.getsource(f) for f in (gained, calibrate, by_length, at_lengths, linear_rows, tail_rows, held_out)]
 
 
 def speed() -> dict | None:

@@ -215,7 +215,7 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
         if i not in maps.layers:
             return attention(q, k, v, held, dropped)
-        pos = torch.arange(q.shape[3])                               # (T,) row j is at position j
+        pos = torch.arange(q.shape[3], device=q.device)              # (T,) row j is at position j
         return attention(q, k, v, held, dropped, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), gamma=maps.gamma(i))
     return attend
 

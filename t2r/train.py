@@ -16,6 +16,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import llama
@@ -28,7 +29,6 @@ from t2r.linear import FeatureMaps, forward, state_bytes
 
 
 def save(maps: FeatureMaps, path):
-    from safetensors.torch import save_file
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -37,7 +37,6 @@ def save(maps: FeatureMaps, path):
 
 def load(path, model: llama.Model) -> FeatureMaps:
     """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right."""
-    from safetensors import safe_open
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     try:
@@ -138,7 +137,6 @@ def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), license
 
 def _save_run(path, params: dict, opt, meta: dict):
     """A run's trainable tensors, Adam's moments and step, and `meta` (JSON) in one safetensors file."""
-    from safetensors.torch import save_file
     tensors = {f"param.{n}": p.detach().contiguous() for n, p in params.items()}
     for n, p in params.items():
         for key, value in opt.state.get(p, {}).items():  # step, exp_avg, exp_avg_sq
@@ -150,7 +148,6 @@ def _save_run(path, params: dict, opt, meta: dict):
 def _load_run(path, params: dict, opt, settings: dict) -> dict:
     """Restore what _save_run wrote into `params` and `opt`, if it was saved with `settings` (every tensor
     and the record checked first, so that a file refused changes nothing); returns its meta."""
-    from safetensors import safe_open
     try:
         with safe_open(str(path), "pt") as f:
             meta, tensors = json.loads((f.metadata() or {})["run"]), {n: f.get_tensor(n) for n in f.keys()}
@@ -246,10 +243,8 @@ class Teacher:
         with torch.no_grad():  # only the attention hooks matter: no vocabulary product
             llama.forward(self.model, self.chunks[c][None], attend, last=True)
         if self.folder:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            part = self.folder / f"{c}.{os.getpid()}.part"  # written whole, then renamed: a killed run leaves no half file
-            save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, part)
-            os.replace(part, self.folder / f"{c}.safetensors")
+            with harness.atomic(self.folder / f"{c}.safetensors") as tmp:  # a killed run leaves no half file
+                save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, tmp)
 
     def _read(self, c: int):
         """Chunk c's [(q, k, v, o)] per layer from its file (mapped, not copied), or None."""
