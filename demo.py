@@ -14,18 +14,17 @@ A policy is named the same way everywhere: full, window, sink (or sink:8), h2o, 
 tova_head, lookahead (or lookahead:256, the bound that reads ahead), or path/to/file.py:function.
 """
 import argparse
-import hashlib
 import json
 import os
 import re
 import sys
 import time
-import warnings
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 
+from engine import fast
 from lab import bench
 from lab import board
 from lab import busy
@@ -102,17 +101,31 @@ def tour_perplexity(model, tok, names=("window", "sink", "h2o", "tova"), length=
         print(f"   {label:<14} perplexity {loss.mean().exp().item():8.2f}   ({time.time() - t0:.0f} s)", flush=True)
 
 
-def tour_passkey(model, tok, names=("window", "sink", "tova"), length=2048, size=256):
+def tour_passkey(model, tok, names=("sink", "tova"), length=2048, size=256):
     say("4. Remember a number",
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
-        f"Who still holds it with {size} rows per layer?")
+        f"Who still holds it with {size} rows per layer? The prompt is read in one of two ways. Per step\n"
+        "(the paper's MSRNN), the policy evicts from the first token on, and the filler's queries do not\n"
+        "look at the key. In full, then cut once (the official TOVA code, kvpress), the policy chooses\n"
+        "at the prompt's last token, whose query asks for the key. 'layers' counts those that still\n"
+        "hold a row of the key's digits once the prompt is read.")
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))
-    for p in map(specs.named, ("full", *names)):
-        t0 = time.time()
-        answer = experiments.answer(model, tok, x, p, None if p is specs.FULL else size)[0]
-        label = p.label if p is specs.FULL else f"{p.label} {size}"
-        print(f"   {label:<14} -> {answer!r:24} {'found' if '71432' in answer else 'lost'}  ({time.time() - t0:.0f} s)",
-              flush=True)
+    key = torch.isin(x[0], torch.tensor(tok.encode("71432").ids)).nonzero().flatten()  # its rows: no other digits
+    full_answer = None
+    for regime, oneshot, chosen in (("", 0, ["full"]), ("per step", 0, names), ("in full, then cut once", x.shape[1], names)):
+        if regime:
+            print(f"   read {regime}:")
+        for p in map(specs.named, chosen):
+            t0, bounded = time.time(), p is not specs.FULL
+            # a lookahead reads the full cache's answer as its future, as experiments.answer does
+            policy = p.on(model, torch.cat([x, full_answer[:, :-1]], 1) if p.reads_ahead else x)
+            logits, state = fast.prefill(model, x, policy, size if bounded else None, oneshot, last=True)
+            held = sum(bool(torch.isin(ms.pos, key.to(ms.pos.device)).any()) for ms in state.layers)
+            ids = experiments.greedy(model, logits[:, -1].argmax(-1), 6, policy, state)  # (1, 6)
+            full_answer = full_answer if bounded else ids
+            answer, label = tok.decode(ids[0].tolist()), f"{p.label} {size}" if bounded else p.label
+            print(f"   {label:<14} -> {answer!r:28} {'found' if '71432' in answer else 'lost':5}  "
+                  f"layers {held:2d}/{len(state.layers)}  ({time.time() - t0:.0f} s)", flush=True)
 
 
 def tour_retention(model, tok, length=512, size=64, layer=15):
@@ -255,6 +268,8 @@ def cmd_memory(args):
 
 
 def cmd_t2r(args):
+    if "hedgehog" in args.kinds + ["hedgehog"] * bool(args.window) and (args.r % 2 or args.r < 4):  # before loading
+        raise ValueError(f"--r {args.r}: Hedgehog's map (--kinds hedgehog, and the hybrid) needs an even r of at least 4")
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tok = load(args)
@@ -283,36 +298,83 @@ REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memo
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(train.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
           "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
+          "t2r_mini_claims": ("t2r_mini", mini.claims_table), "t2r_mini_quick_claims": ("t2r_mini_quick", mini.claims_table),
           "tour_time": ("busy", busy.tour_time), "t2r_length_costs": ("t2r_length", t2r_length.costs)}
 REPORT |= {"t2r_length" + ("" if f == "hybrids" else f"_{f}"): ("t2r_length", lambda data, f=f: t2r_length.table(data, f))
            for f in t2r_length.FAMILIES}  # one results file, a table per family
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
+MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")
+PUBLISHED = harness.ROOT / "results"  # what every page cites, whatever MSRNN_RESULTS says
 
 
-def reported(text: str, results=harness.RESULTS) -> str:
-    """The page `text` with every results block written anew from its results file."""
+def reported(text: str, results=None) -> str:
+    """The page `text` with every results block written anew from its results file. A page whose
+    markers do not pair (an opening, then its closing, then the next opening) is refused, so that no
+    text outside a block is ever replaced; what is written is escaped so that it cannot end a block."""
+    paired(text)
+    results = results or PUBLISHED
+
     def fill(m):
         if m.group(2) not in REPORT:
             raise ValueError(f"a results block names {m.group(2)!r}; known: {', '.join(REPORT)}")
         file, write = REPORT[m.group(2)]
-        data = json.loads((results / f"{file}.json").read_text())
-        command = harness.spelled(data.get("about", {}).get("command", "?"))
-        return f"{m.group(1)}{write(data)}\n\n(`{command}`, results/{file}.json)\n{m.group(4)}"
+        try:
+            data = json.loads((results / f"{file}.json").read_text())
+            body = write(data)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"results/{file}.json (block {m.group(2)}): {type(e).__name__}: {e}") from None
+        command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
+        tick = "``" if "`" in command else "`"  # a code span that a backtick in the command cannot end
+        return f"{m.group(1)}{escaped(body)}\n\n({tick}{escaped(command)}{tick}, results/{file}.json)\n{m.group(4)}"
     return BLOCK.sub(fill, text)
 
 
+def paired(text: str):
+    """Every results marker of a page in order: an opening on a line of its own, then a closing, and so on."""
+    opened = None
+    for m in MARKER.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        if m.group(0) == "<!-- /results -->":
+            if opened is None:
+                raise ValueError(f"line {line}: a '<!-- /results -->' closes no block")
+            opened = None
+        elif m.group(1) is None:
+            raise ValueError(f"line {line}: {m.group(0)!r} is not a results marker: write '<!-- results: NAME -->' "
+                             "on a line of its own, or '<!-- /results -->'")
+        elif opened is not None:
+            raise ValueError(f"line {opened[0]}: the block {opened[1]!r} has no '<!-- /results -->' before the next "
+                             f"block (line {line})")
+        else:
+            opened = (line, m.group(1))
+    if opened is not None:
+        raise ValueError(f"line {opened[0]}: the block {opened[1]!r} has no '<!-- /results -->'")
+
+
+def escaped(text: str) -> str:
+    """Written text that cannot open or close an HTML comment, so no results file can end its block."""
+    return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+
+
 def cmd_report(args):
-    """Rewrite every results block of README.md, docs/*.md and course/*.md; --check only lists stale ones."""
+    """Rewrite every results block of README.md, docs/*.md and course/*.md from results/ (what the pages
+    cite, whatever MSRNN_RESULTS says); --check only lists stale ones. A page that cannot be written is
+    named, and no page is written unless every page can be."""
+    print(f"reading {PUBLISHED}" + (f" (the pages cite it; MSRNN_RESULTS={harness.RESULTS} is not read)"
+                                    if harness.RESULTS != PUBLISHED else ""))
     stale = []
     for page in sorted(p for pattern in PAGES for p in harness.ROOT.glob(pattern)):
+        name = page.relative_to(harness.ROOT)
         text = page.read_text()
-        new = reported(text)
+        try:
+            new = reported(text)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
         if new != text:
-            stale.append(str(page.relative_to(harness.ROOT)))
-            if not args.check:
-                harness.atomic_write(page, new)
-    print(("stale: " if args.check else "rewritten: ") + (", ".join(stale) or "none"))
+            stale.append((page, new))
+    for page, new in stale if not args.check else ():
+        harness.atomic_write(page, new)
+    print(("stale: " if args.check else "rewritten: ") + (", ".join(str(p.relative_to(harness.ROOT)) for p, _ in stale) or "none"))
     if args.check and stale:
         raise SystemExit(1)
     return None, None
@@ -327,27 +389,24 @@ COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_chec
 def result_name(args, parser) -> str:
     """The command's name for its default configuration; otherwise runs/ and a name that says what
     differs, so a run with other settings or another model never overwrites the results README shows.
-    --compile is not a setting: it computes the same numbers (to float32 rounding), sooner."""
+    --compile is not a setting: it computes the same numbers (to float32 rounding), sooner; nor is
+    --fresh, which measures them again."""
     common = {"model": None, "dtype": "float32", "device": "cpu"}  # options of every command, and their defaults
-    changed = [(k, v) for k, v in vars(args).items() if k not in ("cmd", "debug", "screenshot", "compile", *common) and v != parser.get_default(k)]
+    changed = harness.changed_options(args, parser, ("cmd", "debug", "screenshot", "compile", "fresh", *common))
     changed += [(k, getattr(args, k)) for k, default in common.items() if getattr(args, k) != default]
-    if not changed:
-        return args.cmd
-    text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
-    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
-    plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
-    if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
-        slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
-    return f"runs/{args.cmd}-{slug}"
+    return harness.run_name(args.cmd, changed)
 
 
 def parser():
     """The command line. Long, but flat: one declaration per option, nothing to follow."""
     model_help = "a Hugging Face checkpoint folder (default: SmolLM2-135M-Instruct, prepared on first use)"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    debug_help = "on an error, show the full traceback rather than one line"
+    debug_help = harness.DEBUG_HELP
     dtype_help = "the float the model computes in: float32 (default), bfloat16, float16 or float64"
     device_help = "cpu (default), cuda, cuda:N, mps, or auto (cuda where there is a GPU)"
+    fresh_help = ("measure every setting again, ignoring results/'s cached numbers (their keys cover the model's "
+                  "config and weights, the tokens, the code, and a policy's file, its imports and the data files its "
+                  "source names beside it; not a file it reads by a name built at run time, nor code outside the repository)")
     compile_help = ("read each text's steps with torch.compile: the same numbers to float32 rounding, faster "
                     "once compiled (a C++ compiler is needed; 10-60 s of compiling first, less when cached)")
     # the options of every command go before it or after it; after it, they must not reset a value given before
@@ -388,6 +447,7 @@ def parser():
     p.add_argument("policy", nargs="*", default=list(specs.POLICIES) + ["lookahead:256"],
                    help=f"one or more: {one} (default: every built-in, and lookahead:256)")
     p.add_argument("--quick", action="store_true", help="skip the quality run on the default model")
+    p.add_argument("--fresh", action="store_true", help=fresh_help)
     p.add_argument("--tail", help="also check the policy with a T2R tail of this feature map, kind:r (e.g. "
                    "relu:6): its two views agree, and a zeroed tail is the policy alone")
 
@@ -399,6 +459,7 @@ def parser():
                    help=f"each: {one} (default: window sink h2o tova lookahead lookahead:256)")
     p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2: faster on 2 cores)")
     p.add_argument("--compile", action="store_true", help=compile_help)
+    p.add_argument("--fresh", action="store_true", help=fresh_help)
 
     p = sub.add_parser("board", parents=[common], help="a leaderboard: perplexity, gap to the bound, passkey, cost, "
                        "verdicts for any set of policies")
@@ -411,6 +472,7 @@ def parser():
     p.add_argument("--length", type=harness.at_least(64), default=2048, help="passkey prompt tokens (default 2048)")
     p.add_argument("--jobs", type=harness.at_least(1), default=2, help="processes of one thread each (default 2)")
     p.add_argument("--compile", action="store_true", help=compile_help)
+    p.add_argument("--fresh", action="store_true", help=fresh_help)
 
     p = sub.add_parser("retention", parents=[common], help="which tokens TOVA keeps (Fig. 7-9, Table 2)")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")
@@ -445,11 +507,12 @@ def parser():
     sub.add_parser("grade", add_help=False, help="grade the course: demo.py grade [FOLDER] [--reference] [--init] "
                    "[--only N ...] (course/README.md)")
 
-    p = sub.add_parser("t2r", parents=[common], help="T2R: attention swapped for a constant-size linear state "
-                       "(transfer, then finetune), compared with TOVA by bytes of state")
-    p.add_argument("--r", type=harness.at_least(2), default=64, help="features of T2R and the hybrid (default 64)")
+    p = sub.add_parser("t2r", parents=[common], help="linear attention swapped in, a constant-size state (LoLCATs' "
+                       "transfer, then a finetune), compared with TOVA by bytes of state; Kasai's T2R: python -m t2r.mini")
+    p.add_argument("--r", type=harness.at_least(2), default=64, help="features of each map and the hybrid's, "
+                   "Hedgehog's two signs counted together (default 64)")
     p.add_argument("--kinds", choices=("relu", "hedgehog"), nargs="+", default=["relu", "hedgehog"],
-                   help="the feature maps of plain T2R, trained side by side (default: relu hedgehog)")
+                   help="the maps with no exact rows, trained side by side (default: relu hedgehog)")
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
     p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
     p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
@@ -485,6 +548,7 @@ def main(argv=None):
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
     load_weights.device(args.device)  # and the device
+    harness.FRESH = getattr(args, "fresh", False)
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
     for spec in [chosen] if isinstance(chosen, str) else chosen:
         specs.named(spec)  # a bad policy name or file fails before the model is loaded
@@ -509,19 +573,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # A user gets one line per problem: our errors name the file, field or argument; anything else is
-    # shown with its type, and --debug shows the traceback of either
-    warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
-    try:
-        main()
-    except KeyboardInterrupt:
-        raise SystemExit("interrupted (results already saved are kept; the sweep resumes where it stopped)")
-    except Exception as e:
-        if "--debug" in sys.argv:
-            raise
-        ours = isinstance(e, (ValueError, OSError, MemoryError, load_weights.CheckpointError, RuntimeError))
-        raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")
-    except BaseException as e:  # a Rust panic in the tokenizer (pyo3's PanicException) is no Exception
-        if type(e).__name__ != "PanicException" or "--debug" in sys.argv:
-            raise
-        raise SystemExit(f"error: the tokenizer crashed (its Rust code panicked: {e}); is tokenizer.json this model's?")
+    harness.command(main, "interrupted (results already saved are kept; the sweep resumes where it stopped)")

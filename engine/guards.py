@@ -294,7 +294,7 @@ def policy_call(policy, rows):
     return contextlib.nullcontext() if torch.compiler.is_compiling() else _Watched(policy, rows)
 
 
-_SHOWN = {}  # Rows' class -> its copying subclass
+_SHOWN = set()  # the Rows classes whose tensor fields can read as copies (`_copying`)
 # id(rows) -> what a shown rows holds: its fields (the state's own views) and the copies made of them.
 # Kept here, not in rows.__dict__, so that vars(rows) reaches copies too; an entry goes with its rows.
 _HELD = {}
@@ -310,27 +310,39 @@ def _held(rows) -> dict:
 
 
 def _copying(cls):
-    """A subclass of cls (msrnn.Rows) whose tensor fields read as copies, each made at its first read."""
-    if cls in _SHOWN.values():
+    """cls (msrnn.Rows) with tensor fields that read as copies, each made at its first read, once a call
+    has shown it (an entry in _HELD); until then, and for every Rows never shown, a field is the plain
+    attribute it was. The class itself, not a subclass: type(rows) is msrnn.Rows, and rows pickle as one."""
+    if cls in _SHOWN:
         return cls
-    if cls not in _SHOWN:
-        def field(name):
-            def get(self):
-                held = _HELD[id(self)]
-                if name not in held["copies"]:
-                    held["copies"][name] = held["fields"][name].clone()
-                return held["copies"][name]
+    def field(name):
+        def get(self):
+            held = _HELD.get(id(self))
+            if held is None or name not in held["fields"]:
+                try:
+                    return self.__dict__[name]
+                except KeyError:
+                    raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
+            if name not in held["copies"]:
+                held["copies"][name] = held["fields"][name].clone()
+            return held["copies"][name]
 
-            def put(self, x):  # dataclasses.replace(rows, ...) builds a new one through __init__
-                held = _held(self)
+        def put(self, x):  # dataclasses.replace(rows, ...) builds a new one through __init__
+            held = _HELD.get(id(self))
+            if held is None:
+                self.__dict__[name] = x
+            else:
                 held["fields"][name] = x
                 held["copies"].pop(name, None)
-            return property(get, put)
-        body = {f: field(f) for f in ROWS_FIELDS} | {"__doc__": cls.__doc__,  # copy.copy and deepcopy go by __dict__
-                "__copy__": lambda self: dataclasses.replace(self),
-                "__deepcopy__": lambda self, memo: dataclasses.replace(self, **{f: getattr(self, f).clone() for f in ROWS_FIELDS})}
-        _SHOWN[cls] = type(cls.__name__, (cls,), body)
-    return _SHOWN[cls]
+        return property(get, put)
+    for f in ROWS_FIELDS:
+        setattr(cls, f, field(f))
+    # copy.copy, deepcopy and pickle go by __dict__, which a shown rows' tensors have left: by its fields
+    cls.__copy__ = lambda self: dataclasses.replace(self)
+    cls.__deepcopy__ = lambda self, memo: dataclasses.replace(self, **{f: getattr(self, f).clone() for f in ROWS_FIELDS})
+    cls.__reduce__ = lambda self: (type(self), tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+    _SHOWN.add(cls)
+    return cls
 
 
 class _Watched:
@@ -339,8 +351,8 @@ class _Watched:
 
     def __enter__(self):
         rows = self.rows
-        rows.__class__ = _copying(type(rows))  # kept so: a policy that keeps rows keeps copies
-        self.held = _held(rows)
+        _copying(type(rows))
+        self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
         for f in ROWS_FIELDS:  # the state's views leave rows.__dict__ for _HELD
             if f in rows.__dict__:
                 self.held["fields"][f] = rows.__dict__.pop(f)

@@ -25,7 +25,7 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
     t0 = time.time()
     prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)
-    cache = experiments.cache_dir("board", model, prompts, code=(__file__,))
+    cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"
     missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None
     # the cells not measured yet go to the sweep's processes after its settings, the longest first:

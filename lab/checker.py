@@ -192,11 +192,16 @@ def cost(named, size=256, calls=200):
 def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cache=None):
     """Perplexity of the second half of the first `length` tokens of a book, after its first half as the
     prompt, read per step or in full then cut once; next to Window+4 and TOVA (cached, as the sweep's
-    settings are, by experiments.cache_dir)."""
+    settings are, by experiments.cache_dir). {(column, size, regime): perplexity}: a column per policy,
+    by what it is (its key), not its label: a copy of TOVA edited and still labelled "TOVA" is a column
+    of its own, beside "TOVA (built-in)"."""
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
     cache = cache or experiments.cache_dir("check", model, ids)
-    table = {}
+    table, columns = {}, {}  # policy key -> its column
     for p in (named, specs.named("sink"), specs.named("tova")):
+        if p.key in columns:  # the policy checked is one of the references
+            continue
+        column = columns[p.key] = p.label if p.label not in columns.values() else f"{p.label} (built-in)"
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
@@ -205,7 +210,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
                     ppl = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime,
                                                  prompt_len=length // 2)["ppl"]
                     harness.atomic_write(file, json.dumps(ppl))
-                table[p.label, size, regime] = ppl
+                table[column, size, regime] = ppl
     return table
 
 

@@ -166,18 +166,26 @@ def call(model, ids, fn, *args):
     return fn(model, ids, *args)
 
 
-def cache_dir(kind: str, model, ids, code=(__file__,)):
+def cache_dir(kind: str, model, ids, code=(__file__,), tok=None):
     """results/<kind>/<key>/: measured settings, keyed by everything that changes their numbers: the
-    model's weights and dtype, the tokens, and the content of every module of the project that `code`
-    (this file, or the caller's) imports, transitively (harness.sources). Each file in it is named
-    by the policy's key (its file and parameters, specs.Named.key) and the size."""
-    return harness.RESULTS / kind / harness.fingerprint(*weights(model), ids, *harness.sources(*code))
+    model (identity: its config and weights), the tokens, the tokenizer where the numbers decode text
+    (tok), and the content of every module of the project that `code` (this file, or the caller's)
+    imports, transitively (harness.sources). Each file in it is named by the policy's key (its file,
+    data files and parameters, specs.Named.key) and the size."""
+    told = [tok.to_str()] if tok is not None else []  # tokenizer.json: what decodes an answer
+    return harness.RESULTS / kind / harness.fingerprint(*identity(model), ids, *told, *harness.sources(*code))
 
 
 def weights(model) -> list:
     """Every weight tensor of a model once (the named q/k/v and gate/up are views of fused ones)."""
     per_layer = [w for L in model.layers for w in (L.attn_norm, L.w_qkv, L.wo, L.mlp_norm, L.w_gate_up, L.w_down)]
     return [model.embed, *per_layer, model.norm, model.lm_head]
+
+
+def identity(model) -> list:
+    """What makes a model's numbers, for a cache key: its config (config.json: rope_theta, norm_eps,
+    rope_scaling, sliding_window change every number with the same weights) and every weight."""
+    return [repr(model.config), *weights(model)]
 
 
 MEASURED = {"ppl": float, "per_chunk": [float], "seconds": float}  # what `measure` returns, as read_cached checks it

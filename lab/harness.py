@@ -11,6 +11,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import shutil
 import signal
 import statistics
@@ -39,11 +40,33 @@ def atomic(path: pathlib.Path):
     os.close(fd)
     os.chmod(tmp, 0o644)  # as an ordinary new file, not mkstemp's owner-only
     try:
-        yield pathlib.Path(tmp)
-        os.replace(tmp, path)
+        with _terminate_as_exit():
+            yield pathlib.Path(tmp)
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM as SystemExit while a temporary file exists: its default action ends the process at once,
+    and would leave the file (a teacher-cache chunk is 189 MB); as an exception, `atomic`'s finally
+    removes it. Only where SIGTERM has its default action, and only in the main thread (where Python
+    handles signals); a handler of the program's own is left alone."""
+    main = threading.current_thread() is threading.main_thread()
+    ours = main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    if ours:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def atomic_write(path: pathlib.Path, text: str):
@@ -51,10 +74,16 @@ def atomic_write(path: pathlib.Path, text: str):
         tmp.write_text(text)
 
 
+FRESH = False  # demo.py --fresh: every cached result is measured again (and written anew)
+
+
 def read_cached(path: pathlib.Path, shape=None):
     """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
     measured again: a file damaged by hand or by a crash of an older version must not block every
-    later run). shape: a type (float means any finite number), or a dict {key: type} of what it must hold."""
+    later run), or when FRESH. shape: a type (float means any finite number), or a dict {key: type} of
+    what it must hold."""
+    if FRESH:
+        return None
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -116,6 +145,38 @@ def spelled(command: str) -> str:
     return " ".join(words)
 
 
+def run_name(name: str, changed: list) -> str:
+    """`name` for the published settings (no option `changed` from its default); otherwise runs/ and a
+    name that says what differs, (option, value) pairs, so a run with other settings never overwrites
+    the results the pages show. A hash stands in for what is not plain or too long to be a file name."""
+    if not changed:
+        return name
+    text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
+    slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+    plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
+    if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
+        slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
+    return f"runs/{name}-{slug}"
+
+
+def changed_options(args, parser, ignore=()) -> list:
+    """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`."""
+    return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]
+
+
+def check_writable(name: str) -> pathlib.Path:
+    """RESULTS/<name>.json's folder, made and written to once (a file made and removed), so that a long
+    run that could not save its results says so before it starts, naming the folder."""
+    folder = (RESULTS / f"{name}.json").parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
+            pass
+    except OSError as e:
+        raise OSError(f"cannot write the results to {folder}: {e.strerror or e}") from None
+    return folder
+
+
 def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
@@ -130,7 +191,12 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
             import matplotlib
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
-        except ImportError:
+        except ImportError:  # no plot: the previous run's is not left beside these numbers
+            png = RESULTS / f"{name}.png"
+            if png.exists():
+                png.unlink()
+                print(f"[msrnn] matplotlib is not installed: no plot, and the previous run's {png} was removed",
+                      file=sys.stderr)
             return path
         plt.figure(figsize=(6.4, 4.2))
         draw(plt, data)
@@ -188,6 +254,28 @@ def sources(*files: pathlib.Path) -> list[pathlib.Path]:
     return sorted(seen)
 
 
+def data_files(*files: pathlib.Path) -> list[pathlib.Path]:
+    """The files beside `files` that their code names in a string ("weights.pt", "data/w.pt"): what a
+    policy loads from its folder, for its cache key. Modules are left to `sources`; a folder or a name
+    built at run time is not followed (--fresh measures again)."""
+    found = set()
+    for f in files:
+        try:
+            tree = ast.parse(f.read_bytes())
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        for node in ast.walk(tree):
+            name = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+            if 0 < len(name) < 256 and "\n" not in name and "\0" not in name and not os.path.isabs(name):
+                near = f.parent / name
+                try:
+                    if near.suffix != ".py" and near.is_file():
+                        found.add(near.resolve())
+                except OSError:  # a name too long for this file system
+                    pass
+    return sorted(found)
+
+
 def fingerprint(*parts) -> str:
     """A short hash of tensors, strings and files: a cache key that changes when any of them does."""
     h = hashlib.sha1()
@@ -241,7 +329,31 @@ def browse(page: pathlib.Path, hash: str = "", screenshot: pathlib.Path | None =
     return ""
 
 
-# ---------------------------------------------------------------- command-line numbers
+# ---------------------------------------------------------------- command lines
+
+def command(main, interrupted="interrupted (results already saved are kept)"):
+    """Run an entry point's main(): a user gets one line per problem. Our errors (ValueError, OSError,
+    MemoryError, RuntimeError: they name the file, field or argument) are shown as they are, anything
+    else with its type; --debug on the command line shows the traceback of either."""
+    import warnings
+    warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
+    try:
+        main()
+    except KeyboardInterrupt:
+        raise SystemExit(interrupted)
+    except Exception as e:
+        if "--debug" in sys.argv:
+            raise
+        ours = isinstance(e, (ValueError, OSError, MemoryError, RuntimeError))
+        raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")
+    except BaseException as e:  # a Rust panic in the tokenizer (pyo3's PanicException) is no Exception
+        if type(e).__name__ != "PanicException" or "--debug" in sys.argv:
+            raise
+        raise SystemExit(f"error: the tokenizer crashed (its Rust code panicked: {e}); is tokenizer.json this model's?")
+
+
+DEBUG_HELP = "on an error, show the full traceback rather than one line"
+
 
 def at_least(low):
     """An argparse type: an integer >= low, or a one-line error naming the value."""

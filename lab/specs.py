@@ -36,14 +36,16 @@ class Named:
     def key(self) -> str:
         """A file name for this policy's results that changes when its parameters, its whole file or
         anything that file imports from its own folder or the repository does (harness.sources): a
-        helper or a constant beside the function counts, not only the function's own lines. What it
-        imports from anywhere else (an installed package, a folder on PYTHONPATH) is not read: after
-        editing such a helper, delete the policy's cached results (results/sweep/, results/board/)."""
+        helper or a constant beside the function counts, not only the function's own lines; and so do
+        the data files those sources name beside them (harness.data_files: weights it loads).
+        Not covered: what it imports from anywhere else (an installed package, a folder on PYTHONPATH)
+        and a file it reads by a name its source does not spell: after changing those, run with
+        --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
         fn = inspect.unwrap(self.fn)
         fn = getattr(fn, "func", fn)  # a functools.partial: the function it binds
         try:
-            code = [pathlib.Path(inspect.getsourcefile(fn))]
-            source = inspect.getsource(fn) + harness.fingerprint(*harness.sources(*code))
+            code = harness.sources(pathlib.Path(inspect.getsourcefile(fn)))
+            source = inspect.getsource(fn) + harness.fingerprint(*code, *harness.data_files(*code))
         except (OSError, TypeError):
             source = repr(self.fn)
         bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
@@ -101,7 +103,12 @@ def _bind(fn, args, spec) -> Named:
                 raise ValueError(f"policy {spec or fname!r}: {key} must be true or false, got {value!r}")
             kw[key] = value.lower() == "true"
             continue
+        if isinstance(default, str):  # a word stays the word: 'how=1e3' is the text 1e3, not a thousand
+            kw[key] = value
+            continue
         kw[key] = _number(value)
+        if isinstance(kw[key], float) and not math.isfinite(kw[key]):  # nan, inf: no parameter's value
+            raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value

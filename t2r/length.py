@@ -177,18 +177,14 @@ def family(which: str, model, tok, text, args, log) -> dict:
     if which == "tails":
         maps, tova = tail_sets(model.config, args.tail_r, args.horizons), specs.named("tova")
         students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
-        described = [sorted(maps), tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
+        described = [sorted(maps), train.TAIL_GAIN, tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
     else:
         sets = map_sets("plain" if which == "plain" else "hybrids", args.horizons)
         sets = dict([list(sets.items())[-1]]) if which == "lora" else sets  # the best hybrid alone
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
-        students, described = None, [sorted(sets)]
-    key = train.code_key(harness.fingerprint(*experiments.weights(model)), chunks, args.r, minutes, *described)
-    path = harness.RESULTS / f"t2r_length_{key}.safetensors"
+        students, described = None, [sorted(sets.items())]  # each set's settings, not only its name
+    path, measured = cache_files(which, model, chunks, text, args, minutes, described)
     lora = path.with_name(f"{path.stem}-lora{args.finetune_minutes:g}.safetensors")
-    measured = harness.RESULTS / "t2r_rows" / ("length-" + harness.fingerprint(
-        which, path.name, text, lengths, args.sizes, args.finetune_minutes if which == "lora" else None, *MEASURING,
-        *harness.sources(pathlib.Path(tail.__file__), pathlib.Path(experiments.__file__))) + ".json")
     got = harness.read_cached(measured, {"rows": list, "training": dict})
     if got is not None:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
@@ -221,6 +217,18 @@ def family(which: str, model, tok, text, args, log) -> dict:
     return got
 
 
+def cache_files(which, model, chunks, text, args, minutes, described):
+    """(the family's maps, its rows): the maps keyed by the training code, the model (config and weights),
+    the chunks and the sets' settings (`described`); the rows by those maps, the text and what measures
+    them (`measuring`)."""
+    key = train.code_key(harness.fingerprint(*experiments.identity(model)), chunks, args.r, minutes, *described)
+    path = harness.RESULTS / f"t2r_length_{key}.safetensors"
+    measured = harness.RESULTS / "t2r_rows" / ("length-" + harness.fingerprint(
+        which, path.name, text, sorted(args.lengths), args.sizes, args.finetune_minutes if which == "lora" else None,
+        *measuring(), *harness.sources(pathlib.Path(tail.__file__), pathlib.Path(experiments.__file__))) + ".json")
+    return path, measured
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", choices=("all",) + FAMILIES, default="all",
@@ -238,9 +246,17 @@ def main(argv=None):
     ap.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256],
                     help="tails: TOVA's sizes, trained in turn and read (default 32 64 128 256)")
     ap.add_argument("--tail-r", type=harness.at_least(2), default=16, help="tails: Hedgehog features (default 16)")
-    ap.add_argument("--name", help="results/<name>.* (default t2r_length, or t2r_length_<sets>)")
+    ap.add_argument("--name", help="results/<name>.* (default t2r_length, or t2r_length_<sets>, for the published "
+                    "settings; with others, results/runs/ and a name that says what differs)")
+    ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
-    args.name = args.name or ("t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}")
+    for flag, r in (("--r", args.r), ("--tail-r", args.tail_r)):
+        if r % 2 or r < 4:  # every family is Hedgehog's: r/2 features of Wx, r/2 of -Wx, each a softmax
+            ap.error(f"{flag}: Hedgehog's features need an even r of at least 4, got {r}")
+    if args.name is None:  # other settings than the published ones never overwrite the file the pages show
+        published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
+        args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
+    harness.check_writable(args.name)  # before an hour of training, not after
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
@@ -264,8 +280,11 @@ def named_apart(rows: list, new: list, which: str) -> list:
     return [r | {"method": f"{r['method']} ({which} run)"} if r["method"] in seen else r for r in new]
 
 
-# what measures a family's rows, in its cache key beside the modules they call (a change measures them again)
-MEASURING = [inspect.getsource(f) for f in (gained, calibrate, by_length, at_lengths, linear_rows, tail_rows, held_out)]
+def measuring() -> list:
+    """What measures a family's rows, in its cache key beside the modules they call (a change measures them
+    again): these functions' code and the constants they read, the gains tried and the sets' settings."""
+    code = [inspect.getsource(f) for f in (gained, calibrate, by_length, at_lengths, linear_rows, tail_rows, held_out)]
+    return [*code, repr((GAINS, HYBRIDS, PLAIN, train.TAIL_GAIN))]
 
 
 def speed() -> dict | None:
@@ -285,11 +304,23 @@ def table(data, family: str | None = None) -> str:
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["method"], r["tokens"]): r for r in rows}
     twins = " (zeroed)" if any("zeroed_ppl" in r for r in rows) else ""
-    lines = ["| method | " + " | ".join(f"{n:,} tokens{twins}" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    spans = list(zip(lengths, lengths[1:]))  # the segment each longer prefix adds
+    lines = ["| method | " + " | ".join(f"{n:,} tokens{twins}" for n in lengths) + " | "
+             + " | ".join(f"tokens {a:,}–{b:,} alone" for a, b in spans) + " |", "|---|" + "---|" * (len(lengths) + len(spans))]
+    both = lambda r, key: f"{r[key]:.2f}" + (f" ({r['zeroed_' + key]:.2f})" if "zeroed_" + key in r else "")
     for m in methods:
-        lines.append(f"| {m} | " + " | ".join(f"{cell[m, n]['ppl']:.2f}" + (f" ({cell[m, n]['zeroed_ppl']:.2f})"
-                                               if "zeroed_ppl" in cell[m, n] else "") for n in lengths) + " |")
+        seg = [{"ppl": segment(cell[m, a]["ppl"], a, cell[m, b]["ppl"], b)} | (
+            {"zeroed_ppl": segment(cell[m, a]["zeroed_ppl"], a, cell[m, b]["zeroed_ppl"], b)}
+            if "zeroed_ppl" in cell[m, a] else {}) for a, b in spans]
+        lines.append(f"| {m} | " + " | ".join(both(cell[m, n], "ppl") for n in lengths) + " | "
+                     + " | ".join(both(x, "ppl") for x in seg) + " |")
     return "\n".join(lines)
+
+
+def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
+    """The perplexity of tokens a .. b-1 alone, from those of the prefixes of a and b tokens (each the
+    mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
+    return math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
 
 
 def costs(data) -> str:
@@ -329,4 +360,4 @@ def draw(plt, data):
 
 
 if __name__ == "__main__":
-    main()
+    harness.command(main)

@@ -55,8 +55,9 @@ class FeatureMaps(nn.Module):
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
                              f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
-        if kind == "hedgehog" and r % 2:
-            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
+        if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
+            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
+                             f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
             raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
@@ -125,6 +126,28 @@ class FeatureMaps(nn.Module):
 
 
 # ---------------------------------------------------------------- transformer view
+
+def quadratic(q, k, v, fq, fk, window: int = 0, sinks: int = 0, gamma=None):
+    """The transformer view as the equations write it, O(T²): every query against every key.
+
+    q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
+    Key j is exact for query i if it is one of the first `sinks` or of the `window` newest, and weighs
+    exp(q_i·k_j/√d - m_i) (m_i: query i's largest exact score); every other earlier key weighs
+    φ(q_i)·φ(k_j) γ^(i - j - window): row j is folded into the state at step j + window (plain T2R:
+    window 0, at once) and shrinks by γ at every step after. One normalisation for both parts.
+    """
+    T = q.shape[3]
+    j = torch.arange(T, device=q.device)
+    d = j[:, None] - j                                               # (T, T) query position i - key position j
+    exact = (d >= 0) & ((d < window) | (j < sinks))                  # (T, T) the window's and the sinks' keys
+    A = (fq @ fk.transpose(-1, -2)) * ((d >= 0) & ~exact)            # (B, Hkv, G, T, T) φ(q_i)·φ(k_j), linear keys
+    if gamma is not None:                                            # a matrix of powers of γ (Hkv,)
+        A = A * gamma.view(-1, 1, 1, 1) ** (d - window).clamp(min=0)
+    if window or sinks:
+        s = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~exact, float("-inf"))  # (B, Hkv, G, T, T)
+        A = A + (s - s.amax(-1, keepdim=True)).exp()                 # every query has an exact key: its own or sink 0
+    return A @ v / A.sum(-1, keepdim=True).clamp_min(EPS)            # (B, Hkv, G, T, hd)
+
 
 def attention(q, k, v, fq, fk, window: int = 0, block: int = 64, sinks: int = 0, gamma=None):
     """Causal linear attention (window 0) or the hybrid, for all positions at once.
@@ -199,11 +222,14 @@ def decayed_cumsum(x, gamma, dim: int):
     return torch.stack(out, dim)
 
 
-def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
-    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
+def swapped(maps: FeatureMaps, i: int, q, k, v, block: int | None = 64):
+    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it, in
+    blocks of `block` queries, or `quadratic` with block None (the fastest for a few hundred tokens)."""
     pos = torch.arange(q.shape[3])
-    return attention(q, k, v, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), maps.window, block, maps.sinks,
-                     maps.gamma(i))
+    fq, fk = maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos)
+    if block is None:
+        return quadratic(q, k, v, fq, fk, maps.window, maps.sinks, maps.gamma(i))
+    return attention(q, k, v, fq, fk, maps.window, block, maps.sinks, maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):

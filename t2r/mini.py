@@ -1,31 +1,43 @@
-"""T2R's own experiment in miniature: python -m t2r.mini [--quick]  ->  results/t2r_mini.{json,log,png}
+"""T2R's own experiment in miniature, as Kasai et al.'s table: python -m t2r.mini [--quick]  ->  results/t2r_mini.*
 
 Kasai et al. (2021, arXiv 2103.13076, section 4) did not convert a model trained elsewhere: they
-pretrained their own transformer language model, swapped its attention for T2R's, finetuned, and
-compared the result with the same RNN trained from random initialisation and with ELU+1. SmolLM2
-read ~2 T tokens, far beyond what a CPU can convert; a model this machine pretrains itself is not.
+pretrained their own transformer language model (WikiText-103), swapped its attention for T2R's,
+finetuned every weight, and compared the result with the same RNN trained from random initialisation
+and with ELU+1. Two claims, tested apart here:
+  (a) accuracy: T2R from the pretrained transformer ends below T2R from random initialisation given the
+      transformer's whole budget, close to the transformer; ELU+1 gains less from pretraining;
+  (b) cost: with pretraining paid, the finetune reaches from-scratch's best in far fewer tokens.
 
-1. A byte-level BPE tokenizer and a small LLaMA (multi-head, tied embeddings) pretrained on the two
-   training books and Debian's license texts, never the evaluation books, saved as config.json, model.safetensors and
-   tokenizer.json: a folder load_weights reads like any Hugging Face checkpoint.
-2. Its attention swapped for T2R's (Kasai's map, one ReLU(W x + b) per head for queries and keys,
-   t2r.linear kind "t2r") or ELU+1, every weight finetuned; the same RNNs trained from random
-   initialisation for as many tokens as pretraining and finetuning together; T2R at 8 to 64 features.
+1. The text: Shakespeare's works (data/corpus.plays: 41 plays and poems, pinned and hash-checked) and the
+   two Canterbury books that are not evaluated on. Each source is cut into 20 pieces at line ends:
+   piece 9 is held out as dev, piece 19 as test, the rest trains (and trains the BPE tokenizer).
+   As You Like It (a play never trained on) and Alice are two more test sets, reported apart.
+2. A small LLaMA (multi-head, tied embeddings) pretrained for a stated budget, saved as config.json,
+   model.safetensors and tokenizer.json: a folder load_weights reads like any Hugging Face checkpoint.
+3. Its attention swapped for T2R's (Kasai's map, one ReLU(W x + b) per head for queries and keys,
+   t2r.linear kind "t2r") or ELU+1, every weight finetuned at a peak rate below pretraining's; the
+   same RNNs from random initialisation for the transformer's whole budget; T2R at 8 to 64 features;
+   conversions of the teacher's earlier checkpoints (when does conversion start to pay?).
 
-Every row's perplexity is on the same held-out tokens (the evaluation books). Each training run
-checkpoints as it goes (in the cache folder, beside the default model): a rerun resumes or reuses it.
+Every run keeps its best checkpoint on dev (early stopping); every reported figure is on test, as
+the mean and standard deviation over seeds. The RNN rows train in the quadratic form (linear.quadratic,
+φ(Q)φ(K)ᵀ under the causal mask: as fast as softmax attention at these lengths), in two one-thread
+processes side by side. Each run checkpoints as it goes (in the cache folder, beside the default
+model): a rerun resumes or reuses it.
 """
 import argparse
 import dataclasses
 import json
 import math
 import pathlib
+import statistics
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 
 import llama
 import load_weights
@@ -33,17 +45,20 @@ from data import corpus, default_model
 from lab import harness
 from t2r import linear, train
 
-# Pretraining stops near the lowest held-out loss: the training text is small (about 0.5 M tokens),
-# so a longer run only learns it by heart (twice as many steps raised the held-out loss while the
-# training loss fell, in a run of an earlier preset).
-PRESETS = {  # full: 37 minutes on 2 shared cores; quick: the same rows, smaller, in 2-3 minutes
-    "full": dict(vocab=1024, dim=128, layers=4, heads=4, ffn=384, context=512, batch=8,
-                 pretrain_steps=350, finetune_steps=100, eval_every=25, eval_chunks=24, features=(8, 16, 32, 64)),
-    "quick": dict(vocab=512, dim=64, layers=2, heads=2, ffn=192, context=256, batch=8,
-                  pretrain_steps=300, finetune_steps=80, eval_every=25, eval_chunks=24, features=(8, 16, 32, 64)),
+# full: 4 layers x 128 on 256-token chunks, batch 16 (4,096 tokens a step); the transformer's budget,
+# 600 steps (2.5 M tokens, about one pass over the training text), is every from-scratch run's too.
+# The finetune is a quarter of it at a fifth of pretraining's peak rate.
+PRESETS = {
+    "full": dict(vocab=1024, dim=128, layers=4, heads=4, ffn=384, context=256, batch=16, pretrain_steps=600,
+                 finetune_steps=150, eval_every=50, finetune_eval_every=25, dev_chunks=64, seeds=3,
+                 features=(8, 16, 32, 64), conversions=(0.25, 0.5)),
+    "quick": dict(vocab=512, dim=64, layers=2, heads=2, ffn=192, context=128, batch=16, pretrain_steps=400,
+                  finetune_steps=100, eval_every=50, finetune_eval_every=25, dev_chunks=48, seeds=1,
+                  features=(8, 64), conversions=()),
 }
-TRAIN_BOOKS, EVAL_BOOKS = ("lcet10", "plrabn12"), ("alice29", "asyoulik")  # the licenses train too
-LR = {"pretrain": 2e-3, "finetune": 1e-3}  # peak rates; warmup then cosine decay to a tenth
+LR = {"pretrain": 2e-3, "finetune": 4e-4}  # peak rates; warmup then cosine decay to a tenth
+PIECES, DEV, TEST = 20, 9, 19  # every source in 20 pieces at line ends: piece 9 is dev, piece 19 test
+BOOKS = ("lcet10", "plrabn12")  # the Canterbury books that train; alice29 and asyoulik are test sets
 
 
 # ---------------------------------------------------------------- the tokenizer and the model
@@ -114,8 +129,9 @@ def attention_of(maps):
     """llama.forward's attention: softmax (maps None) or plain linear attention with maps' φ."""
     if maps is None:
         return None
-    # one block as long as the text: at a few hundred tokens the quadratic form is the cheapest
-    return lambda i, q, k, v: linear.swapped(maps, i, q, k, v, block=q.shape[3])
+    # the quadratic form: at a few hundred tokens the fastest (a student's linear.py has the blocked one only)
+    quadratic = hasattr(linear, "quadratic")
+    return lambda i, q, k, v: linear.swapped(maps, i, q, k, v, block=None if quadratic else q.shape[3])
 
 
 def loss_of(model, maps, x) -> torch.Tensor:
@@ -124,25 +140,38 @@ def loss_of(model, maps, x) -> torch.Tensor:
 
 
 @torch.no_grad()
-def held_out_loss(model, maps, test, batch: int = 8) -> float:
+def held_out_loss(model, maps, test, batch: int = 16) -> float:
     """Mean next-token loss over the held-out chunks (N, T), every row on the same tokens."""
     return sum(loss_of(model, maps, test[i:i + batch]).item() * len(test[i:i + batch])
                for i in range(0, len(test), batch)) / len(test)
 
 
-def fit(model, maps, chunks, test, *, steps, peak, batch, seed, checkpoint, eval_every, label, log) -> tuple:
+def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_every, label, log, keep=()) -> tuple:
     """Train every weight of `model` (and the maps, if any) for `steps` steps of `batch` chunks:
-    AdamW, `rate`'s schedule, next-token loss. The batch of step s is drawn by a generator seeded with
-    (seed, s) and the schedule depends on s alone, so a run resumed from its checkpoint reads and does
-    what one run through would. Returns (the trained model, detached; the run's meta with its curve of
-    held-out loss against seconds)."""
+    AdamW (weight decay on the matrices only, not on norms or biases), `rate`'s schedule, next-token
+    loss; the dev loss at step 0 (for a swapped model: what the swap alone costs) and every `eval_every`
+    steps. The batch of step s is drawn by a generator seeded with (seed, s) and the schedule depends on
+    s alone, so a run resumed from its checkpoint reads and does what one run through would.
+    Returns (the model at its lowest dev loss, detached; the maps, set to theirs; the run's meta with its
+    curve of dev loss against tokens). keep: steps whose model is also saved (<checkpoint>-step<s>)."""
     params, build = train.weights(model, "full")
     if maps is not None:
         params |= {f"maps.{n}": p for n, p in maps.named_parameters()}
-    opt = torch.optim.AdamW(list(params.values()), lr=peak, betas=(0.9, 0.95), weight_decay=0.1)
+    groups = [{"params": [p for p in params.values() if p.dim() >= 2]},
+              {"params": [p for p in params.values() if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=peak, betas=(0.9, 0.95), weight_decay=0.1)
     settings = {"label": label, "steps": steps, "peak": peak, "batch": batch, "seed": seed, "chunks": list(chunks.shape),
                 "maps": None if maps is None else train.describe(maps)}
+    best = None if checkpoint is None else pathlib.Path(f"{checkpoint}.best")
     run = train._resume(checkpoint, params, opt, settings, log)
+    evaluate = lambda: held_out_loss(train.detached(build), maps, dev)
+    kept = {}  # the best weights of this process's part of the run (else they are in the file `best`)
+    if run["step"] == 0:
+        run["curve"] = [{"step": 0, "tokens": 0, "seconds": 0.0, "loss": evaluate()}]
+        run["best"] = dict(run["curve"][0])
+        kept["best"] = {n: p.detach().clone() for n, p in params.items()}
+        if best is not None:
+            _save_tensors(best, params)
     t0, done_s = time.time(), run["seconds"]
     while run["step"] < steps:
         g = torch.Generator().manual_seed(seed * 1_000_003 + run["step"])
@@ -158,142 +187,377 @@ def fit(model, maps, chunks, test, *, steps, peak, batch, seed, checkpoint, eval
         run["tokens"] += x.numel()
         run["losses"].append(loss.item())
         run["seconds"] = done_s + time.time() - t0
-        last = run["step"] == steps
-        if run["step"] % eval_every == 0 or last:
-            run["curve"].append({"step": run["step"], "tokens": run["tokens"], "seconds": round(run["seconds"], 1),
-                                 "loss": held_out_loss(train.detached(build), maps, test)})
+        if run["step"] in keep and checkpoint is not None:
+            _save_tensors(f"{checkpoint}-step{run['step']}", params)
+        if run["step"] % eval_every == 0 or run["step"] == steps:
+            now = {"step": run["step"], "tokens": run["tokens"], "seconds": round(run["seconds"], 1), "loss": evaluate()}
+            run["curve"].append(now)
+            if now["loss"] < run["best"]["loss"]:
+                run["best"] = dict(now)
+                kept["best"] = {n: p.detach().clone() for n, p in params.items()}
+                if best is not None:  # saved before the run's checkpoint, which names it as the best
+                    _save_tensors(best, params)
             if checkpoint is not None:  # saved before the log line, so a run stopped at it resumes from here
                 train._save_run(checkpoint, params, opt, run)
             left = run["seconds"] / run["step"] * (steps - run["step"])
             log(f"   {label}: step {run['step']}/{steps}, {run['tokens']:,} tokens, {run['tokens'] / run['seconds']:.0f} "
-                f"tokens/s, loss {loss.item():.3f}, held-out {run['curve'][-1]['loss']:.3f}, {left:.0f} s left")
+                f"tokens/s, loss {loss.item():.3f}, dev {now['loss']:.3f}, {left:.0f} s left")
             t0, done_s = time.time(), run["seconds"]
     run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
-    return train.detached(build), run
+    _restore(params, kept["best"] if "best" in kept else _load_tensors(best, params))
+    return train.detached(build), maps, run
+
+
+def _save_tensors(path, params: dict):
+    with harness.atomic(pathlib.Path(path)) as tmp:
+        save_file({n: p.detach().contiguous() for n, p in params.items()}, str(tmp))
+
+
+def _load_tensors(path, params: dict) -> dict:
+    try:
+        tensors = load_file(str(path))
+    except Exception as e:
+        raise ValueError(f"{path}: cannot read these saved weights ({e}); delete the run's files to start again") from None
+    wrong = [n for n, p in params.items() if n not in tensors or tensors[n].shape != p.shape]
+    if wrong:
+        raise ValueError(f"{path}: tensor {wrong[0]!r} is missing or of another shape; delete the run's files to start again")
+    return tensors
+
+
+@torch.no_grad()
+def _restore(params: dict, tensors: dict):
+    for n, p in params.items():
+        p.copy_(tensors[n])
+
+
+# ---------------------------------------------------------------- the text: sources, splits, chunks
+
+def split(text: str, pieces: int = PIECES):
+    """(training texts, dev text, test text): `text` cut into `pieces` pieces at line ends; piece DEV is
+    dev, piece TEST is test, the pieces before, between and after them train (each stretch on its own,
+    so no training chunk runs into a held-out piece)."""
+    cuts = [0] + [(text.find("\n", len(text) * i // pieces) + 1) or len(text) for i in range(1, pieces)] + [len(text)]
+    part = [text[a:b] for a, b in zip(cuts, cuts[1:])]
+    train_texts = ["".join(part[:DEV]), "".join(part[DEV + 1:TEST]), "".join(part[TEST + 1:])]
+    return [t for t in train_texts if t], part[DEV], part[TEST]
+
+
+def sources() -> dict:
+    """{name: text}: Shakespeare's 41 works and the two Canterbury books that train."""
+    return corpus.plays() | {b: corpus.book(b) for b in BOOKS}
+
+
+def cut(tok, texts, context: int) -> torch.Tensor:
+    """(N, context) token chunks of every text, each text on its own (a shorter tail is left out)."""
+    ids = [c for t in texts for c in corpus.chunks(tok.encode(t).ids, context)]
+    if not ids:
+        raise ValueError(f"the texts give no chunk of {context} tokens")
+    return torch.tensor(ids)
+
+
+def texts(by_source: dict, extra_tests: dict):
+    """(training texts, dev texts, {test set: texts}): the splits of every source, and extra_tests
+    ({name: text}, books never trained on) as test sets of their own."""
+    train_texts, dev, test = [], [], []
+    for text in by_source.values():
+        t, d, e = split(text)
+        train_texts += t
+        dev.append(d)
+        test.append(e)
+    return train_texts, dev, {"test": test} | {name: [text] for name, text in extra_tests.items()}
+
+
+def spaced(chunks: torch.Tensor, n: int) -> torch.Tensor:
+    """n chunks spread evenly over `chunks` (all of them if fewer): the dev chunks a curve is read on."""
+    return chunks[torch.linspace(0, len(chunks) - 1, min(n, len(chunks))).long()]
 
 
 # ---------------------------------------------------------------- the experiment
 
-def texts(tok, train_texts, eval_texts, context: int, eval_chunks: int):
-    """(training chunks, held-out chunks): the training texts cut into chunks of `context` tokens, and
-    the first `eval_chunks` of the evaluation texts, concatenated."""
-    cut = lambda ts: torch.tensor(corpus.chunks([i for t in ts for i in tok.encode(t).ids], context))
-    test = cut(eval_texts)
-    if len(test) < eval_chunks:
-        raise ValueError(f"the evaluation texts give {len(test)} chunks of {context} tokens, fewer than {eval_chunks}")
-    return cut(train_texts), test[:eval_chunks]
-
-
-def experiment(p: dict, folder, log=print, seed: int = 0, train_texts=None, eval_texts=None) -> dict:
-    """Every row of the table, each trained (or resumed) in turn. folder: where the pretrained model,
-    its tokenizer and the runs' checkpoints live. The texts default to train.training_sources and EVAL_BOOKS."""
+def experiment(p: dict, folder, log=print, by_source=None, extra_tests=None, jobs: int = 2, linear_file=None) -> dict:
+    """Every row of the table. folder: where the pretrained model, its tokenizer and the runs'
+    checkpoints live. The texts default to `sources()` and the two evaluation books."""
     folder = pathlib.Path(folder)
     runs = folder / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    train_texts = train_texts or train.training_sources(TRAIN_BOOKS)
-    eval_texts = eval_texts or [corpus.book(b) for b in EVAL_BOOKS]
+    by_source = by_source or sources()
+    extra_tests = extra_tests if extra_tests is not None else {"asyoulik": corpus.book("asyoulik"),
+                                                               "alice": corpus.book("alice29")}
+    train_texts, dev_texts, test_texts = texts(by_source, extra_tests)
     from tokenizers import Tokenizer
     tok_file = runs / "tokenizer.json"  # the one every run was trained with (save_folder copies it beside the model)
     if tok_file.is_file():
         tok = Tokenizer.from_file(str(tok_file))
     else:
-        tok = train_tokenizer(train_texts, p["vocab"])
+        tok = train_tokenizer(train_texts, p["vocab"])  # the training text alone: no held-out piece shapes it
         with harness.atomic(tok_file) as tmp:
             tok.save(str(tmp))
-    chunks, test = texts(tok, train_texts, eval_texts, p["context"], p["eval_chunks"])
-    log(f"tokenizer: {tok.get_vocab_size()} tokens; training {chunks.numel():,} tokens ({len(chunks)} chunks of "
-        f"{chunks.shape[1]}), held out {test.numel():,} ({len(test)} chunks of the evaluation books)")
+    chunks, dev = cut(tok, train_texts, p["context"]), cut(tok, dev_texts, p["context"])
+    tests = {name: cut(tok, t, p["context"]) for name, t in test_texts.items()}
+    dev_curve = spaced(dev, p["dev_chunks"])
+    log(f"tokenizer: {tok.get_vocab_size()} tokens; {len(by_source)} sources; training {chunks.numel():,} tokens "
+        f"({len(chunks)} chunks of {chunks.shape[1]}), dev {dev.numel():,} (curves on {len(dev_curve)} chunks), "
+        + ", ".join(f"{name} {t.numel():,}" for name, t in tests.items()))
     cfg = config(p, tok.get_vocab_size())
-    common = dict(batch=p["batch"], eval_every=p["eval_every"], log=log)
     P, Fs = p["pretrain_steps"], p["finetune_steps"]
+    at = sorted({round(f * P) for f in p["conversions"]})  # the teacher's earlier checkpoints to convert
 
-    base, pre = fit(init_model(cfg, seed), None, chunks, test, steps=P, peak=LR["pretrain"], seed=seed,
-                    checkpoint=runs / "transformer.safetensors", label="transformer", **common)
+    base, _, pre = fit(init_model(cfg, 0), None, chunks, dev_curve, steps=P, peak=LR["pretrain"], batch=p["batch"],
+                       seed=0, checkpoint=runs / "transformer.safetensors", eval_every=p["eval_every"],
+                       label="transformer", log=log, keep=at)
     save_folder(base, tok, folder)
     n_params = sum(t.numel() for t in [base.embed, base.norm] + [getattr(L, f.name) for L in base.layers
                    for f in dataclasses.fields(llama.Layer)])
-    log(f"pretrained: {cfg.n_layers} layers, {cfg.dim} wide, {cfg.n_heads} heads, {n_params:,} weights; saved in {folder}")
-    rows = [row("transformer", "random", None, base, None, pre, test)]
+    log(f"pretrained: {cfg.n_layers} layers, {cfg.dim} wide, {cfg.n_heads} heads, {n_params:,} weights; best dev "
+        f"{pre['best']['loss']:.3f} at step {pre['best']['step']}; saved in {folder}")
+    rows = [row("transformer", "random", None, 0, P, base, None, pre, tests)]
 
-    def rnn(kind, r, init):
-        maps = linear.FeatureMaps(cfg, r, kind, seed=seed + 1)
-        start = base if init == "pretrained" else init_model(cfg, seed)
-        steps = Fs if init == "pretrained" else P + Fs  # from scratch: as many tokens as pretraining + finetuning
-        name = f"{kind}-{maps.r}-{init}"
-        model, run = fit(start, maps, chunks, test, steps=steps, seed=seed + 2, checkpoint=runs / f"{name}.safetensors",
-                         peak=LR["finetune" if init == "pretrained" else "pretrain"], label=name, **common)
-        if init == "pretrained":  # its curve goes on from where pretraining stopped
-            run["curve"] = [dict(c, seconds=c["seconds"] + pre["seconds"]) for c in run["curve"]]
-        rows.append(row("T2R" if kind == "t2r" else "ELU+1", init, maps.r if kind == "t2r" else None, model, maps, run, test))
-
-    rnn("t2r", max(p["features"]), "pretrained")
-    rnn("elu", 0, "pretrained")
-    rnn("t2r", max(p["features"]), "random")
-    rnn("elu", 0, "random")
-    for r in sorted(p["features"])[:-1]:
-        rnn("t2r", r, "pretrained")
-    return {"preset": p, "config": dataclasses.asdict(cfg), "weights": n_params, "rows": rows,
-            "curves": {r["name"]: r.pop("curve") for r in rows}}
+    top, S = max(p["features"]), range(p["seeds"])
+    shown = [("t2r", top, "pretrained", s, P) for s in S] + [("elu", 0, "pretrained", s, P) for s in S]  # the table's order
+    shown += [("t2r", top, "random", s, 0) for s in S] + [("elu", 0, "random", s, 0) for s in S]
+    shown += [("t2r", r, "pretrained", 0, P) for r in sorted(p["features"]) if r != top]
+    shown += [("t2r", top, "pretrained", 0, step) for step in at]
+    shared = (p, str(folder), cfg, chunks, dev_curve, tests, None if linear_file is None else str(linear_file))
+    longest_first = sorted(shown, key=lambda job: job[2] == "pretrained")
+    for job, r in harness.pool_map(train_row, shared, longest_first, jobs):
+        log(r.pop("log"))
+        rows.append(r | {"job": list(job)})
+    rows[1:] = sorted(rows[1:], key=lambda r: shown.index(tuple(r.pop("job"))))
+    return {"preset": p, "config": dataclasses.asdict(cfg), "weights": n_params, "lr": LR,
+            "tokens": {"train": chunks.numel(), "dev": dev.numel(), **{n: t.numel() for n, t in tests.items()}},
+            "rows": rows, "groups": groups(rows)}
 
 
-def row(method, init, features, model, maps, run, test) -> dict:
-    """One row: perplexity on the held-out chunks, the state one sequence holds at their length, what
-    its training cost (for a finetuned row: the finetune alone)."""
-    loss, T = held_out_loss(model, maps, test), test.shape[1]
-    c = model.config
+def train_row(p, folder, cfg, chunks, dev, tests, linear_file, kind, r, init, seed, teacher_step) -> dict:
+    """One RNN run (in a worker process): `kind` with r features, from random initialisation (the
+    transformer's whole budget) or from the teacher at `teacher_step` (a finetune); its row."""
+    if linear_file is not None and linear.__name__ == "t2r.linear":
+        use_linear(linear_file)
+    folder, lines = pathlib.Path(folder), []
+    runs, P = folder / "runs", p["pretrain_steps"]
+    maps = linear.FeatureMaps(cfg, r, kind, seed=seed + 1)
+    if init == "random":
+        start, steps, peak, every = init_model(cfg, seed), P, LR["pretrain"], p["eval_every"]
+    else:
+        start, steps, peak, every = teacher(folder, cfg, teacher_step, P), p["finetune_steps"], LR["finetune"], \
+            p["finetune_eval_every"]
+    name = f"{kind}-{maps.r}-{init}" + (f"-at{teacher_step}" if init == "pretrained" and teacher_step != P else "") + f"-seed{seed}"
+    model, maps, run = fit(start, maps, chunks, dev, steps=steps, peak=peak, batch=p["batch"], seed=seed + 2,
+                           checkpoint=runs / f"{name}.safetensors", eval_every=every, label=name, log=lines.append)
+    out = row("T2R" if kind == "t2r" else "ELU+1", init, maps.r if kind == "t2r" else None, seed, teacher_step,
+              model, maps, run, tests)
+    return out | {"log": "\n".join(lines)}
+
+
+def teacher(folder, cfg, step: int, P: int) -> llama.Model:
+    """The transformer after `step` of its P steps: the saved folder, or a checkpoint kept on the way."""
+    if step == P:
+        return load_weights.load_model(folder)
+    params, build = train.weights(init_model(cfg, 0), "full")
+    _restore(params, _load_tensors(folder / "runs" / f"transformer.safetensors-step{step}", params))
+    return train.detached(build)
+
+
+def row(method, init, features, seed, teacher_step, model, maps, run, tests) -> dict:
+    """One run's row: its loss on every test set at its best dev checkpoint, the state one sequence
+    holds at the chunks' length, what its training cost (for a finetune: the finetune alone)."""
+    c, T = model.config, next(iter(tests.values())).shape[1]
     state = (2 * c.n_layers * c.n_kv_heads * T * c.head_dim * model.embed.element_size() if maps is None
              else linear.state_bytes(model, maps))
-    name = method + (f" r={features}" if features else "") + (" (pretrained, finetuned)" if maps is not None and
-                                                                  init == "pretrained" else " (from scratch)" if maps else "")
-    return {"name": name, "method": method, "init": init, "features": features, "state_bytes": state,
-            "train_tokens": run["tokens"], "seconds": round(run["seconds"], 1),
-            "tokens_per_s": round(run["tokens_per_s"], 1), "ppl": math.exp(loss), "curve": run["curve"]}
+    return {"method": method, "init": init, "features": features, "seed": seed, "teacher_steps": teacher_step,
+            "state_bytes": state, "dev_loss": run["best"]["loss"], "best_step": run["best"]["step"],
+            "train_tokens": run["tokens"], "seconds": round(run["seconds"], 1), "tokens_per_s": round(run["tokens_per_s"], 1),
+            "test_loss": {name: held_out_loss(model, maps, t) for name, t in tests.items()}, "curve": run["curve"]}
+
+
+def groups(rows) -> list:
+    """The rows of one setting (method, init, features, teacher steps) over their seeds: mean and
+    standard deviation (over seeds; 0 for one seed) of every test set's loss and perplexity."""
+    out, P = {}, rows[0]["teacher_steps"]  # rows[0] is the transformer: its steps are the whole budget
+    for r in rows:
+        out.setdefault((r["method"], r["init"], r["features"], r["teacher_steps"]), []).append(r)
+    sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0
+    table = []
+    for (method, init, features, at), rs in out.items():
+        name = method + (f" r={features}" if features else "") + (
+            "" if method == "transformer" else " (from scratch)" if init == "random" else
+            " (pretrained, finetuned)" if at == P else f" (teacher at step {at}, finetuned)")
+        sets = {}
+        for s in rs[0]["test_loss"]:
+            losses = [r["test_loss"][s] for r in rs]
+            ppls = [math.exp(x) for x in losses]
+            sets[s] = {"loss": statistics.mean(losses), "loss_std": sd(losses), "ppl": statistics.mean(ppls),
+                       "ppl_std": sd(ppls)}
+        table.append({"name": name, "method": method, "init": init, "features": features, "teacher_steps": at,
+                      "seeds": [r["seed"] for r in rs], "ppl": sets["test"]["ppl"], "ppl_std": sets["test"]["ppl_std"],
+                      "dev_loss": statistics.mean(r["dev_loss"] for r in rs), "dev_loss_std": sd([r["dev_loss"] for r in rs]),
+                      "train_tokens": rs[0]["train_tokens"], "seconds": statistics.mean(r["seconds"] for r in rs),
+                      "state_bytes": rs[0]["state_bytes"], "sets": sets})
+    return table
+
+
+# ---------------------------------------------------------------- Kasai's claims, each with its verdict
+
+MARGIN = 0.02  # nats: a difference smaller than this, or than twice the seeds' spread of it, is a tie
+
+
+def _runs(data, method, init, features, at=None):
+    """{seed: row} of one setting (at: the teacher's steps; default its whole budget)."""
+    at = data["preset"]["pretrain_steps"] if at is None else at
+    return {r["seed"]: r for r in data["rows"] if (r["method"], r["init"], r["features"]) == (method, init, features)
+            and (init == "random" or r["teacher_steps"] == at)}
+
+
+def _paired(a: dict, b: dict, value) -> list:
+    """value(a[s]) - value(b[s]) for every seed both have."""
+    return [value(a[s]) - value(b[s]) for s in sorted(a) if s in b]
+
+
+def _verdict(diffs: list, spread=None) -> tuple:
+    """(mean, standard deviation, verdict) of paired differences (positive: the claim's way): holds if
+    the mean exceeds both MARGIN and twice the spread (the differences' own, or `spread`), reversed if
+    it falls below minus that, else a tie."""
+    mean = statistics.mean(diffs)
+    sd = spread if spread is not None else statistics.stdev(diffs) if len(diffs) > 1 else 0.0
+    margin = max(MARGIN, 2 * sd)
+    verdict = "holds" if mean > margin else "reversed" if mean < -margin else "a tie"
+    return mean, sd, verdict + (" (one seed: no spread to weigh it against)" if len(diffs) < 2 and spread is None else "")
+
+
+def _reach(curve, target):
+    """Tokens at the first evaluation whose dev loss is at or below target, or None."""
+    return next((c["tokens"] for c in curve if c["loss"] <= target), None)
+
+
+def claims(data) -> list:
+    """Kasai's claims as [(claim, figure, verdict)], from the per-seed rows."""
+    top = max(data["preset"]["features"])
+    test = lambda r: r["test_loss"]["test"]
+    t2r, t2r0 = _runs(data, "T2R", "pretrained", top), _runs(data, "T2R", "random", top)
+    elu, elu0 = _runs(data, "ELU+1", "pretrained", None), _runs(data, "ELU+1", "random", None)
+    tf = data["rows"][0]
+    n = len(t2r)
+    out = []
+    a = _paired(t2r0, t2r, test)
+    m, sd, v = _verdict(a)
+    out.append(("(a) T2R pretrained below T2R from scratch (test loss, nats)",
+                f"{m:+.3f} ± {sd:.3f} in favour of pretraining over {len(a)} seeds", v))
+    ratio = statistics.mean(math.exp(test(r)) for r in t2r.values()) / math.exp(test(tf)) - 1
+    out.append(("T2R pretrained within 8% of its transformer's perplexity",
+                f"{ratio:+.1%} ({n} seeds, one teacher)", "holds" if ratio <= 0.08 else "fails"))
+    reach = [(_reach(t2r[s]["curve"], t2r0[s]["dev_loss"]), _reach(t2r0[s]["curve"], t2r0[s]["dev_loss"]))
+             for s in sorted(t2r) if s in t2r0]
+    if all(ft is not None for ft, _ in reach):
+        frac = statistics.mean(ft for ft, _ in reach) / statistics.mean(sc for _, sc in reach)
+        out.append(("(b) the finetune reaches from-scratch's best dev loss with at most a third of its tokens",
+                    f"{statistics.mean(ft for ft, _ in reach):,.0f} against {statistics.mean(sc for _, sc in reach):,.0f} "
+                    f"tokens ({frac:.2f})", "holds" if frac <= 1 / 3 else "fails"))
+    else:
+        missed = sum(ft is None for ft, _ in reach)
+        out.append(("(b) the finetune reaches from-scratch's best dev loss with at most a third of its tokens",
+                    f"not reached within the finetune in {missed} of {len(reach)} seeds", "fails"))
+    g = _paired(t2r0, t2r, test)
+    e = _paired(elu0, elu, test)
+    m, sd, v = _verdict([x - y for x, y in zip(g, e)])
+    out.append(("T2R gains more from pretraining than ELU+1 (nats)",
+                f"T2R {statistics.mean(g):+.3f}, ELU+1 {statistics.mean(e):+.3f}: {m:+.3f} ± {sd:.3f}", v))
+    small = min(data["preset"]["features"])
+    if small != top:
+        low = _runs(data, "T2R", "pretrained", small)
+        spread = statistics.stdev(map(test, t2r.values())) if n > 1 else 0.0
+        m, sd, v = _verdict([test(low[s]) - statistics.mean(map(test, t2r.values())) for s in sorted(low)], spread)
+        out.append((f"the test loss falls from {small} to {top} features (pretrained)",
+                    f"{m:+.3f} nats (the seeds' spread at r={top}: {sd:.3f})", v))
+    return out
+
+
+def conversions(data) -> list:
+    """When does conversion start to pay: for every teacher checkpoint converted, [teacher tokens, the
+    converted RNN's best dev loss, from-scratch T2R's dev loss at the same total tokens (its curve, the
+    mean over seeds; its last point where the total is past its budget), their difference]."""
+    top, per = max(data["preset"]["features"]), data["preset"]["batch"] * data["preset"]["context"]
+    scratch = list(_runs(data, "T2R", "random", top).values())
+    at = sorted({r["teacher_steps"] for r in data["rows"] if r["method"] == "T2R" and r["init"] == "pretrained"})
+    out = []
+    for step in at:
+        conv = _runs(data, "T2R", "pretrained", top, step)
+        tokens = (step + data["preset"]["finetune_steps"]) * per
+        def dev_at(curve):  # the loss at the evaluation nearest below `tokens`
+            return [c["loss"] for c in curve if c["tokens"] <= tokens][-1]
+        ref = statistics.mean(dev_at(r["curve"]) for r in scratch)
+        mine = statistics.mean(r["dev_loss"] for r in conv.values())
+        out.append([step * per, mine, ref, ref - mine])
+    return out
 
 
 def table(data) -> str:
-    base = data["rows"][0]["ppl"]
-    lines = ["| row | init | features | state (KiB) | training tokens | seconds | tokens/s | held-out ppl | vs transformer |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        lines.append(f"| {r['name']} | {r['init']} | {r['features'] or '–'} | {r['state_bytes'] / 1024:.1f} | "
-                     f"{r['train_tokens']:,} | {r['seconds']:.0f} | {r['tokens_per_s']:.0f} | {r['ppl']:.2f} | "
-                     f"{r['ppl'] / base - 1:+.1%} |")
+    base = data["groups"][0]["ppl"]
+    extra = [s for s in data["groups"][0]["sets"] if s != "test"]
+    pm = lambda x, sd: f"{x:.2f} ± {sd:.2f}" if sd else f"{x:.2f}"
+    lines = ["| row | seeds | state (KiB) | training tokens | seconds | dev loss | test ppl | vs transformer | "
+             + " | ".join(f"{s} ppl" for s in extra) + " |", "|---" * (8 + len(extra)) + "|"]
+    for g in data["groups"]:
+        dev = f"{g['dev_loss']:.3f}" + (f" ± {g['dev_loss_std']:.3f}" if g["dev_loss_std"] else "")
+        lines.append(f"| {g['name']} | {len(g['seeds'])} | {g['state_bytes'] / 1024:.1f} | {g['train_tokens']:,} | "
+                     f"{g['seconds']:.0f} | {dev} | {pm(g['ppl'], g['ppl_std'])} | {g['ppl'] / base - 1:+.1%} | "
+                     + " | ".join(pm(g["sets"][s]["ppl"], g["sets"][s]["ppl_std"]) for s in extra) + " |")
+    return "\n".join(lines)
+
+
+def claims_table(data) -> str:
+    lines = ["| claim | figure | verdict |", "|---|---|---|"]
+    lines += [f"| {c} | {f} | **{v}** |" for c, f, v in data["claims"]]
+    if data.get("conversions"):
+        lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens | "
+                  "advantage (nats) |", "|---|---|---|---|"]
+        lines += [f"| {t:,} | {a:.3f} | {b:.3f} | {d:+.3f} |" for t, a, b, d in data["conversions"]]
     return "\n".join(lines)
 
 
 def summary(data) -> str:
-    """One sentence of the table's main rows, for README."""
-    by = {(r["method"], r["init"], r["features"]): r for r in data["rows"]}
-    top = max(data["preset"]["features"])
-    tf, t2r, t2r0 = by[("transformer", "random", None)], by[("T2R", "pretrained", top)], by[("T2R", "random", top)]
-    elu, elu0 = by[("ELU+1", "pretrained", None)], by[("ELU+1", "random", None)]
-    return (f"On a {data['weights']:,}-weight LLaMA pretrained here ({tf['train_tokens']:,} tokens, {tf['seconds']:.0f} s), "
-            f"held-out perplexity {tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) "
-            f"{t2r['ppl']:.2f} ({t2r['ppl'] / tf['ppl'] - 1:+.0%}), from scratch at equal tokens {t2r0['ppl']:.2f}; "
-            f"ELU+1 {elu['ppl']:.2f} finetuned, {elu0['ppl']:.2f} from scratch; the state {t2r['state_bytes'] / 1024:.0f} KiB "
-            f"against the cache's {tf['state_bytes'] / 1024:.0f} KiB at {data['config']['max_positions']} tokens.")
-
-
-def targets(data) -> dict:
-    """The issue's targets, each as (figure, met)."""
-    by = {(r["method"], r["init"], r["features"]): r["ppl"] for r in data["rows"]}
-    top = max(data["preset"]["features"])
-    tf, t2r, t2r0 = by[("transformer", "random", None)], by[("T2R", "pretrained", top)], by[("T2R", "random", top)]
-    elu, elu0 = by[("ELU+1", "pretrained", None)], by[("ELU+1", "random", None)]
-    ablation = [by[("T2R", "pretrained", r)] for r in sorted(data["preset"]["features"])]
-    return {"T2R finetuned within 15% of the transformer": (t2r / tf - 1, t2r <= 1.15 * tf),
-            "T2R finetuned below T2R from scratch": (t2r - t2r0, t2r < t2r0),
-            "pretraining gain larger for T2R than for ELU+1": ((t2r0 - t2r) - (elu0 - elu), t2r0 - t2r > elu0 - elu),
-            "perplexity falls from 8 to 64 features": (ablation, all(a > b for a, b in zip(ablation, ablation[1:])))}
+    """One sentence of the main rows, for README."""
+    by = {(g["method"], g["init"], g["features"], g["teacher_steps"]): g for g in data["groups"]}
+    P, top = data["preset"]["pretrain_steps"], max(data["preset"]["features"])
+    tf, t2r, t2r0 = by[("transformer", "random", None, P)], by[("T2R", "pretrained", top, P)], by[("T2R", "random", top, 0)]
+    verdict = {c.split(" ")[0]: v for c, _, v in data["claims"]}
+    return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare ({tf['train_tokens']:,} tokens): test perplexity "
+            f"{tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) {t2r['ppl']:.2f} ± "
+            f"{t2r['ppl_std']:.2f}, from scratch for the transformer's budget {t2r0['ppl']:.2f} ± {t2r0['ppl_std']:.2f} "
+            f"({len(t2r['seeds'])} seeds): claim (a) {verdict['(a)']}, claim (b) {verdict['(b)']}.")
 
 
 def draw(plt, data):
-    for name, curve in data["curves"].items():
-        plt.plot([c["seconds"] for c in curve], [c["loss"] for c in curve], "-" if "scratch" not in name else "--", label=name)
-    plt.xlabel("training seconds (a finetune starts where pretraining ended)")
-    plt.ylabel("held-out next-token loss")
-    plt.title("T2R in miniature: swap-then-finetune against training from scratch")
-    plt.legend(fontsize=6)
+    P = data["preset"]["pretrain_steps"]
+    fig = plt.gcf()
+    fig.set_size_inches(10, 4.2)
+    ax = plt.subplot(1, 2 if data.get("conversions") else 1, 1)
+    by = {}
+    for r in data["rows"]:
+        by.setdefault((r["method"], r["init"], r["features"], r["teacher_steps"]), []).append(r)
+    top = max(data["preset"]["features"])
+    for g in data["groups"]:
+        if g["features"] not in (None, top) or (g["init"] == "pretrained" and g["teacher_steps"] != P):
+            continue
+        rs = by[(g["method"], g["init"], g["features"], g["teacher_steps"])]
+        shift = P if g["init"] == "pretrained" else 0  # a finetune goes on from where pretraining stopped
+        x = [shift + c["step"] for c in rs[0]["curve"]]
+        ys = torch.tensor([[c["loss"] for c in r["curve"]] for r in rs])
+        line, = ax.plot(x, ys.mean(0), "--" if g["init"] == "random" and g["method"] != "transformer" else "-", label=g["name"])
+        if len(rs) > 1:
+            ax.fill_between(x, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), color=line.get_color(), alpha=0.25)
+    ax.set_ylim(top=min(ax.get_ylim()[1], data["groups"][0]["dev_loss"] + 1.5))
+    ax.set_xlabel("training steps (a finetune goes on from the teacher's last)")
+    ax.set_ylabel("dev loss (mean ± std over seeds)")
+    ax.set_title("T2R in miniature: swap-then-finetune against from scratch", fontsize=9)
+    ax.legend(fontsize=6)
+    if data.get("conversions"):
+        ax = plt.subplot(1, 2, 2)
+        t, _, _, d = zip(*data["conversions"])
+        ax.plot(t, d, "o-")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel("teacher's training tokens when converted")
+        ax.set_ylabel("from scratch minus converted, dev loss (nats)")
+        ax.set_title("when does conversion start to pay?", fontsize=9)
 
 
 def use_linear(path) -> None:
@@ -309,12 +573,30 @@ def use_linear(path) -> None:
     harness.RESULTS = path.resolve().parent.parent / "results"  # course/work/results, never the repository's
 
 
+def preflight(p: dict):
+    """Every piece of linear.py a row needs, once on a tiny model, before minutes of pretraining: a
+    course skeleton's function still to write is named at once."""
+    import traceback
+    cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
+    model, x = init_model(cfg, 0), torch.zeros(1, 8, dtype=torch.long)
+    try:
+        for kind, r in (("t2r", 4), ("elu", 0)):
+            maps = linear.FeatureMaps(cfg, r, kind)
+            llama.forward(model, x, attention_of(maps))
+            linear.state_bytes(model, maps)
+    except NotImplementedError:
+        where = traceback.extract_tb(__import__("sys").exc_info()[2])[-1]
+        raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} is not written yet (it raises "
+                         f"NotImplementedError, line {where.lineno}); the rows need it") from None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a smaller model and shorter runs (about 5 minutes)")
+    ap.add_argument("--quick", action="store_true", help="a smaller model, one seed, shorter runs (about 5 minutes)")
     ap.add_argument("--folder", type=pathlib.Path, help="where the model and checkpoints go "
                     "(default: the cache folder's t2r-mini-<preset>)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_mini, or t2r_mini_quick)")
+    ap.add_argument("--jobs", type=harness.at_least(1), default=2, help="RNN runs side by side, one thread each (default 2)")
     ap.add_argument("--linear", type=pathlib.Path, help="another t2r/linear.py to run the rows with (the course's "
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = ap.parse_args(argv)
@@ -324,20 +606,27 @@ def main(argv=None):
     # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
     mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
     folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
+        raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
+                         f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
+                         f"name a new or empty folder")
+    # another number of jobs rounds differently (one thread each): not the published run, unless named
+    name = args.name or harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
+                                         [("jobs", args.jobs)] if args.jobs != 2 else [])
+    harness.check_writable(name)
+    preflight(PRESETS[preset])
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
-        data = experiment(PRESETS[preset], folder)
-        data["targets"] = targets(data)
-        print("\n" + table(data) + "\n", flush=True)
-        for what, (figure, met) in data["targets"].items():
-            print(f"{'met' if met else 'NOT met'}: {what} ({figure if isinstance(figure, list) else f'{figure:+.3f}'})")
+        data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
+        data["claims"], data["conversions"] = claims(data), conversions(data)
+        print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
     about = {"code_version": version, "command": "python -m t2r.mini" + " --quick" * args.quick
-             + (f" --linear {args.linear}" if args.linear else ""),
-             "folder": str(folder), "seconds": round(time.time() - t0, 1)}
-    path = harness.save(args.name or ("t2r_mini_quick" if args.quick else "t2r_mini"), data, about, printed.getvalue(), draw)
+             + (f" --linear {args.linear}" if args.linear else ""), "jobs": args.jobs,
+             "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
+    path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
     return data
 
 
 if __name__ == "__main__":
-    main()
+    harness.command(main)

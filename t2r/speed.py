@@ -13,8 +13,8 @@ against a state that read the tokens), and the steps timed are real steps of the
 Positions past the model's 8,192 are past its training, which changes what it says, not what a step costs.
 """
 import argparse
+import os
 import statistics
-import sys
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
@@ -141,9 +141,9 @@ def draw(plt, data):
 def map_spec(text: str) -> str:
     """argparse type: a feature map kind:r (relu:64, hedgehog:16, t2r:32) or elu, checked before any work."""
     kind, _, r = text.partition(":")
-    if kind not in linear.FeatureMaps.KINDS or (r and (not r.isdigit() or int(r) < 1)) or (kind == "hedgehog" and r and int(r) % 2):
+    if kind not in linear.FeatureMaps.KINDS or (r and (not r.isdigit() or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
-                                         f"r >= 1 features (even for hedgehog), e.g. relu:64; got {text!r}")
+                                         f"r >= 1 features (even and >= 4 for hedgehog), e.g. relu:64; got {text!r}")
     if kind == "elu" and r:  # ELU(x) + 1 has the head's own features: a row labelled elu:5 would hold 64
         raise argparse.ArgumentTypeError(f"elu takes no r: its features are x's own (r = head_dim); got {text!r}")
     return text
@@ -159,19 +159,23 @@ def main(argv=None):
     ap.add_argument("--steps", type=harness.at_least(1), default=15, help="decode steps timed per cell (default 15)")
     ap.add_argument("--threads", type=harness.at_least(1), default=1,
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
-                         "waking a second thread for each cost more than it saved)")
+                         "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
+    ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
     if min(args.lengths) <= args.size:  # a state built as after n tokens: TOVA's size + 1 slots need more than size
         ap.error(f"--lengths must all exceed --size ({args.size}): TOVA {args.size} holds {args.size + 1} rows only "
                  f"after {args.size + 1} tokens; got {min(args.lengths)}")
+    name = harness.run_name("t2r_speed", harness.changed_options(args, ap, ("debug",)))  # published settings, else runs/
+    harness.check_writable(name)
     torch.set_num_threads(args.threads)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
+        omp = os.environ.get("OMP_NUM_THREADS")
+        print(f"t2r.speed: timing {args.threads} torch thread(s) (--threads)" + (
+            f"; OMP_NUM_THREADS={omp} is not read" if omp and omp != str(args.threads) else ""), flush=True)
         model = load_weights.load_model()
         data = measure(model, args.lengths, args.size, args.t2r, args.tail, args.steps)
         print("\n" + table(data))
-    name = "t2r_speed" if argv is None and len(sys.argv) == 1 else "runs/t2r_speed-" + "_".join(
-        a.strip("-").replace("/", "_") for a in (argv if argv is not None else sys.argv[1:]))
     about = {"code_version": version, "model": "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
              "dtype": data["dtype"]}
     path = harness.save(name, data, about, printed.getvalue(), draw)
@@ -179,4 +183,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    harness.command(main)

@@ -1,7 +1,9 @@
 """T2R's training, saving and the comparison `python demo.py t2r`; the method is t2r/linear.py.
 
-Training is attention transfer (Hedgehog, Zhang et al. 2024, arXiv 2402.04347; LoLCATs): only φ learns,
-so that each layer's linear attention reproduces its softmax output on the frozen model's own q, k, v.
+Training is attention transfer as LoLCATs (arXiv 2410.10254) does it, an MSE between each layer's
+linear and softmax outputs: only φ learns, so that each layer's linear attention reproduces its
+softmax output on the frozen model's own q, k, v. Then a finetune: LoRA (LoLCATs') or every weight
+(Kasai et al.'s T2R, arXiv 2103.13076, whose map is linear.py's kind "t2r").
 """
 import copy
 import dataclasses
@@ -11,6 +13,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -219,11 +222,13 @@ class Teacher:
 
     def __init__(self, model, chunks, folder=None):
         self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
+        self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
 
     @classmethod
     def cached(cls, model, chunks):
-        """Kept in results/t2r_teacher/<key>/: keyed by the weights, the chunks, the decoder and linear.py (its softmax)."""
-        key = harness.fingerprint(*experiments.weights(model), chunks, pathlib.Path(llama.__file__), pathlib.Path(linear.__file__))
+        """Kept in results/t2r_teacher/<key>/: keyed by the model (config and weights), the chunks, the decoder
+        and linear.py (its softmax)."""
+        key = harness.fingerprint(*experiments.identity(model), chunks, pathlib.Path(llama.__file__), pathlib.Path(linear.__file__))
         return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key)
 
     def feed(self, c: int, learn):
@@ -236,15 +241,20 @@ class Teacher:
 
         def attend(i, q, k, v):
             qkvo = (q.detach(), k.detach(), v.detach(), linear.softmax(self.model, q, k, v))
-            if self.folder:
+            if self.writing:
                 kept.append(qkvo)
             learn(i, *qkvo)
             return qkvo[3]
         with torch.no_grad():  # only the attention hooks matter: no vocabulary product
             llama.forward(self.model, self.chunks[c][None], attend, last=True)
-        if self.folder:
-            with harness.atomic(self.folder / f"{c}.safetensors") as tmp:  # a killed run leaves no half file
-                save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, tmp)
+        if self.writing:
+            try:
+                with harness.atomic(self.folder / f"{c}.safetensors") as tmp:  # a killed run leaves no half file
+                    save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, tmp)
+            except Exception as e:  # a full disk (safetensors' own error, or OSError): the cache is optional
+                self.writing = False
+                print(f"[msrnn] the teacher cache {self.folder} stops at chunk {c} ({type(e).__name__}: {e}); "
+                      "the chunks not cached are streamed from the model", file=sys.stderr)
 
     def _read(self, c: int):
         """Chunk c's [(q, k, v, o)] per layer from its file (mapped, not copied), or None."""
@@ -269,7 +279,7 @@ def student_of(maps: FeatureMaps):
 
 def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000.0, seed=0, minutes=None,
              checkpoint=None, save_every=20, evaluate=None, eval_every=50, teacher=None, log=print) -> dict:
-    """Attention transfer (Hedgehog; LoLCATs' stage 1), streamed: the frozen model reads each chunk
+    """Attention transfer (LoLCATs' stage 1: output MSE), streamed: the frozen model reads each chunk
     (N, T) once per epoch; inside every swapped layer the softmax output is computed (no grad), the
     student's output on the same detached q, k, v is regressed onto it (MSE x `scale`, LoLCATs'), its
     gradient taken at once and the graph freed, and the softmax output goes on to the next layer. So
@@ -455,8 +465,8 @@ def weights(model: llama.Model, mode: str, rank: int = 8, alpha: float = 16, see
 def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes=None, lr=None, maps_lr=1e-3,
              rank=8, alpha=16, seed=0, grad_checkpoint=True, checkpoint=None, save_every=10, evaluate=None,
              eval_every=25, log=print):
-    """Swap, then finetune (Kasai et al.'s second stage; LoLCATs' stage 2): next-token loss with the
-    linear attention in place, training the maps and the model's weights (mode "full") or LoRA
+    """Swap, then finetune (Kasai et al.'s recipe: kind "t2r", mode "full"; LoLCATs' stage 2: LoRA):
+    next-token loss with the linear attention in place, training the maps and the model's weights (mode "full") or LoRA
     adapters on q, k, v, o (mode "lora"). lr: the weights' (default 1e-4 for LoRA, LoLCATs'; 1e-5 for
     every weight); the maps learn at maps_lr. grad_checkpoint: each layer's attention is recomputed in
     the backward pass rather than kept (torch.utils.checkpoint). Resumable as `transfer` is.
@@ -528,8 +538,10 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                tail_r=16, tail_size=64, tail_minutes=10.0, tail_length=None, eval_chunks=1, eval_every=20, curve_tokens=1024,
                transfer_tokens=None, finetune_tokens=None, tails=True, tail_sizes=None, log=None) -> dict:
     """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
-    alice29 and asyoulik for every row: T2R of each map kind with r features after attention transfer
-    and after finetuning; the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
+    alice29 and asyoulik for every row: linear attention with each map kind of r features (both signs
+    of Hedgehog's counted) after LoLCATs' attention transfer and after the finetune (LoRA, LoLCATs';
+    or every weight); with the transfer first, no row is Kasai et al.'s recipe (t2r/mini.py runs it);
+    the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
     `sizes`; TOVA with a T2R tail (t2r/tail.py, where it exists); the full cache. The hybrid and the
     tail also with their features zeroed. Training reads chunks of `train_length` tokens (LoLCATs' 1,024);
     the tail's, chunks of `tail_length` (default `length`: a tail trained on 1,024 tokens weighs its folded
@@ -573,7 +585,7 @@ class Comparison:
 
     def __init__(self, model, test, train_ids, epochs, curve_tokens, log):
         self.model, self.test, self.train_ids, self.epochs, self.log = model, test, train_ids, epochs, log
-        self.model_key, self.rows, self.bypass = harness.fingerprint(*experiments.weights(model)), [], {}
+        self.model_key, self.rows, self.bypass = harness.fingerprint(*experiments.identity(model)), [], {}
         self.piece = test[:1, :curve_tokens]  # the curve against training tokens: the first held-out chunk's start
 
     def cache(self, what, *settings):
@@ -706,18 +718,39 @@ def name(maps: FeatureMaps) -> str:
     return f"hybrid: window {maps.window} + {plain}" if maps.window else plain
 
 
+MAP_NAMES = {"t2r": "Kasai's tied ReLU map", "relu": "ReLU query and key maps", "hedgehog": "Hedgehog map"}
+FINETUNES = {"finetune (lora)": "LoLCATs' transfer + LoRA", "finetune (full)": "LoLCATs' transfer + every weight"}
+
+
+def maps_named(method: str) -> str:
+    """'T2R hedgehog 64' -> 'Hedgehog map r=64', 'tail relu 16' -> 'tail: ReLU query and key maps r=16'."""
+    return re.sub(r"(T2R|tail) (t2r|relu|hedgehog) (\d+)",
+                  lambda m: ("tail: " if m[1] == "tail" else "") + f"{MAP_NAMES[m[2]]} r={m[3]}", method)
+
+
+def recipe(row) -> str:
+    """A row's name as its recipe: the map, its training, its finetune. The rows keep the names they
+    were measured and cached under (`name`); this is how they are printed."""
+    method = maps_named(row["method"]).replace(", transfer", ", LoLCATs' transfer")
+    method = method.replace(", finetuned", ", " + FINETUNES.get(row.get("stage"), "finetuned"))
+    return method + (", LoLCATs' transfer" if row["family"] == "tail" else "")
+
+
 def table(data) -> str:
     lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
              "|---|---|---|---|---|---|"]
     for row in data["results"]:
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
-        lines.append(f"| {row['method']} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
+        lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
     full = next(row["ppl"] for row in data["results"] if row["family"] == "full")
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
-             f"trained or measured again). Full cache: {full:.2f}."]
+             f"trained or measured again). Full cache: {full:.2f}.",
+             "r counts every feature of a map (Hedgehog's r/2 of Wx and r/2 of -Wx together). LoLCATs' transfer: "
+             "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
+             "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
     for k, v in data["bypass"].items():
-        notes.append(f"{k}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
+        notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)
 
@@ -726,8 +759,8 @@ def draw(plt, data):
     """Left: perplexity against state bytes; right: perplexity against training tokens."""
     plt.gcf().set_size_inches(12, 4.6)
     plt.subplot(1, 2, 1)
-    labels = {"relu": "T2R ReLU, transfer", "hedgehog": "T2R Hedgehog, transfer", "relu finetuned": "T2R ReLU, finetuned",
-              "hedgehog finetuned": "T2R Hedgehog, finetuned", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + Hedgehog)",
+    labels = {"relu": "ReLU maps, transfer", "hedgehog": "Hedgehog map, transfer", "relu finetuned": "ReLU maps, transfer + finetune",
+              "hedgehog finetuned": "Hedgehog map, transfer + finetune", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + Hedgehog)",
               "hybrid zeroed": "hybrid, features zeroed", "tail": "TOVA + tail", "tail zeroed": "TOVA + tail, zeroed",
               "full": "softmax, full cache"}
     for fam in ("tova", "h2o", "sink", "tail", "tail zeroed", "full", "relu", "hedgehog", "relu finetuned",

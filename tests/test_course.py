@@ -22,6 +22,20 @@ def run(*args, timeout=600):
     return done.returncode, done.stdout + done.stderr
 
 
+def run_side_by_side(*gradings, timeout=600):
+    """run() for several gradings at once: [(exit status, output)]. A grading of one part keeps one
+    core busy; two side by side keep two."""
+    procs = [subprocess.Popen([sys.executable, "-m", "course.grade", *map(str, args)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in gradings]
+    try:
+        said = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    print(*(out + err for out, err in said))
+    return [(p.returncode, out + err) for p, (out, err) in zip(procs, said)]
+
+
 def lines_of(out):
     """{part number: (state, the hint or '')} from the grader's output."""
     parts, last = {}, None
@@ -75,15 +89,42 @@ def test_a_folder_that_cannot_be_graded_is_named(tmp_path):
     assert "Traceback" not in out
 
 
-def test_a_comparison_replaced_fails_the_part_by_name(tmp_path):
-    """The reference solutions with torch.testing.assert_close made a no-op: every test that compared
-    fails, and the hint says why (course/student.py keeps the comparison it found at its start)."""
+def test_a_comparison_changed_fails_the_part_by_name(tmp_path):
+    """A wrong TOVA with one line that makes the tests' comparison pass anything (its code replaced):
+    the part fails, and the hint says why, though the comparison is the same function object."""
     folder = copy_of_reference(tmp_path / "work")
-    with open(folder / "msrnn.py", "a") as f:
-        f.write("\nimport torch.testing\ntorch.testing.assert_close = lambda *a, **k: None\n")
-    code, out = run(folder, "--only", 2)
+    apply(folder, "TOVA decided per KV head")
+    with open(folder / "policies.py", "a") as f:
+        f.write("\nimport torch.testing\ntorch.testing.assert_close.__code__ = (lambda *a, **k: None).__code__\n")
+    code, out = run(folder, "--only", 4)
     parts = lines_of(out)
-    assert code == 1 and parts[2][0] == "FAIL" and parts[2][1].startswith(grade.TAMPERED), out
+    assert code == 1 and parts[4][0] == "FAIL" and parts[4][1].startswith(grade.TAMPERED), out
+
+
+def test_the_comparison_guard_sees_every_change_and_puts_it_back():
+    """course/student.py's guard, run after every graded test, against each way found to make the tests'
+    comparison pass anything: the function replaced, its code replaced, the function it calls inside
+    emptied, a method of its classes overridden, torch.isclose (which it calls) made always true. Each is
+    named; what is torch.testing's is put back; the last is seen by value, on a known mismatch."""
+    import torch
+    import torch.testing._comparison as comparison
+    from course import student
+    isclose, nothing = torch.isclose, lambda *a, **k: None
+    changes = {"the function": lambda: setattr(torch.testing, "assert_close", nothing),
+               "its code": lambda: setattr(torch.testing.assert_close, "__code__", nothing.__code__),
+               "what it calls": lambda: setattr(comparison, "not_close_error_metas", lambda *a, **k: []),
+               "a method": lambda: setattr(comparison.TensorLikePair, "compare", nothing),
+               "torch.isclose": lambda: setattr(torch, "isclose", lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool))}
+    assert student.changed_comparison() == []
+    try:
+        for how, change in changes.items():
+            change()
+            assert student.changed_comparison(), f"{how}: not seen"
+            torch.isclose = isclose
+            assert student.changed_comparison() == [] and student.compares(), f"{how}: not put back"
+    finally:
+        torch.isclose = isclose
+        student.changed_comparison()
 
 
 def test_a_file_python_cannot_read_is_named(tmp_path):
@@ -158,7 +199,8 @@ def test_the_skeletons_mirror_the_repository(name):
 
 # ---------------------------------------------------------------- the common mistakes (course/INSTRUCTOR.md's table)
 
-# name: (part, file, the repository's line(s), the mistake, what the hint must say). Each is introduced
+# name: (part, file, the repository's line(s), the mistake, what the hint must say); several lines, a
+# tuple each, for a mistake made in more than one place. Each is introduced
 # into a copy of the reference solutions. A round grades several at once, since a part takes only its
 # own file from the folder: at most one mistake per part, and per file, but for part 6, whose test reads
 # state_bytes alone, so that a mistake there cannot change another part's verdict, nor one elsewhere its.
@@ -229,15 +271,47 @@ MISTAKES = {
                        "your RNN view differs from your transformer view"),
     "z left out of state_bytes": (7, "t2r/linear.py", "maps.r * (c.head_dim + 1)", "maps.r * c.head_dim",
                                   "state_bytes is not what the state holds"),
+    "the position advanced before the layers": (1, "llama.py", ("c, t = model.config, state.t\n",
+                                                                "    state.t += 1\n    return output(model, x)"),
+                                                ("state.t += 1\n    c, t = model.config, state.t\n",
+                                                 "    return output(model, x)"),
+                                                "does not put the token at its position (token 0 was given position 1"),
+    "heads handed to wo in (G, Hkv) order": (1, "llama.py", "o.permute(0, 3, 1, 2, 4).flatten(2)",
+                                             "o.permute(0, 3, 2, 1, 4).flatten(2)", "in (G, Hkv) order"),
+    "the attention's digits in bfloat16": (3, "msrnn.py", "return scores.softmax(-1, dtype=llama.wide(scores.dtype))",
+                                           "return scores.softmax(-1).to(llama.wide(scores.dtype))",
+                                           "float32's dtype but bfloat16's digits"),
+    "the freed slot not marked empty": (3, "msrnn.py", "        self.pos[self._slots()] = -1\n", "",
+                                        "your evict does not mark the freed slot empty"),
+    "H2O's recent share fixed at one half": (4, "policies.py",
+                                             "latest = rows.pos[:, :1] > rows.t - int(rows.size * recent)",
+                                             "latest = rows.pos[:, :1] > rows.t - rows.size // 2",
+                                             "same logits with recent=0.25 as with 0.5"),
+    "the masked view without the model's sliding window": (5, "msrnn.py",
+                                                           "held_mask(state.layers[i], q, k, v, policy) & causal)",
+                                                           "held_mask(state.layers[i], q, k, v, policy))",
+                                                           "the model's own window has left is not seen"),
+    "2 bytes an element": (6, "msrnn.py", "rows * c.head_dim * model.embed.element_size()", "rows * c.head_dim * 2",
+                           "an element takes 2 bytes in torch.float16, 8 in float64"),
+    "ELU+1 as ELU(x + 1)": (7, "t2r/linear.py", "return F.elu(x) + 1", "return F.elu(x + 1)",
+                            "φ(x) = ELU(x) + 1, that is x + 1 where x > 0"),
 }
 
 
+ALSO = {"2 bytes an element": {3}}  # mistakes that fail another part too: test_which_tensor_is_kept_in_which_float
+                                   # reads state_bytes's dtype
+
+
 def rounds():
-    """The mistakes in a few grader runs: in each, at most one per part, and one per file but for part 6."""
+    """The mistakes in a few grader runs: in each, at most one per part, and one per file but for part 6
+    (but for a part-6 mistake that fails another part too, ALSO)."""
+    def apart(a, b):
+        (pa, fa, *_), (pb, fb, *_) = MISTAKES[a], MISTAKES[b]
+        return pa != pb and pa not in ALSO.get(b, ()) and pb not in ALSO.get(a, ()) and (fa != fb or 6 in (pa, pb))
     out = []
-    for name, (part, file, *_) in MISTAKES.items():
+    for name in MISTAKES:
         for r in out:
-            if all(MISTAKES[m][0] != part and (MISTAKES[m][1] != file or 6 in (part, MISTAKES[m][0])) for m in r):
+            if all(apart(name, m) for m in r):
                 r.append(name)
                 break
         else:
@@ -245,23 +319,45 @@ def rounds():
     return out
 
 
-@pytest.mark.parametrize("names", rounds(), ids=lambda names: " + ".join(names))
-def test_each_common_mistake_fails_its_part_with_its_hint(names, tmp_path):
-    folder = copy_of_reference(tmp_path)
-    for name in names:
-        part, file, old, new, hint = MISTAKES[name]
-        text = (folder / file).read_text()
+def apply(folder, name):
+    """Make the mistake `name` in the copy of the reference solutions in folder."""
+    part, file, old, new, hint = MISTAKES[name]
+    text = (folder / file).read_text()
+    for old, new in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,)))):
         assert text.count(old) == 1, f"{name}: {old!r} is not once in {file}: update MISTAKES"
-        (folder / file).write_text(text.replace(old, new))
-    code, out = run(folder, "--only", *sorted({MISTAKES[n][0] for n in names}))
-    parts = lines_of(out)
-    for name in names:
-        part, *_, hint = MISTAKES[name]
-        assert parts[part][0] == "FAIL" and hint in parts[part][1], (name, parts[part])
+        text = text.replace(old, new)
+    (folder / file).write_text(text)
+
+
+@pytest.mark.parametrize("batch", [rounds()[i:i + 2] for i in range(0, len(rounds()), 2)],
+                         ids=lambda batch: " | ".join(" + ".join(names) for names in batch))
+def test_each_common_mistake_fails_its_part_with_its_hint(batch, tmp_path):
+    """Two rounds at a time, side by side."""
+    gradings = []
+    for i, names in enumerate(batch):
+        folder = copy_of_reference(tmp_path / str(i))
+        for name in names:
+            apply(folder, name)
+        gradings.append((folder, "--only", *sorted({MISTAKES[n][0] for n in names})))
     instructor = (ROOT / "course" / "INSTRUCTOR.md").read_text()
-    for name in names:
-        assert f"| {name} |" in instructor and MISTAKES[name][-1] in instructor, \
-            f"course/INSTRUCTOR.md does not list {name!r} with its hint"
+    for names, (code, out) in zip(batch, run_side_by_side(*gradings)):
+        parts = lines_of(out)
+        for name in names:
+            part, *_, hint = MISTAKES[name]
+            assert parts[part][0] == "FAIL" and hint in parts[part][1], (name, parts[part])
+            assert f"| {name} |" in instructor and hint in instructor, \
+                f"course/INSTRUCTOR.md does not list {name!r} with its hint"
+
+
+def test_the_skeletons_ask_only_for_what_is_graded():
+    """T2R's decay is beyond the course: no graded test makes one, so a skeleton that asked for it would
+    ask for code whose mistakes no part can see. Every sentence of a docstring the student writes to
+    that names the decay says it is not graded."""
+    for name in grade.FILES.values():
+        for q, (node, is_blank) in definitions(ROOT / "course" / "skeleton" / name)[0].items():
+            for sentence in re.split(r"(?<=\.)\s+", ast.get_docstring(node) or "") if is_blank else ():
+                assert not re.search(r"decay|γ|gamma", sentence) or "not graded" in sentence, \
+                    f"course/skeleton/{name}: {q} asks for what no graded test checks: {sentence!r}"
 
 
 def test_the_students_page_gives_no_solution_away():

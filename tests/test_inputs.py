@@ -486,3 +486,117 @@ def test_masked_forward_takes_only_a_fresh_state_of_its_own(case, says):
         msrnn.masked_forward(model, x, policies.tova, 4, state=state)
     logits, _ = msrnn.masked_forward(model, x, policies.tova, 4, state=msrnn.init_state(model, 1, 4))
     assert_close(logits, msrnn.run(model, x, policies.tova, 4), EXACT)
+
+
+# ---------------------------------------------------------------- issue 51: the smaller ones, and the raw
+
+def test_sigterm_during_an_atomic_write_leaves_no_temporary_file(tmp_path):
+    """A SIGTERM while a teacher-cache chunk was written left its temporary file (189 MB on the default
+    model), which nothing removed. A forked child writes (torch already loaded: no second start-up)."""
+    import os
+    import signal
+    import time
+    ready, said = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            with harness.atomic(tmp_path / "chunk.safetensors") as tmp:
+                tmp.write_bytes(b"half")
+                os.write(said, b"x")
+                time.sleep(60)
+        except SystemExit as e:
+            code = e.code
+        finally:
+            os._exit(code)
+    os.read(ready, 1)
+    os.kill(pid, signal.SIGTERM)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_stops_the_teacher_cache_not_the_training(tmp_path, monkeypatch, capsys):
+    from t2r import linear, train
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(train, "save_file", full)
+    chunks, got = tokens(2, 6), []
+    teacher = train.Teacher(MODEL, chunks, tmp_path / "teacher")
+    for c in (0, 1):
+        teacher.feed(c, lambda i, q, k, v, o: got.append(o))
+    streamed = []
+    for c in (0, 1):
+        train.Teacher(MODEL, chunks).feed(c, lambda i, q, k, v, o: streamed.append(o))
+    assert all(torch.equal(a, b) for a, b in zip(got, streamed)) and len(got) == 2 * MODEL.config.n_layers
+    assert capsys.readouterr().err.count("stops at chunk 0") == 1
+
+
+def test_hedgehog_of_two_features_is_refused():
+    """r = 2 gave a softmax over one feature: every feature a constant 1, rows labelled T2R measuring a
+    running mean."""
+    from t2r import linear, speed
+    with pytest.raises(ValueError, match="at least 4"):
+        linear.FeatureMaps(MODEL.config, 2, "hedgehog")
+    with pytest.raises(Exception, match="even and >= 4 for hedgehog"):
+        speed.map_spec("hedgehog:2")
+
+
+def test_a_spec_binds_a_word_as_a_word_and_no_infinite_number(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("def how(rows, how='sum'):\n    return rows.pos[:, :1].double()\n\n"
+                    "def top(rows, k=None):\n    return rows.pos[:, :1].double()\n")
+    assert specs.named(f"{mine}:how:how=1e3").fn.keywords == {"how": "1e3"}  # was the number 1000.0
+    assert specs.named(f"{mine}:top:k=3").fn.keywords == {"k": 3}
+    for bad in ("-inf", "nan"):
+        with pytest.raises(ValueError, match=f"k must be a finite number, got '{bad}'"):
+            specs.named(f"{mine}:top:k={bad}")
+
+
+def test_a_policy_sees_msrnn_rows_and_may_pickle_them():
+    """type(rows) was engine.guards' copying subclass, and pickling it failed ("Can't pickle
+    engine.guards.Rows")."""
+    import pickle
+    seen = []
+
+    def keeps(rows):
+        again = pickle.loads(pickle.dumps(rows))
+        seen.append((type(rows) is msrnn.Rows, type(again) is msrnn.Rows, torch.equal(again.keys, rows.keys)))
+        again.keys.mul_(-1)  # a copy's: the state is not touched
+        return policies.tova(rows)
+    assert_close(msrnn.run(MODEL, tokens(1, 10), keeps, 4), msrnn.run(MODEL, tokens(1, 10), policies.tova, 4), EXACT)
+    assert seen and all(all(s) for s in seen)
+
+
+def test_t2r_speed_says_its_threads_and_names_a_long_run_by_a_hash(tmp_path, monkeypatch, capsys):
+    """It timed 1 thread whatever OMP_NUM_THREADS said, without a word, and after measuring every cell
+    failed to save on "File name too long"."""
+    from t2r import speed
+    import load_weights
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    monkeypatch.setattr(load_weights, "load_model", lambda *a: MODEL)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    before = torch.get_num_threads()
+    try:
+        speed.main(["--size", "8", "--steps", "1", "--lengths", *map(str, range(9, 89))])
+    finally:
+        torch.set_num_threads(before)
+    out = capsys.readouterr().out
+    assert "timing 1 torch thread(s) (--threads); OMP_NUM_THREADS=2 is not read" in out
+    saved = [p.name for p in (tmp_path / "runs").iterdir()]
+    assert len(saved) >= 2 and all(len(name) < 100 for name in saved), saved
+
+
+@pytest.mark.parametrize("module", ["t2r.length", "t2r.speed"])
+def test_the_modules_name_an_error_in_one_line(module, tmp_path, monkeypatch):
+    """`python -m t2r.length` and `t2r.speed` had no wrapper: a traceback (after an hour of training, for
+    a results folder it could not write); --debug shows it."""
+    import runpy
+    (tmp_path / "results").write_text("a file where the folder would be")
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results" / "x")  # as MSRNN_RESULTS would make it
+    monkeypatch.setattr(sys, "argv", [module])
+    with pytest.raises(SystemExit, match=rf"^error: cannot write the results to {tmp_path / 'results' / 'x'}: Not a directory$"):
+        runpy.run_module(module, run_name="__main__")
+    monkeypatch.setattr(sys, "argv", [module, "--debug"])
+    with pytest.raises(OSError):
+        runpy.run_module(module, run_name="__main__")

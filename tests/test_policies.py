@@ -357,3 +357,34 @@ def test_ties_go_against_the_oldest_row_in_every_view(policy, size, monkeypatch)
     for view, got in (("one-shot run", oneshot.run(model, x, policy, size, 12)),
                       ("one-shot prefill", fast.prefill(model, x, policy, size, 12)[0])):
         assert_close(got, cut, atol=EXACT, msg=f"{view}: ties broken otherwise than against the oldest row")
+
+
+def test_a_freed_slot_is_marked_empty():
+    """Between steps a full state holds one free slot per sequence and KV head, the one the policy
+    emptied (free): its pos is -1 until the next token's row is written there (the slot invariant in
+    msrnn.MultiState), so nothing that reads pos (the tie rule, held_mask, a policy) takes the dropped row
+    for a held one. Head-wise, each KV head frees its own."""
+    model = random_model(tiny_config())
+    state = msrnn.init_state(model, 2, 5)
+    for t, token in enumerate(tokens(2, 12).T):
+        llama.step(model, token, state, policies.tova_head)
+        for layer, ms in enumerate(state):
+            if t < 5:
+                continue
+            freed = ms.pos.gather(2, ms.free[..., None])[..., 0]    # (B, Hkv)
+            assert (freed == -1).all(), f"after step {t} (layer {layer}) the freed slot holds position " \
+                                        f"{freed.max().item()}, not -1"
+            empty = (ms.pos[:, :, :ms.n] == -1).sum(-1)             # (B, Hkv)
+            assert (empty == 1).all(), f"after step {t} (layer {layer}) {empty.max().item()} slots are marked -1, not one"
+
+
+@pytest.mark.parametrize("name", ["window", "tova"])
+def test_recurrent_equals_masked_view_with_a_sliding_window(name):
+    """Mistral: a row the model's own sliding window has left is invisible to the query whether or
+    not the policy still holds it, in the masked view as in the recurrence (sizes past the window)."""
+    model = random_model(tiny_config(sliding_window=5))
+    x = tokens(2, 30)
+    for size in (4, 9):
+        recurrent = msrnn.run(model, x, ALL[name], size)
+        assert_close(msrnn.masked_forward(model, x, ALL[name], size)[0], recurrent, atol=EXACT,
+                     msg=f"{name=}, {size=}, sliding_window=5")

@@ -196,3 +196,133 @@ def test_a_command_is_spelled_the_same_from_any_checkout():
         assert harness.spelled(f"python {root}/t2r/speed.py --tokens 8") == "python -m t2r.speed --tokens 8"
         assert harness.spelled(f"python {root}/demo.py ppl") == "python demo.py ppl"
     assert harness.spelled("python /elsewhere/not_ours.py") == "python /elsewhere/not_ours.py"
+
+
+# ---------------------------------------------------------------- issue 49: what a page cites can be run and read
+
+CITING = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("page", CITING, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_cited_command_exists(page):
+    """Each `python -m X` a page cites is a module of the repository or an installed one (pytest), and
+    each `demo.py CMD` a command of demo.py with the options it is given."""
+    import importlib.util
+    import demo
+    _, sub = demo.parser()
+    text, missing = page.read_text(), []
+    for cmd, rest in re.findall(r"\bdemo\.py ([a-z]\w*)([^`\n]*)", text):
+        if cmd == "grade":  # the course's grader, with options of its own (course/grade.py)
+            continue
+        if cmd not in sub.choices:
+            missing.append(f"demo.py {cmd}")
+            continue
+        known = sub.choices[cmd]._option_string_actions
+        missing += [f"demo.py {cmd} {o}" for o in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest.split("#")[0]) if o not in known]
+    for module in re.findall(r"\bpython -m ([A-Za-z_][\w.]*\w)", text):
+        path = ROOT.joinpath(*module.split("."))
+        if not (path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()) \
+                and importlib.util.find_spec(module) is None:
+            missing.append(f"python -m {module}")
+    assert not missing, f"{page.relative_to(ROOT)} cites commands that do not exist: {', '.join(sorted(set(missing)))}"
+
+
+def repository_files() -> set:
+    """The files a commit of this tree holds: tracked, or new and not ignored."""
+    import subprocess
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: which files the repository holds is unknown")
+    return {f for f in out.splitlines() if (ROOT / f).exists()}
+
+
+@pytest.mark.parametrize("page", CITING, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_cited_results_file_is_in_the_repository(page):
+    """A results file a page cites (results/NAME.EXT, or results/NAME.* for all of a run's files) is in
+    the repository, not only on the machine that ran it: never under results/runs/ or a cache, which
+    .gitignore leaves out. Folders and names with a <placeholder> are not files, and are not checked."""
+    import fnmatch
+    files, missing = repository_files(), []
+    for cited in re.findall(r"\bresults/[\w.*<>/-]*[\w*>/]", page.read_text()):
+        if cited.endswith("/") or "<" in cited or "." not in cited.rsplit("/", 1)[1]:
+            continue
+        if not (fnmatch.filter(files, cited) if "*" in cited else cited in files):
+            missing.append(cited)
+    assert not missing, f"{page.relative_to(ROOT)} cites results the repository does not hold: {', '.join(missing)}"
+
+
+def test_the_tour_excerpt_is_the_last_tour_run():
+    """README's excerpt of the tour, its timings included, is what results/tour.log holds."""
+    excerpt = section("What `python demo.py` prints").split("```\n", 1)[1].split("```", 1)[0]
+    log = (ROOT / "results" / "tour.log").read_text().splitlines()
+    missing = [line for line in excerpt.splitlines() if line.strip() and line not in log]
+    assert not missing, f"README's tour excerpt is not in results/tour.log: {missing}"
+
+
+# ---------------------------------------------------------------- issue 51: the report writes only inside its blocks
+
+BLOCKS = "intro\n<!-- results: memory -->\nold\n<!-- /results -->\nprose between\n<!-- results: retention -->\nold\n<!-- /results -->\nend\n"
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda t: t.replace("old\n<!-- /results -->\nprose", "old\nprose", 1), r"line 2: the block 'memory' has no .* before the next block \(line 5\)"),
+    (lambda t: t.rsplit("<!-- /results -->", 1)[0] + "end\n", "line 6: the block 'retention' has no"),
+    (lambda t: t.replace("prose between", "prose <!-- /results --> between"), "line 5: a '<!-- /results -->' closes no block"),
+    (lambda t: t.replace("<!-- results: memory -->\n", "<!-- results: memory -->  \n"), "line 2: '<!-- results: memory -->' is not a results marker"),
+], ids=["closing missing", "last closing missing", "stray closing", "opening not alone"])
+def test_a_page_whose_markers_do_not_pair_is_refused_by_name(damage, says, tmp_path, monkeypatch, capsys):
+    """With one closing marker missing, the report replaced everything to the next block's closing marker
+    (23 lines of prose) and said "rewritten"."""
+    import demo
+    from lab import harness
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(damage(BLOCKS))
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    before = page.read_text()
+    with pytest.raises(ValueError, match=rf"docs/page.md: {says}"):
+        demo.cmd_report(type("Args", (), {"check": False})())
+    assert page.read_text() == before
+
+
+def test_what_the_report_writes_cannot_end_its_block(tmp_path, monkeypatch):
+    """Results content ("-->", "<!-- /results -->" in a method's name or a command) broke the markers."""
+    import json
+    import demo
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory `x` <!-- /results -->"}}))
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "a row <!-- /results --> more\n<!-- results: tour_time -->"))
+    text = demo.reported("<!-- results: memory -->\nold\n<!-- /results -->\nprose\n", results=tmp_path)
+    assert text.endswith("<!-- /results -->\nprose\n") and text.count("<!--") == 2 and text.count("-->") == 2, text
+    assert demo.reported(text, results=tmp_path) == text  # and it reads back as one block
+    assert "``python demo.py memory `x` &lt;!-- /results --&gt;``" in text
+
+
+def test_the_report_reads_the_folder_the_pages_cite(tmp_path, monkeypatch, capsys):
+    """With MSRNN_RESULTS exported it wrote the pages from that folder while citing results/."""
+    import json
+    import demo
+    from lab import harness
+    for folder, when in ((tmp_path / "results", "published"), (tmp_path / "elsewhere", "a course run")):
+        folder.mkdir()
+        (folder / "memory.json").write_text(json.dumps({"about": {"command": f"python demo.py memory # {when}"}}))
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text("<!-- results: memory -->\n<!-- /results -->\n")
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: data["about"]["command"]))
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    monkeypatch.setattr(demo, "PUBLISHED", tmp_path / "results")
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "elsewhere")  # as MSRNN_RESULTS would make it
+    monkeypatch.setenv("MSRNN_RESULTS", str(tmp_path / "elsewhere"))
+    demo.cmd_report(type("Args", (), {"check": False})())
+    assert "# published" in page.read_text() and "a course run" not in page.read_text()
+    out = capsys.readouterr().out
+    assert f"reading {tmp_path / 'results'}" in out and f"MSRNN_RESULTS={tmp_path / 'elsewhere'} is not read" in out
+
+
+def test_a_results_file_that_cannot_be_read_is_named(tmp_path):
+    import demo
+    (tmp_path / "memory.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"results/memory.json \(block memory\): JSONDecodeError"):
+        demo.reported("<!-- results: memory -->\n<!-- /results -->\n", results=tmp_path)

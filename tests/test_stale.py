@@ -442,3 +442,133 @@ def test_ctrl_c_inside_a_policy_still_stops_the_check():
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
         checker.check(interrupted, log=lambda line: None)
+
+
+# ---------------------------------------------------------------- issue 51: stale numbers, skipped guards, replaced files
+
+import dataclasses  # noqa: E402
+import types  # noqa: E402
+
+
+def test_a_changed_config_is_measured_again(results_in_tmp):
+    """The key held the weights, not config.json: after a change of rope_theta the old model's
+    perplexity was served for the new one (and written into the run's JSON)."""
+    sweep = lambda model: experiments.sweep(model, None, sizes=(4,), names=("tova",), n_chunks=2, chunk=24)["ppl"]["TOVA"][4]["ppl"]
+    first = sweep(MODEL)
+    turned = dataclasses.replace(MODEL, config=dataclasses.replace(MODEL.config, rope_theta=10.0),
+                                 inv_freq=llama.rope_frequencies(dataclasses.replace(MODEL.config, rope_theta=10.0)))
+    plain = experiments.measure(turned, tokens(2, 24, seed=7), "tova", 4, 4)["ppl"]
+    assert plain != first and sweep(turned) == pytest.approx(plain, rel=1e-12)
+
+
+def test_a_policys_data_file_is_in_its_key_and_fresh_measures_again(results_in_tmp):
+    """A policy that loads a file from beside it was served its old number after the file changed."""
+    folder = results_in_tmp
+    (folder / "weighted.py").write_text("import pathlib\nW = float((pathlib.Path(__file__).parent / 'w.txt').read_text())\n\n"
+                                        "def weighted(rows):\n    return rows.pos[:, :1].double() * W\n")
+    spec = f"{folder}/weighted.py:weighted"
+    sweep = lambda: experiments.sweep(MODEL, None, sizes=(4,), names=(spec,), n_chunks=2, chunk=24)["ppl"]["weighted"][4]["ppl"]
+    (folder / "w.txt").write_text("1.0")  # keep the newest rows: a window
+    newest = sweep()
+    (folder / "w.txt").write_text("-1.0")  # keep the oldest: another policy, read from the same source
+    import sys
+    sys.modules.pop("user_policy_weighted", None)
+    assert sweep() != newest
+    cell = next(folder.glob(f"results/sweep/*/{specs.named(spec).key}-4.json"))
+    cell.write_text(json.dumps({"ppl": 1.0, "per_chunk": [1.0], "seconds": 0.0}))  # a number no run gave
+    assert sweep() == 1.0  # served from the cache ...
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(harness, "FRESH", True)  # ... and measured again with --fresh
+    try:
+        assert sweep() != 1.0
+    finally:
+        monkey.undo()
+    assert demo.result_name(demo.parser()[0].parse_args(["sweep", "--fresh"]), demo.parser()[1].choices["sweep"]) == "sweep"
+
+
+def test_t2r_length_keys_cover_its_constants(monkeypatch):
+    """Its rows were keyed by its functions' code, not the constants they read: GAINS, the hybrids'
+    settings (the checkpoint held their names only)."""
+    from t2r import length
+    args = types.SimpleNamespace(r=4, lengths=[8], sizes=[4], finetune_minutes=1.0)
+    chunks, text = tokens(2, 8), tokens(1, 8)
+    keys = lambda: length.cache_files("hybrids", MODEL, chunks, text, args, 1.0,
+                                      [sorted(length.map_sets("hybrids", [32]).items())])
+    maps, rows = keys()
+    monkeypatch.setattr(length, "GAINS", (-2.0, 0.0))
+    assert keys()[0] == maps and keys()[1] != rows
+    monkeypatch.setattr(length, "HYBRIDS", {"window 64": dict(window=32), "sinks 4 + window 60": dict(window=60, sinks=4)})
+    assert keys()[0] != maps
+
+
+def writes_keys(rows):
+    rows.keys.mul_(-1)
+    return rows.pos[:, :1].double()
+
+
+def nan_scores(rows):
+    return policies.tova(rows).masked_fill(rows.pos == rows.t - 1, float("nan"))
+
+
+@pytest.mark.parametrize("policy, says", [(writes_keys, r"policy writes_keys wrote into rows\.keys"),
+                                          (nan_scores, "policy nan_scores returned NaN scores")], ids=["writes", "nan"])
+@pytest.mark.parametrize("path", ["prefill", "generate"])
+def test_a_compiled_run_refuses_what_the_eager_one_does(policy, says, path):
+    """Inside torch.compile a policy is neither watched nor checked: `demo.py ppl --compile` printed a
+    perplexity for a policy that wrote into rows.keys or returned NaN (the eager run refuses both).
+    Its first drops now run eagerly first (fast.PROBE)."""
+    from engine import fast
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(fast, "_PROBED", fast.weakref.WeakSet())
+    try:
+        with pytest.raises(guards.PolicyError, match=says):
+            if path == "prefill":  # what nll, perplexity, the sweep and the board call
+                fast.prefill(MODEL, tokens(1, 16), policy, 4, compile=True)
+            else:  # a prompt that fills the state: the first drop is the first decode step's
+                list(fast.generate(MODEL, tokens(1, 5), 3, policy, 4, compile=True))
+    finally:
+        monkey.undo()
+
+
+def test_the_checkers_table_is_keyed_by_what_a_policy_is(tmp_path, monkeypatch):
+    """A copy of TOVA, edited and still labelled "TOVA", was shown the built-in's perplexities."""
+    (tmp_path / "copied.py").write_text("from policies import label\n\n@label('TOVA')\ndef tova(rows):\n"
+                                        "    return -rows.attn.sum(2)\n")  # edited: keeps what TOVA would drop
+    monkeypatch.setattr(experiments, "book_chunks", lambda tok, n, length, books=(): tokens(n, length, seed=7))
+    mine = specs.named(f"{tmp_path}/copied.py:tova")
+    table = checker.quality(mine, MODEL, None, sizes=(6,), length=24, cache=tmp_path / "cache")
+    ids = tokens(1, 24, seed=7)[0]
+    theirs = experiments.perplexity(MODEL, ids, mine, 6, chunk=24, regime="step", prompt_len=12)["ppl"]
+    assert table["TOVA", 6, "step"] == pytest.approx(theirs, rel=1e-12)
+    assert table["TOVA (built-in)", 6, "step"] != table["TOVA", 6, "step"]
+    assert {c for c, _, _ in checker.quality(specs.named("tova"), MODEL, None, sizes=(6,), length=24,
+                                             cache=tmp_path / "cache")} == {"TOVA", "Window+4"}
+
+
+def test_runs_of_other_settings_do_not_replace_the_published_results(tmp_path, monkeypatch):
+    """`python -m t2r.length` with tiny flags overwrote results/t2r_length.* (which `report` then published)."""
+    from t2r import length
+    import load_weights
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    monkeypatch.setattr(load_weights, "load_model", lambda *a: MODEL)
+    monkeypatch.setattr(load_weights, "load_tokenizer", lambda *a: None)
+    monkeypatch.setattr(length, "held_out", lambda tok, n: tokens(1, n))
+    monkeypatch.setattr(length, "family", lambda which, *a: {"rows": [], "training": {}, "horizons": {}})
+    monkeypatch.setattr(length, "table", lambda data: "")
+    monkeypatch.setattr(length, "costs", lambda data: "")
+    saved = []
+    monkeypatch.setattr(harness, "save", lambda name, *a: saved.append(name) or tmp_path / f"{name}.json")
+    for argv in ([], ["--sets", "plain"], ["--minutes", "0.1", "--lengths", "64"], ["--name", "mine", "--r", "8"]):
+        length.main(argv)
+    assert saved[:2] == ["t2r_length", "t2r_length_plain"] and saved[3] == "mine"
+    assert saved[2].startswith("runs/t2r_length-minutes_0.1-lengths_64"), saved
+
+
+def test_a_save_without_matplotlib_removes_the_old_plot(tmp_path, monkeypatch, capsys):
+    """The previous run's .png stayed beside the new .json, and the pages embedded it."""
+    import sys
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "sweep.png").write_bytes(b"an old plot")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    harness.save("sweep", {"x": 1}, {}, "", draw=lambda plt, data: None)
+    assert not (tmp_path / "sweep.png").exists() and "the previous run's" in capsys.readouterr().err

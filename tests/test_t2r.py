@@ -364,7 +364,10 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
                  "Window+4 8", "TOVA 8 + tail hedgehog 4", "softmax, full cache"]:
         assert name in methods, (name, methods)
     assert all(torch.isfinite(torch.tensor(row["ppl"])) for row in data["results"])
-    assert len(train.table(data).splitlines()) == len(methods) + 2 + 1 + len(data["bypass"])
+    table = train.table(data)
+    assert len(table.splitlines()) == len(methods) + 2 + 2 + len(data["bypass"])  # header, rows, 2 notes, bypass
+    # each row printed by its recipe (issue 48): no row of this run is Kasai's, so none is called T2R
+    assert "| Hedgehog map r=4, LoLCATs' transfer + LoRA |" in table and "T2R" not in table, table
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -472,3 +475,38 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     assert again["rows"] == data["rows"]
     assert json.loads((tmp_path / "t2r_length_plain.json").read_text())["rows"] == \
         [r for r in data["rows"] if r["family"] == "plain"]
+
+
+def test_elu_map_is_elu_plus_one():
+    """φ(x) = ELU(x) + 1 (arXiv 2006.16236 §3.2): x + 1 where x > 0, exp(x) elsewhere, never negative, the
+    same map for queries and keys, r = head_dim (the two views share φ, so they agree on any map)."""
+    model = random_model(tiny_config())
+    maps = maps_for(model, "elu")
+    x = 2 * torch.randn(2, 2, 2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))  # (B, Hkv, G, T, hd)
+    want = torch.where(x > 0, x + 1, x.exp())
+    assert maps.r == 8
+    for layer in range(2):
+        assert_close(maps.phi(layer, x, "q"), want, atol=EXACT, msg="queries")
+        assert_close(maps.phi(layer, x[:, :, :1], "k"), want[:, :, :1], atol=EXACT, msg="keys")
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_the_quadratic_form_equals_the_recurrent_view(name):
+    """linear.quadratic, the equations as written (φ(Q)φ(K)ᵀ under the mask, γ's powers as a matrix,
+    sinks and window as masks), = the RNN view, every map, with sinks, decay, φ before RoPE; float64."""
+    model = random_model(tiny_config(n_layers=3))
+    maps = maps_for(model, name)
+    x = tokens(2, 37)
+    quadratic = llama.forward(model, x, lambda i, q, k, v: linear.swapped(maps, i, q, k, v, block=None))
+    assert_close(quadratic, linear.run(model, maps, x), atol=EXACT)
+
+
+def test_a_segment_is_read_off_two_prefixes():
+    """t2r.length's segment columns: the perplexity of tokens a .. b-1 alone, from the prefixes' figures,
+    is exp of the mean loss over just those predictions."""
+    from t2r import length
+    nll = torch.rand(99, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 5
+    ppl = length.by_length(nll, [10, 40, 100])
+    want = nll[9:39].mean().exp().item()  # predictions of the prefix of 40 that the prefix of 10 lacks
+    assert abs(length.segment(ppl[10], 10, ppl[40], 40) - want) < 1e-9
+    assert abs(length.segment(ppl[40], 40, ppl[100], 100) - nll[39:99].mean().exp().item()) < 1e-9

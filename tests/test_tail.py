@@ -42,7 +42,10 @@ def rnn(model, maps, x, policy, size):
 
 
 MAPS = {"": {}, "decay": dict(decay=True, horizon=6.0),  # a horizon of a few tokens, so that 37 show it
-        "decay-before-RoPE": dict(decay=True, horizon=6.0, rotated=False)}  # φ told each dropped row's own position
+        "decay-before-RoPE": dict(decay=True, horizon=6.0, rotated=False),  # φ told each dropped row's own position
+        # the tails of t2r.length's results: Hedgehog, decayed, before RoPE; and the other kinds of linear.py
+        "hedgehog-decay-before-RoPE": dict(kind="hedgehog", r=6, decay=True, horizon=6.0, rotated=False),
+        "t2r-tied": dict(kind="t2r"), "elu": dict(kind="elu")}
 
 
 @pytest.mark.parametrize("kw", MAPS.values(), ids=MAPS)
