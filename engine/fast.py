@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import shutil
+import sys
 import warnings
 import weakref
 
@@ -182,4 +183,11 @@ def compiled(fn):
         warnings.warn("torch.compile needs a C++ compiler (g++), and none was found: running uncompiled")
         return fn
     torch._dynamo.config.recompile_limit = 64  # a graph per policy and state regime: more than the 8 allowed
+    # inductor's compiled kernels kept beside the default model rather than in /tmp: a later process
+    # (or a later boot) reuses them instead of compiling again (a user's TORCHINDUCTOR_CACHE_DIR wins)
+    from data import default_model
+    cache = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_model.cache_root() / "torchinductor"))
+    print(f"[msrnn] compiling {fn.__name__} with torch.compile: the first calls trace and compile it, several "
+          f"minutes on a 2-core CPU the first time; the kernels are cached in {cache} for later processes",
+          file=sys.stderr)
     return torch.compile(fn)

@@ -107,10 +107,10 @@ def _bind(fn, args, spec) -> Named:
             kw[key] = value
             continue
         kw[key] = _number(value)
-        if isinstance(kw[key], float) and not math.isfinite(kw[key]):  # nan, inf: no parameter's value
-            raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
+        if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
+            raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
         if kind is not None and not (number and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
             want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")

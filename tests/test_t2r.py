@@ -449,7 +449,7 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     monkeypatch.setattr(load_weights, "load_model", lambda: random_model(tiny_config(), dtype=torch.float32))
     monkeypatch.setattr(load_weights, "load_tokenizer", Chars)
     argv = ["--minutes", "1e-4", "--finetune-minutes", "1e-4", "--r", "4", "--tail-r", "4", "--lengths", "70", "90",
-            "--train-length", "32", "--sizes", "4", "6"]
+            "--train-length", "32", "--sizes", "4", "6", "--name", "t2r_length"]  # named: else runs/, as other settings go
     length.main(argv)
     data = json.loads((tmp_path / "t2r_length.json").read_text())
     methods = {(r["family"], r["method"]) for r in data["rows"]}
@@ -469,7 +469,7 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
         assert length.table(data, family).count("full cache") == 1
     capsys.readouterr()
     length.main(argv)
-    length.main(argv + ["--sets", "plain"])
+    length.main(argv + ["--sets", "plain", "--name", "t2r_length_plain"])
     assert capsys.readouterr().out.count("rows read back") == 5
     again = json.loads((tmp_path / "t2r_length.json").read_text())
     assert again["rows"] == data["rows"]

@@ -58,8 +58,9 @@ class FeatureMaps(nn.Module):
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
                              f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
-        if kind == "hedgehog" and r % 2:
-            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx: r must be even, got {r}")
+        if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
+            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
+                             f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
             raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
@@ -127,6 +128,17 @@ class FeatureMaps(nn.Module):
 
 # ---------------------------------------------------------------- transformer view
 
+def quadratic(q, k, v, fq, fk, window: int = 0, sinks: int = 0, gamma=None):
+    """Optional, not graded: the transformer view in one O(T²) product, which `python -m t2r.mini`
+    trains with where it is written (else it uses your `attention`, the same numbers, slower).
+
+    q (B, Hkv, G, T, hd), fq its features (.., r); k, v (B, Hkv, 1, T, hd), fk (.., r) -> (B, Hkv, G, T, hd).
+    Query i weighs every key j <= i by φ(q_i)·φ(k_j) (the causal mask on φ(Q)φ(K)ᵀ), then divides by the
+    sum of its weights. The window, the sinks and gamma are beyond the course (not graded).
+    """
+    raise NotImplementedError
+
+
 def attention(q, k, v, fq, fk, window: int = 0, block: int = 64, sinks: int = 0, gamma=None):
     """Part 7. The transformer view: causal linear attention (window 0) for all positions at once.
     q (B, Hkv, G, T, hd), fq = φ(q) (.., r); k, v (B, Hkv, 1, T, hd), fk = φ(k) (.., r)
@@ -151,11 +163,14 @@ def decayed_cumsum(x, gamma, dim: int):
     return torch.stack(out, dim)
 
 
-def swapped(maps: FeatureMaps, i: int, q, k, v, block: int = 64):
-    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it."""
+def swapped(maps: FeatureMaps, i: int, q, k, v, block: int | None = 64):
+    """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it, in
+    blocks of `block` queries, or `quadratic` with block None (the fastest for a few hundred tokens)."""
     pos = torch.arange(q.shape[3])
-    return attention(q, k, v, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), maps.window, block, maps.sinks,
-                     maps.gamma(i))
+    fq, fk = maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos)
+    if block is None:
+        return quadratic(q, k, v, fq, fk, maps.window, maps.sinks, maps.gamma(i))
+    return attention(q, k, v, fq, fk, maps.window, block, maps.sinks, maps.gamma(i))
 
 
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
