@@ -457,7 +457,7 @@ def claims(data) -> list:
     a = _paired(t2r0, t2r, test)
     m, sd, v = _verdict(a)
     out.append(("(a) T2R pretrained below T2R from scratch (test loss, nats)",
-                f"{m:+.3f} ± {sd:.3f} in favour of pretraining over {seeds(len(a))}", v))
+                f"{m:+.3f} ± {sd:.3f} (from scratch minus pretrained: positive favours pretraining; {seeds(len(a))})", v))
     ratio = statistics.mean(math.exp(test(r)) for r in t2r.values()) / math.exp(test(tf)) - 1
     out.append(("T2R pretrained within 8% of its transformer's perplexity",
                 f"{ratio:+.1%} ({seeds(n)}, one teacher)", "holds" if ratio <= 0.08 else "fails"))
@@ -524,7 +524,7 @@ def claims_table(data) -> str:
     lines = ["| claim | figure | verdict |", "|---|---|---|"]
     lines += [f"| {c} | {f} | **{v}** |" for c, f, v in claims(data)]  # from the rows, by today's rule
     if data.get("conversions"):
-        lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens | "
+        lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens (at most its budget) | "
                   "advantage (nats) |", "|---|---|---|---|"]
         lines += [f"| {t:,} | {a:.3f} | {b:.3f} | {d:+.3f} |" for t, a, b, d in data["conversions"]]
     return "\n".join(lines)
@@ -536,7 +536,8 @@ def summary(data) -> str:
     P, top = data["preset"]["pretrain_steps"], max(data["preset"]["features"])
     tf, t2r, t2r0 = by[("transformer", "random", None, P)], by[("T2R", "pretrained", top, P)], by[("T2R", "random", top, 0)]
     verdict = {c.split(" ")[0]: v for c, _, v in claims(data)}
-    return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare ({tf['train_tokens']:,} tokens): test perplexity "
+    return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare and two other books ({tf['train_tokens']:,} "
+            f"tokens read): test perplexity "
             f"{tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) {t2r['ppl']:.2f} ± "
             f"{t2r['ppl_std']:.2f}, from scratch for the transformer's budget {t2r0['ppl']:.2f} ± {t2r0['ppl_std']:.2f} "
             f"({len(t2r['seeds'])} seeds): claim (a) {verdict['(a)']}, claim (b) {verdict['(b)']}.")
@@ -608,7 +609,7 @@ def preflight(p: dict):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a smaller model, one seed, shorter runs (about 5 minutes)")
+    ap.add_argument("--quick", action="store_true", help="a smaller model, one seed, shorter runs (about 2 minutes on 2 cores)")
     ap.add_argument("--folder", type=pathlib.Path, help="where the model and checkpoints go "
                     "(default: the cache folder's t2r-mini-<preset>)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_mini, or t2r_mini_quick)")

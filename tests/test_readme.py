@@ -326,3 +326,9 @@ def test_a_results_file_that_cannot_be_read_is_named(tmp_path):
     (tmp_path / "memory.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"results/memory.json \(block memory\): JSONDecodeError"):
         demo.reported("<!-- results: memory -->\n<!-- /results -->\n", results=tmp_path)
+
+
+def test_the_t2r_chapter_reads_in_one_sitting():
+    """docs/t2r.md is a chapter of claims, figures and verdicts, not a lab notebook: at most 250 lines."""
+    lines = (ROOT / "docs" / "t2r.md").read_text().splitlines()
+    assert len(lines) <= 250, f"docs/t2r.md has {len(lines)} lines; the chapter's budget is 250"
