@@ -155,12 +155,13 @@ def compiled_step():
     if fast is llama.step.__wrapped__:
         return llama.step
 
-    eager = [PROBE]  # steps with a drop still to run eagerly, under the guards the graph skips
+    eager = PROBE  # steps with a drop still to run eagerly, under the guards the graph skips
 
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
-        if eager[0] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
-            eager[0] -= 1
+        nonlocal eager
+        if eager and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
+            eager -= 1
             return llama.step.__wrapped__(model, tokens, state, policy)
         for ms in state.layers:
             ms.make_room()

@@ -177,11 +177,11 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
     best = None if checkpoint is None else pathlib.Path(f"{checkpoint}.best")
     run = train._resume(checkpoint, params, opt, settings, log)
     evaluate = lambda: held_out_loss(train.detached(build), maps, dev)
-    kept = {}  # the best weights of this process's part of the run (else they are in the file `best`)
+    kept = None  # the best weights, if this process's part of the run found them (else the file `best` holds them)
     if run["step"] == 0:
         run["curve"] = [{"step": 0, "tokens": 0, "seconds": 0.0, "loss": evaluate()}]
         run["best"] = dict(run["curve"][0])
-        kept["best"] = {n: p.detach().clone() for n, p in params.items()}
+        kept = {n: p.detach().clone() for n, p in params.items()}
         if best is not None:
             _save_tensors(best, params)
     t0, done_s = time.time(), run["seconds"]
@@ -206,7 +206,7 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
             run["curve"].append(now)
             if now["loss"] < run["best"]["loss"]:
                 run["best"] = dict(now)
-                kept["best"] = {n: p.detach().clone() for n, p in params.items()}
+                kept = {n: p.detach().clone() for n, p in params.items()}
                 if best is not None:  # saved before the run's checkpoint, which names it as the best
                     _save_tensors(best, params)
             if checkpoint is not None:  # saved before the log line, so a run stopped at it resumes from here
@@ -216,7 +216,7 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
                 f"tokens/s, loss {loss.item():.3f}, dev {now['loss']:.3f}, {left:.0f} s left")
             t0, done_s = time.time(), run["seconds"]
     run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
-    _restore(params, kept["best"] if "best" in kept else _load_tensors(best, params))
+    _restore(params, kept if kept is not None else _load_tensors(best, params))
     return train.detached(build), maps, run
 
 
@@ -331,10 +331,11 @@ def experiment(p: dict, folder, log=print, by_source=None, extra_tests=None, job
     shown += [("t2r", top, "pretrained", 0, step) for step in at]
     shared = (p, str(folder), cfg, chunks, dev_curve, tests, None if linear_file is None else str(linear_file))
     longest_first = sorted(shown, key=lambda job: job[2] == "pretrained")
+    done = {}
     for job, r in harness.pool_map(train_row, shared, longest_first, jobs):
         log(r.pop("log"))
-        rows.append(r | {"job": list(job)})
-    rows[1:] = sorted(rows[1:], key=lambda r: shown.index(tuple(r.pop("job"))))
+        done[job] = r
+    rows += [done[job] for job in shown]
     return {"preset": p, "config": dataclasses.asdict(cfg), "weights": n_params, "lr": LR,
             "tokens": {"train": chunks.numel(), "dev": dev.numel(), **{n: t.numel() for n, t in tests.items()}},
             "rows": rows, "groups": groups(rows)}
@@ -382,12 +383,18 @@ def row(method, init, features, seed, teacher_step, model, maps, run, tests) -> 
             "test_loss": {name: held_out_loss(model, maps, t) for name, t in tests.items()}, "curve": run["curve"]}
 
 
-def groups(rows) -> list:
-    """The rows of one setting (method, init, features, teacher steps) over their seeds: mean and
-    standard deviation (over seeds; 0 for one seed) of every test set's loss and perplexity."""
-    out, P = {}, rows[0]["teacher_steps"]  # rows[0] is the transformer: its steps are the whole budget
+def by_setting(rows) -> dict:
+    """{(method, init, features, teacher steps): that setting's rows, one per seed}, in the rows' order."""
+    out = {}
     for r in rows:
         out.setdefault((r["method"], r["init"], r["features"], r["teacher_steps"]), []).append(r)
+    return out
+
+
+def groups(rows) -> list:
+    """The rows of one setting (by_setting) over their seeds: mean and standard deviation (over seeds;
+    0 for one seed) of every test set's loss and perplexity."""
+    out, P = by_setting(rows), rows[0]["teacher_steps"]  # rows[0] is the transformer: its steps are the whole budget
     sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else 0.0
     table = []
     for (method, init, features, at), rs in out.items():
@@ -415,9 +422,8 @@ MARGIN = 0.02  # nats: a difference smaller than this, or than twice the seeds' 
 
 def _runs(data, method, init, features, at=None):
     """{seed: row} of one setting (at: the teacher's steps; default its whole budget)."""
-    at = data["preset"]["pretrain_steps"] if at is None else at
-    return {r["seed"]: r for r in data["rows"] if (r["method"], r["init"], r["features"]) == (method, init, features)
-            and (init == "random" or r["teacher_steps"] == at)}
+    at = 0 if init == "random" else data["preset"]["pretrain_steps"] if at is None else at
+    return {r["seed"]: r for r in by_setting(data["rows"]).get((method, init, features, at), [])}
 
 
 def _paired(a: dict, b: dict, value) -> list:
@@ -548,9 +554,7 @@ def draw(plt, data):
     fig = plt.gcf()
     fig.set_size_inches(10, 4.2)
     ax = plt.subplot(1, 2 if data.get("conversions") else 1, 1)
-    by = {}
-    for r in data["rows"]:
-        by.setdefault((r["method"], r["init"], r["features"], r["teacher_steps"]), []).append(r)
+    by = by_setting(data["rows"])
     top = max(data["preset"]["features"])
     for g in data["groups"]:
         if g["features"] not in (None, top) or (g["init"] == "pretrained" and g["teacher_steps"] != P):
