@@ -15,8 +15,10 @@
 """
 import contextlib
 import functools
+import json
 import math
 import os
+import pathlib
 import shutil
 import sys
 import warnings
@@ -169,6 +171,17 @@ def compiled_step():
     return step
 
 
+def cold_cost() -> str:
+    """What lab.bench last measured compiling to cost (results/bench.json, line 1d), as words for the message."""
+    try:
+        cold, warm = (json.loads((pathlib.Path(__file__).parents[1] / "results" / "bench.json").read_text())
+                      ["compile_seconds"][k] for k in ("cold", "warm"))
+        first = lambda d: sum(v for k, v in d.items() if k.startswith("decode"))
+        return f" (lab.bench measured {first(cold) / 60:.0f} min cold and {first(warm):.0f} s warm for decoding on its machine)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ": several minutes on a 2-core CPU the first time"
+
+
 @functools.cache
 def compiled(fn):
     """fn compiled by torch.compile (inductor): the same code, its small operations fused into a few
@@ -187,8 +200,11 @@ def compiled(fn):
     # inductor's compiled kernels kept beside the default model rather than in /tmp: a later process
     # (or a later boot) reuses them instead of compiling again (a user's TORCHINDUCTOR_CACHE_DIR wins)
     from data import default_model
-    cache = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_model.cache_root() / "torchinductor"))
-    print(f"[msrnn] compiling {fn.__name__} with torch.compile: the first calls trace and compile it, several "
-          f"minutes on a 2-core CPU the first time; the kernels are cached in {cache} for later processes",
-          file=sys.stderr)
+    # (torch writes its own default into the variable once anything asks inductor for its folder: that one is not a user's)
+    from torch._inductor.runtime import cache_dir_utils
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, cache_dir_utils.default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_model.cache_root() / "torchinductor")
+    cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    print(f"[msrnn] compiling {fn.__name__} with torch.compile: the first calls trace and compile it, once per process"
+          f"{cold_cost()}; the kernels are cached in {cache}, so a later process compiles faster", file=sys.stderr)
     return torch.compile(fn)

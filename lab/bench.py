@@ -11,6 +11,8 @@
 Every time is harness.median_time's; Table 1 (memory at a budget) is `python demo.py memory`.
 """
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -26,6 +28,8 @@ import torch.nn.functional as F
 from lab import experiments
 from engine import fast
 from lab import harness
+from engine import guards
+import llama
 import load_weights
 import msrnn
 import policies
@@ -170,6 +174,61 @@ def speed_table(data) -> str:
     return "\n".join(rows)
 
 
+def guard_costs(model, s) -> dict:
+    """1e. Milliseconds per eager step (batch 1) of each check a step runs, called alone on the step's own
+    state, rows and logits, times the calls a step makes; then the whole step with every guard on and
+    with every guard off (llama.step unwrapped, the policy called bare), alternated as in line 1."""
+    out = {}
+    for label, size, policy in (("unbounded", None, None), ("TOVA 32", 32, policies.tova)):
+        state = experiments.synthetic_state(model, 1, 16 if size is None else 300, size)
+        tokens = torch.zeros(1, dtype=torch.long, device=model.device)
+        logits = llama.step(model, tokens, state, policy)
+        ms, L = state.layers[0], len(state.layers)
+        rows = msrnn.Rows(attn=torch.rand(1, ms.k.shape[1], model.config.n_heads // ms.k.shape[1], ms.n).softmax(-1),
+                          pos=ms.pos[:, :, :ms.n], score=ms.score[:, :, :ms.n], keys=ms.k[:, :, :ms.n], values=ms.v[:, :, :ms.n],
+                          query=torch.rand(1, ms.k.shape[1], model.config.n_heads // ms.k.shape[1], ms.k.shape[3]),
+                          prev=ms.prev[:, :, :ms.n], t=state.t, size=ms.size, layer=0)
+        timed = lambda fn, calls: calls * 1e3 * harness.median_time(fn, 200, warmup=5)
+        plain = lambda: policy(dataclasses.replace(rows))
+        def watched():
+            shown = dataclasses.replace(rows)
+            with guards.policy_call(policy, shown):
+                return policy(shown)
+        each = {"check_state (once a step)": timed(lambda: guards.check_state(model, state), 1),
+                "all_or_nothing's saves (each layer)": timed(lambda: [guards._save(m) for m in state.layers], 1),
+                "check_logits (once a step, in feed and generate)": timed(lambda: guards.check_logits(logits), 1)}
+        if policy is not None:  # a drop in every layer at every step
+            scores = policy(rows)
+            each |= {"policy_call: the watch and the copies it shows (each layer)": timed(watched, L) - timed(plain, L),
+                     "check_scores (each layer)": timed(lambda: guards.check_scores(policy, rows, scores), L)}
+        guarded = lambda: guards.check_logits(llama.step(model, tokens, state, policy))
+        bare = lambda: llama.step.__wrapped__(model, tokens, state, policy)
+        times = {"on": [], "off": [], "on again": []}  # "on again": the same step twice, the drift between runs
+        for r in range(s["rounds"] * 3):
+            for key in list(times)[r % 3:] + list(times)[:r % 3]:  # each first in turn: a round's first run is slower
+                with unguarded() if key == "off" else contextlib.nullcontext():
+                    times[key].append(1e3 * harness.median_time(guarded if key != "off" else bare, s["decode_steps"]))
+        on, off, again = (min(v) for v in times.values())
+        out[label] = {"ms_per_step": each, "step_ms_guarded": on, "step_ms_unguarded": off, "step_ms_guarded_again": again,
+                      "sum_share": sum(each.values()) / on, "on_off_share": 1 - off / on, "on_on_share": 1 - again / on}
+        print(f"1e. guards, {label}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in each.items()) +
+              f"; together {sum(each.values()):.2f} ms = {out[label]['sum_share']:.1%} of a {on:.1f} ms step. The step "
+              f"with every guard on, off, on again: {on:.1f}, {off:.1f}, {again:.1f} ms (on vs off {out[label]['on_off_share']:+.1%}, "
+              f"on vs on again {out[label]['on_on_share']:+.1%}: the drift)", flush=True)
+    return out
+
+
+@contextlib.contextmanager
+def unguarded():
+    """msrnn's calls to the policy checks made bare for a while (line 1e's "off")."""
+    saved = guards.policy_call, guards.check_scores
+    guards.policy_call, guards.check_scores = (lambda policy, rows: contextlib.nullcontext()), (lambda policy, rows, scores: scores)
+    try:
+        yield
+    finally:
+        guards.policy_call, guards.check_scores = saved
+
+
 def per_position(model, s) -> dict:
     """2. ms per token at positions t: the unbounded state holds t rows, a bounded one `size`."""
     curves = {"full": []} | {f"{p} {size}": [] for p, size in s["curves"]}
@@ -249,6 +308,7 @@ def main(argv=None):
         if s["compile"]:
             data |= {"compiled": compiled(model, s, hf), "compile_seconds": compile_times(args)}
             print("\n" + speed_table(data) + "\n", flush=True)
+        data["guards"] = guard_costs(model, s)
         data |= {"per_position": per_position(model, s), "batched": batched(model, s), "reading": reading(model, s)}
     default = args.model is None and args.threads == 2 and args.dtype == "float32" and args.device == "cpu"
     name = "bench_quick" if args.quick else "bench" if default else f"bench-{args.dtype}-{model.device.type}"

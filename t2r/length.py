@@ -42,6 +42,8 @@ HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, 
 
 
 PLAIN = {"plain T2R": {}}
+SINKS = 4  # the sinks family's exact rows: token 0 alone takes about 28% of SmolLM2's attention (attention_profile)
+PROFILED = "4 sinks, no window, decay from the teacher's profile, φ before RoPE"  # the sinks family's set
 
 
 def map_sets(which: str, starts) -> dict:
@@ -150,6 +152,30 @@ def tail_rows(model, text, lengths, maps: dict, log, gains, sizes) -> list:
     return rows
 
 
+def attention_profile(model, chunks, sinks: int = SINKS) -> dict:
+    """Where the frozen model's attention goes, per layer and KV head (its G query heads together), over
+    the queries of the second half of each chunk (N, T), which can all look T/2 tokens back: the share of
+    the mass on the first `sinks` keys, and the mean distance (query - key, tokens) of the rest. That
+    distance starts the sinks family's decay: a state whose rows fade as exp(-d/h) weighs them at a mean
+    distance of about h, so a local layer starts short and a layer whose mass is far back starts long.
+    Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
+    L, H = model.config.n_layers, model.config.n_kv_heads
+    share, dist = torch.zeros(L, H, dtype=torch.float64), torch.zeros(L, H, dtype=torch.float64)
+
+    def learn(i, q, k, v, o):                                        # q (1, Hkv, G, T, hd); k (1, Hkv, 1, T, hd)
+        T = q.shape[3]
+        d = torch.arange(T // 2, T)[:, None] - torch.arange(T)      # (T/2, T) query position - key position
+        s = (q[:, :, :, T // 2:] @ k.transpose(-1, -2)).double() / math.sqrt(q.shape[-1])  # (1, Hkv, G, T/2, T)
+        a = s.masked_fill(d < 0, float("-inf")).softmax(-1)
+        rest = a[..., sinks:]
+        share[i] += a[..., :sinks].sum(-1).mean((0, 2, 3)) / len(chunks)
+        dist[i] += ((rest * d[:, sinks:]).sum(-1) / rest.sum(-1)).mean((0, 2, 3)) / len(chunks)
+    teacher = train.Teacher(model, chunks)
+    for c in range(len(chunks)):
+        teacher.feed(c, learn)
+    return {"sink_share": share.tolist(), "distance": dist.tolist()}
+
+
 def held_out(tok, length: int) -> torch.Tensor:
     """The first `length` tokens of the evaluation books, one after the other, (1, length)."""
     ids = [i for b in ("alice29", "asyoulik") for i in tok.encode(corpus.book(b)).ids]
@@ -163,8 +189,10 @@ def horizons(maps) -> list:
     return [[round(1 / (1 - g), 1) if g < 1 else math.inf for g in maps.gamma(i).tolist()] for i in maps.layers]
 
 
-FAMILIES = ("hybrids", "plain", "lora", "tails")
-MINUTES = {"hybrids": 9.0, "plain": 9.0, "lora": 6.0, "tails": 12.0}  # each family's transfer budget (--minutes: all)
+FAMILIES = ("hybrids", "plain", "lora", "tails", "sinks", "control")
+# each family's transfer budget (--minutes: all); "control" trains no map
+MINUTES = {"hybrids": 9.0, "plain": 9.0, "lora": 6.0, "tails": 12.0, "sinks": 9.0, "control": 0.0}
+FINETUNE_MINUTES = {"lora": 8.0, "sinks": 20.0}  # the LoRA stage's budget (--finetune-minutes: both); sinks: its control too
 
 
 def family(which: str, model, tok, text, args, log) -> dict:
@@ -178,17 +206,30 @@ def family(which: str, model, tok, text, args, log) -> dict:
         maps, tova = tail_sets(model.config, args.tail_r, args.horizons), specs.named("tova")
         students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
         described = [sorted(maps), train.TAIL_GAIN, tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
+    elif which in ("sinks", "control"):
+        profile = attention_profile(model, chunks[:2]) if which == "sinks" else None
+        if profile:
+            log("the teacher's attention per layer (its KV heads' mean): share on the first 4 tokens " +
+                " ".join(f"{statistics.mean(x):.2f}" for x in profile["sink_share"]) + "; mean distance of the rest " +
+                " ".join(f"{statistics.mean(x):.0f}" for x in profile["distance"]))
+        sets = {PROFILED: dict(sinks=SINKS, decay=True, horizon=profile["distance"], rotated=False)} if profile else \
+            dict([list(map_sets("hybrids", args.horizons).items())[-1]])  # control: the lora family's hybrid
+        maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
+        students, described = None, [sorted(sets.items())]
     else:
         sets = map_sets("plain" if which == "plain" else "hybrids", args.horizons)
         sets = dict([list(sets.items())[-1]]) if which == "lora" else sets  # the best hybrid alone
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
         students, described = None, [sorted(sets.items())]  # each set's settings, not only its name
     path, measured = cache_files(which, model, chunks, text, args, minutes, described)
-    lora = path.with_name(f"{path.stem}-lora{args.finetune_minutes:g}.safetensors")
+    ft_minutes = args.finetune_minutes or FINETUNE_MINUTES.get(which, 0.0)
+    lora = path.with_name(f"{path.stem}-lora{ft_minutes:g}.safetensors")
     got = harness.read_cached(measured, {"rows": list, "training": dict})
     if got is not None:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
         return got
+    if which == "control":
+        return controlled(model, maps, chunks, text, lengths, args, log, lora, measured)
     log(f"{which}: attention transfer of {', '.join(maps)} ({minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
     run = train.transfer(model, list(maps.values()), chunks, student=students, epochs=1, minutes=minutes,
                          checkpoint=path, teacher=train.Teacher.cached(model, chunks), log=None)
@@ -203,16 +244,60 @@ def family(which: str, model, tok, text, args, log) -> dict:
         got["rows"] = tail_rows(model, text, lengths, maps, log, got["gains"], args.sizes)
     else:
         got["rows"] = linear_rows(model, text, lengths, maps, log, policies=which == "hybrids")
-    if which == "lora":  # stage 2: LoRA with the linear attention in place (LoLCATs), the maps learning too
+    if which == "sinks":
+        got["profile"] = profile
+    if which in ("lora", "sinks"):  # stage 2: LoRA with the linear attention in place (LoLCATs), the maps learning too
         (name, m), = maps.items()
         tuned_maps = copy.deepcopy(m)
-        log(f"LoRA finetune of {name} ({args.finetune_minutes} min) -> {lora.name}")
-        tuned, ft = train.finetune(model, tuned_maps, chunks, mode="lora", minutes=args.finetune_minutes, checkpoint=lora, log=None)
+        log(f"LoRA finetune of {name} ({ft_minutes:g} min) -> {lora.name}")
+        tuned, ft = train.finetune(model, tuned_maps, chunks, mode="lora", minutes=ft_minutes, checkpoint=lora, log=None)
         log(f"   {ft['tokens']:,} tokens in {ft['seconds']:.0f} s ({ft['tokens_per_s']:.0f} tokens/s)")
         got["finetune"] = {k: ft[k] for k in ("tokens", "seconds", "tokens_per_s")}
         got["rows"] += linear_rows(tuned, text, lengths, {f"{name}, then LoRA": tuned_maps}, log)
+    if which == "sinks":  # the control: the sinks alone (the maps zeroed), finetuned with LoRA on their own
+        got["control"], rows = lora_alone(model, m, chunks, text, lengths, lora.with_name(f"{lora.stem}-control.safetensors"),
+                                          f"the {SINKS} sinks alone", dict(minutes=ft_minutes), log)
+        got["rows"] += rows
     for row in got["rows"]:
         row["family"] = which
+    harness.atomic_write(measured, json.dumps(got))
+    return got
+
+
+def lora_alone(model, maps, chunks, text, lengths, checkpoint, name, budget: dict, log):
+    """A credited gain's control: the exact rows alone (`maps` zeroed: no linear part) finetuned with LoRA on
+    their own, for `budget` (minutes=, or the chunks to read once), so that "LoRA helps the linear part" is
+    a difference of differences. Returns (the finetune's cost, its row at every length)."""
+    zero = train.zeroed(maps)
+    size = f"{budget['minutes']:g} min" if "minutes" in budget else f"{sum(c.numel() for c in budget['chunks']):,} tokens"
+    log(f"LoRA finetune of {name}, the control ({size}) -> {checkpoint.name}")
+    tuned, ft = train.finetune(model, zero, budget.get("chunks", chunks), mode="lora", minutes=budget.get("minutes"),
+                               checkpoint=checkpoint, log=None)
+    log(f"   {ft['tokens']:,} tokens in {ft['seconds']:.0f} s ({ft['tokens_per_s']:.0f} tokens/s)")
+    with torch.no_grad():
+        nll = experiments.next_token_nll(linear.forward(tuned, zero, text), text)[0]
+    return ({k: ft[k] for k in ("tokens", "seconds", "tokens_per_s")},
+            at_lengths(f"{name}, then LoRA on their own (control)", maps.sinks + maps.window,
+                       msrnn.state_bytes(model, maps.sinks + maps.window), by_length(nll, lengths), log))
+
+
+def controlled(model, maps, chunks, text, lengths, args, log, checkpoint, measured) -> dict:
+    """The "control" family: the lora family's hybrid with its maps zeroed (its 64 exact rows alone), before
+    and after LoRA on its own, for as many tokens as the published lora family's LoRA stage read
+    (results/t2r_length.json; else --finetune-minutes)."""
+    (name, m), = maps.items()
+    try:
+        tokens = json.loads((harness.RESULTS / "t2r_length.json").read_text())["families"]["lora"]["finetune"]["tokens"]
+        budget = {"chunks": chunks[:max(1, tokens // chunks.shape[1])]}
+    except (OSError, ValueError, KeyError, TypeError):
+        budget = {"minutes": args.finetune_minutes or FINETUNE_MINUTES["lora"]}
+    with torch.no_grad():
+        before = by_length(experiments.next_token_nll(linear.forward(model, train.zeroed(m), text), text)[0], lengths)
+    rows = at_lengths(f"{name}, its 64 exact rows alone", m.sinks + m.window, msrnn.state_bytes(model, m.sinks + m.window), before, log)
+    cost, after = lora_alone(model, m, chunks, text, lengths, checkpoint, f"{name}, its 64 exact rows alone", budget, log)
+    got = {"rows": rows + after, "training": {"tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0}, "horizons": {}, "finetune": cost}
+    for row in got["rows"]:
+        row["family"] = "control"
     harness.atomic_write(measured, json.dumps(got))
     return got
 
@@ -224,7 +309,8 @@ def cache_files(which, model, chunks, text, args, minutes, described):
     key = train.code_key(harness.fingerprint(*experiments.identity(model)), chunks, args.r, minutes, *described)
     path = harness.RESULTS / f"t2r_length_{key}.safetensors"
     measured = harness.RESULTS / "t2r_rows" / ("length-" + harness.fingerprint(
-        which, path.name, text, sorted(args.lengths), args.sizes, args.finetune_minutes if which == "lora" else None,
+        which, path.name, text, sorted(args.lengths), args.sizes,
+        (args.finetune_minutes or FINETUNE_MINUTES.get(which)) if which in ("lora", "sinks") else None,
         *measuring(), *harness.sources(pathlib.Path(tail.__file__), pathlib.Path(experiments.__file__))) + ".json")
     return path, measured
 
@@ -242,7 +328,8 @@ def main(argv=None):
     ap.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk")
     ap.add_argument("--horizons", type=harness.at_least(2), nargs="+", default=[32],
                     help="the decayed sets' starting horizons in tokens, two sets each (default 32)")
-    ap.add_argument("--finetune-minutes", type=harness.positive, default=8.0, help="lora: the LoRA stage (default 8)")
+    ap.add_argument("--finetune-minutes", type=harness.positive, help="the LoRA stage of lora and of sinks, and the "
+                    "sinks' control (default: " + ", ".join(f"{k} {v:g}" for k, v in FINETUNE_MINUTES.items()) + ")")
     ap.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256],
                     help="tails: TOVA's sizes, trained in turn and read (default 32 64 128 256)")
     ap.add_argument("--tail-r", type=harness.at_least(2), default=16, help="tails: Hedgehog features (default 16)")
@@ -329,10 +416,10 @@ def costs(data) -> str:
     for which, got in data["families"].items():
         spans = {n: sorted(x for layer in h for x in layer) for n, h in got["horizons"].items()}
         learned = "; ".join(f"{n}: {v[0]:.1f}–{v[-1]:.1f} ({statistics.median(v):.1f})" for n, v in spans.items())
-        for stage in ("training", "finetune"):
-            if stage in got:
+        for stage, what in (("training", "attention transfer"), ("finetune", "LoRA finetune"), ("control", "LoRA finetune, control")):
+            if got.get(stage, {}).get("tokens"):  # the control family trains no map
                 c = got[stage]
-                lines.append(f"| {which} | {'attention transfer' if stage == 'training' else 'LoRA finetune'} | "
+                lines.append(f"| {which} | {what} | "
                              f"{c['tokens']:,} | {c['seconds']:.0f} | {c['tokens_per_s']:.0f} | {learned if stage == 'training' else ''} |")
     return "\n".join(lines)
 
@@ -341,7 +428,7 @@ def draw(plt, data):
     """Perplexity against length for every row (left), and t2r.speed's tokens/s against length (right)."""
     plt.gcf().set_size_inches(12, 5)
     left = plt.subplot(1, 2, 1)
-    style = {"hybrids": "o-", "plain": "s--", "lora": "D-", "tails": "^:"}
+    style = {"hybrids": "o-", "plain": "s--", "lora": "D-", "tails": "^:", "sinks": "v-", "control": "x:"}
     for m in dict.fromkeys(r["method"] for r in data["rows"]):
         pts = sorted((r["tokens"], r["ppl"], r.get("family")) for r in data["rows"] if r["method"] == m)
         left.plot([p[0] for p in pts], [p[1] for p in pts], style.get(pts[0][2], "o-"), label=m, markersize=3)

@@ -44,13 +44,14 @@ class FeatureMaps(nn.Module):
     of its G heads. The state depends only on the key map, so it is kept per KV head: with
     grouped-query attention G query heads read one S. `layers` are the layers swapped out.
     kind: "t2r" (ReLU, tied), "relu" (ReLU, a query and a key map), "hedgehog", or "elu" (ELU+1,
-    untrained, r = head_dim).
+    untrained, r = head_dim). horizon: where a decay starts, in tokens, one number or one per layer and
+    KV head (n_layers, Hkv); the learned value is saved with the maps (log_h).
     """
     KINDS = ("t2r", "relu", "hedgehog", "elu")
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
-                 horizon: float = 4096.0, rotated: bool = True):
+                 horizon=4096.0, rotated: bool = True):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
@@ -61,8 +62,14 @@ class FeatureMaps(nn.Module):
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
             raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
-        if not horizon > 1:
-            raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon!r}")
+        # a horizon per layer and KV head (t2r/length.py starts them from the teacher's attention), or one for all
+        try:
+            horizon = torch.as_tensor(horizon, dtype=torch.float64).expand(n_layers, H)
+        except (TypeError, ValueError, RuntimeError):
+            raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
+                             f"({n_layers}, {H}); got {horizon!r}") from None
+        if not (horizon > 1).all():
+            raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon.amin().item()!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
         self.sinks, self.decay, self.rotated = sinks, decay, rotated
         self.inv_freq = llama.rope_frequencies(cfg)  # (hd/2,) float64, to turn q and k back (rotated=False)
@@ -90,7 +97,7 @@ class FeatureMaps(nn.Module):
             self.wk, self.bk = p(rows(H)[:, :, None]), p(torch.zeros(n_layers, H, 1, r // 2))
             self.gq = p(torch.zeros(n_layers, H, G))
         if decay:  # γ = exp(-1/h), h = exp(log_h) the horizon in tokens: started long (a short start collapses)
-            self.log_h = p(torch.full((n_layers, H), math.log(horizon), dtype=torch.float64))
+            self.log_h = p(horizon.log())                             # (n_layers, Hkv)
 
     def gamma(self, layer: int):
         """The layer's decay per KV head, (Hkv,) in (0, 1], or None for an undecayed state."""

@@ -457,7 +457,12 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
                            ("hybrids", "full cache"), ("plain", "plain T2R, decay from 32"),
                            ("lora", "sinks 4 + window 60, decay from 32, φ before RoPE + linear (lora run)"),
                            ("lora", "sinks 4 + window 60, decay from 32, φ before RoPE, then LoRA + linear"),
-                           ("tails", "TOVA 6"), ("tails", "TOVA 6 + tail hedgehog 4, decay from 32, φ before RoPE, gain per size")]:
+                           ("tails", "TOVA 6"), ("tails", "TOVA 6 + tail hedgehog 4, decay from 32, φ before RoPE, gain per size"),
+                           ("sinks", f"{length.PROFILED} + linear"), ("sinks", f"{length.PROFILED}, then LoRA + linear"),
+                           ("sinks", "the 4 sinks alone, then LoRA on their own (control)"),
+                           ("control", "sinks 4 + window 60, decay from 32, φ before RoPE, its 64 exact rows alone"),
+                           ("control", "sinks 4 + window 60, decay from 32, φ before RoPE, its 64 exact rows alone, then LoRA on "
+                                       "their own (control)")]:
         assert (family, method) in methods, (family, method)
     assert len(data["rows"]) == 2 * len(methods)  # every method at both lengths
     for r in data["rows"]:
@@ -465,12 +470,13 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     gains = data["families"]["tails"]["gains"]
     assert all(g["offset"] in (None, *length.GAINS) for per in gains.values() for g in per.values())
     assert "finetune" in data["families"]["lora"] and "horizons" in data["families"]["plain"]
+    assert {"finetune", "control", "profile"} <= data["families"]["sinks"].keys() and "finetune" in data["families"]["control"]
     for family in length.FAMILIES:
         assert length.table(data, family).count("full cache") == 1
     capsys.readouterr()
     length.main(argv)
     length.main(argv + ["--sets", "plain", "--name", "t2r_length_plain"])
-    assert capsys.readouterr().out.count("rows read back") == 5
+    assert capsys.readouterr().out.count("rows read back") == len(length.FAMILIES) + 1
     again = json.loads((tmp_path / "t2r_length.json").read_text())
     assert again["rows"] == data["rows"]
     assert json.loads((tmp_path / "t2r_length_plain.json").read_text())["rows"] == \
@@ -510,3 +516,65 @@ def test_a_segment_is_read_off_two_prefixes():
     want = nll[9:39].mean().exp().item()  # predictions of the prefix of 40 that the prefix of 10 lacks
     assert abs(length.segment(ppl[10], 10, ppl[40], 40) - want) < 1e-9
     assert abs(length.segment(ppl[40], 40, ppl[100], 100) - nll[39:99].mean().exp().item()) < 1e-9
+
+
+@pytest.mark.parametrize("decay", [False, True])
+def test_plain_maps_with_sinks_and_no_window_equal_their_recurrent_view(decay):
+    """t2r.length's sinks family: 4 exact sinks, no window, φ before RoPE, and a decay started per layer and
+    KV head (a different horizon in each): the RNN view, the blocked and the O(T²) views agree (float64)."""
+    model = random_model(tiny_config(n_layers=3))
+    H = model.config.n_kv_heads
+    horizon = [[2.5 + 3 * i + 5 * h for h in range(H)] for i in range(3)]  # (n_layers, Hkv), a few tokens each
+    maps = linear.FeatureMaps(model.config, 6, "hedgehog", sinks=4, decay=decay, horizon=horizon, rotated=False,
+                              dtype=model.dtype)
+    with torch.no_grad():
+        for p in maps.parameters():
+            if p is not getattr(maps, "log_h", None):
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(1), dtype=p.dtype))
+    x = tokens(2, 37)
+    recurrent = linear.run(model, maps, x)
+    assert_close(linear.forward(model, maps, x), recurrent, atol=EXACT)
+    quadratic = llama.forward(model, x, lambda i, q, k, v: linear.swapped(maps, i, q, k, v, block=None))
+    assert_close(quadratic, recurrent, atol=EXACT)
+    assert (recurrent - llama.forward(model, x)).abs().max() > 1e-2
+
+
+def test_a_horizon_per_layer_and_head_is_saved_and_loaded(tmp_path):
+    """The decay's start per layer and KV head (t2r.length starts it from the teacher's attention) is
+    each γ's own, and goes to the file and back with the maps; a start of the wrong shape is refused."""
+    model = random_model(tiny_config(n_layers=3))
+    H = model.config.n_kv_heads
+    horizon = torch.tensor([[4.0 + 10 * i + h for h in range(H)] for i in range(3)], dtype=torch.float64)
+    maps = linear.FeatureMaps(model.config, 6, "hedgehog", sinks=4, decay=True, horizon=horizon, rotated=False, dtype=model.dtype)
+    for i in range(3):
+        assert_close(maps.gamma(i), (-1 / horizon[i]).exp(), atol=EXACT)
+    train.save(maps, tmp_path / "maps.safetensors")
+    loaded = train.load(tmp_path / "maps.safetensors", model)
+    assert torch.equal(loaded.log_h, maps.log_h) and (loaded.sinks, loaded.window, loaded.rotated) == (4, 0, False)
+    for bad in ([[5.0] * (H + 1)] * 3, [[5.0] * H] * 2, "long"):
+        with pytest.raises(ValueError, match="one per layer and KV head"):
+            linear.FeatureMaps(model.config, 6, "hedgehog", decay=True, horizon=bad)
+    with pytest.raises(ValueError, match="more than 1 token"):
+        linear.FeatureMaps(model.config, 6, "hedgehog", decay=True, horizon=[[5.0] * H, [0.5] * H, [5.0] * H])
+
+
+def test_the_attention_profile_is_shares_and_distances():
+    """t2r.length.attention_profile on a tiny model: per layer and KV head, the sinks' share of the mass in
+    [0, 1] and the rest's mean distance between 1 and the chunk, equal to a direct count for one head."""
+    from t2r import length
+    model = random_model(tiny_config(n_layers=2))
+    chunks = tokens(2, 24)
+    got = length.attention_profile(model, chunks, sinks=2)
+    share, dist = (torch.tensor(got[k], dtype=torch.float64) for k in ("sink_share", "distance"))
+    assert share.shape == dist.shape == (2, model.config.n_kv_heads)
+    assert ((share >= 0) & (share <= 1)).all() and ((dist >= 0) & (dist <= 24)).all()
+    G, want = model.config.n_heads // model.config.n_kv_heads, []
+    for c in range(2):  # layer 0, KV head 0: every query head, every query of the second half, one at a time
+        seen = {}
+        llama.forward(model, chunks[c:c + 1], lambda i, q, k, v: seen.setdefault(i, (q, k)) and llama.softmax_attention(q, k, v))
+        q, k = seen[0]
+        for g in range(G):
+            for t in range(12, 24):
+                a = (q[0, 0, g, t] @ k[0, 0, 0, :t + 1].T / q.shape[-1] ** 0.5).softmax(-1)  # keys 0..t
+                want.append((a[2:] * torch.arange(t - 2, -1, -1, dtype=a.dtype)).sum() / a[2:].sum())
+    assert abs(dist[0, 0].item() - sum(want).item() / len(want)) < 1e-9
