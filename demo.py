@@ -301,7 +301,10 @@ REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memo
           "t2r_mini_claims": ("t2r_mini", mini.claims_table), "t2r_mini_quick_claims": ("t2r_mini_quick", mini.claims_table),
           "tour_time": ("busy", busy.tour_time), "t2r_length_costs": ("t2r_length", t2r_length.costs)}
 REPORT |= {"t2r_length" + ("" if f == "hybrids" else f"_{f}"): ("t2r_length", lambda data, f=f: t2r_length.table(data, f))
-           for f in t2r_length.FAMILIES}  # one results file, a table per family
+           for f in t2r_length.FAMILIES[:4]}  # one results file, a table per family
+# the families added after it, each from its own run (python -m t2r.length --sets F), and what each cost
+REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=part: t2r_length.costs(data) if part else t2r_length.table(data, f))
+           for f in t2r_length.FAMILIES[4:] for part in ("", "_costs")}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")
@@ -322,9 +325,9 @@ def reported(text: str, results=None) -> str:
         try:
             data = json.loads((results / f"{file}.json").read_text())
             body = write(data)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
+        except (OSError, ValueError, LookupError, TypeError, AttributeError) as e:
             raise ValueError(f"results/{file}.json (block {m.group(2)}): {type(e).__name__}: {e}") from None
-        command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
         tick = "``" if "`" in command else "`"  # a code span that a backtick in the command cannot end
         return f"{m.group(1)}{escaped(body)}\n\n({tick}{escaped(command)}{tick}, results/{file}.json)\n{m.group(4)}"
     return BLOCK.sub(fill, text)
@@ -527,7 +530,8 @@ def parser():
                    help="tokens per chunk of the tail's transfer (default: 4,096, the evaluation's)")
     p.add_argument("--eval-chunks", type=harness.at_least(1), default=1, help="4,096-token chunks of alice29, asyoulik (default 1)")
     p.add_argument("--sizes", type=harness.at_least(1), nargs="+", default=[32, 64, 128, 256], help="TOVA, H2O, Window+4 sizes")
-    p.add_argument("--threads", type=harness.at_least(0), default=0, help="torch threads (default 0: torch's choice)")
+    p.add_argument("--threads", type=harness.at_least(0, threads.cores()), default=0,
+                   help=f"torch threads, at most the {threads.cores()} cores (default 0: torch's choice)")
     p.add_argument("--preset", choices=("cpu", "papers"), default="cpu", help="cpu: the --minutes budgets (default); "
                    "papers: LoLCATs' 20 M transfer + 20 M finetune tokens, no time limit (a GPU: --device cuda)")
     return ap, sub

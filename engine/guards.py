@@ -174,7 +174,7 @@ def check_batch(tokens, state):
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
 
 
-def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
+def check_sampling(model, max_new, temperature, top_k, seed, regime, state, size=None):
     if not integer(max_new) or max_new < 0:
         raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
@@ -190,6 +190,8 @@ def check_sampling(model, max_new, temperature, top_k, seed, regime, state):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
     if state is not None and regime != "step":
         raise ValueError("regime is for a new state; a state passed in carries its own (init_state's oneshot)")
+    if state is not None and size is not None:  # the state's size carries on: another one would be ignored
+        check_multistate(state, size)
 
 
 # ---------------------------------------------------------------- a step is all or nothing

@@ -287,7 +287,7 @@ def draw(plt, data):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="checkpoint folder (default SmolLM2-135M-Instruct)")
-    ap.add_argument("--threads", type=harness.at_least(1), default=2)
+    ap.add_argument("--threads", type=harness.at_least(1, threads.cores()), default=2)
     ap.add_argument("--dtype", choices=list(load_weights.DTYPES), default="float32")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps, or auto")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")

@@ -504,6 +504,9 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
     tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
     budget, results = budget_gib * 2 ** 30, []
+    if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
+        raise ValueError(f"memory: TOVA {max(sizes)} drops nothing after {context} tokens, so it is the full cache, not "
+                         f"a smaller one: give sizes below the context (--context {context})")
     least = msrnn.state_bytes(model, min(sizes) + 1)
     if budget < least:  # a table of batch 0 everywhere says nothing
         raise ValueError(f"a cache budget of {budget_gib:g} GiB holds not one sequence: TOVA {min(sizes)} needs "

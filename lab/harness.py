@@ -355,8 +355,10 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
 DEBUG_HELP = "on an error, show the full traceback rather than one line"
 
 
-def at_least(low):
-    """An argparse type: an integer >= low, or a one-line error naming the value."""
+def at_least(low, most=None):
+    """An argparse type: an integer >= low (and <= most, where given), or a one-line error naming the value.
+    Torch threads are at most the cores (threads.cores()): more only take turns, and tens of thousands
+    crash libgomp with a segmentation fault."""
     def parse(text):
         try:
             value = int(text)
@@ -364,6 +366,8 @@ def at_least(low):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"must be at most {most}, got {value}")
         return value
     return parse
 

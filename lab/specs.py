@@ -83,7 +83,8 @@ def _bind(fn, args, spec) -> Named:
     fname = guards.policy_name(fn)
     params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
-    free = params[2:] if reads_ahead else params[1:]  # what a spec may set
+    free = [p for p in (params[2:] if reads_ahead else params[1:])  # what a spec may set: not *args, **kwargs,
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]    # which a keyword cannot reach
     if len(args) > len(free):
         raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
@@ -117,14 +118,17 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
         if kind is int:
             kw[key] = int(kw[key])  # 'sink:4.0' is sink:4, one label and one cache key
-    missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw
-               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw]
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    bound = {p.name: kw.get(p.name, p.default) for p in free if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    bound = {p.name: kw.get(p.name, p.default) for p in free}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
-    shown = text.format(**bound)
+    try:
+        shown = text.format(**bound)
+    except (KeyError, IndexError, ValueError) as e:  # @label("Mine {kk}") of a function with no parameter kk
+        raise ValueError(f"policy {spec or fname!r}: its label {text!r} cannot be filled from its parameters "
+                         f"({', '.join(bound) or 'none'}): {type(e).__name__} {e}") from None
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"

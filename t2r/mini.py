@@ -302,6 +302,11 @@ def experiment(p: dict, folder, log=print, by_source=None, extra_tests=None, job
         tok = Tokenizer.from_file(str(tok_file))
     else:
         tok = train_tokenizer(train_texts, p["vocab"])  # the training text alone: no held-out piece shapes it
+    if tok.get_vocab_size() != p["vocab"]:  # another preset's folder: its runs would be served as this preset's
+        raise ValueError(f"{tok_file if tok_file.is_file() else 'the tokenizer'} has {tok.get_vocab_size()} tokens, this "
+                         f"preset {p['vocab']} (the folder of another preset, or a text too short for that many): name "
+                         "another --folder")
+    if not tok_file.is_file():
         with harness.atomic(tok_file) as tmp:
             tok.save(str(tmp))
     chunks, dev = cut(tok, train_texts, p["context"]), cut(tok, dev_texts, p["context"])

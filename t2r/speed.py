@@ -157,7 +157,7 @@ def main(argv=None):
     ap.add_argument("--t2r", type=map_spec, default="relu:64", help="T2R's feature map, kind:r (default relu:64)")
     ap.add_argument("--tail", type=map_spec, default="relu:16", help="the tail's feature map, kind:r (default relu:16)")
     ap.add_argument("--steps", type=harness.at_least(1), default=15, help="decode steps timed per cell (default 15)")
-    ap.add_argument("--threads", type=harness.at_least(1), default=1,
+    ap.add_argument("--threads", type=harness.at_least(1, threads.cores()), default=1,
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
                          "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)

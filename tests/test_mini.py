@@ -123,6 +123,16 @@ def test_a_resumed_run_is_the_uninterrupted_one(tmp_path):
     assert torch.equal(llama.forward(resumed, test[:1]), llama.forward(whole, test[:1]))
 
 
+def test_a_folder_of_another_preset_is_refused(tmp_path):
+    """A folder the quick preset (vocab 512) trained in, run with the full one (1,024): its tokenizer and
+    every checkpoint were reused, and the results said vocab 1,024 of a model of 512."""
+    tok, *_ = setup()
+    (tmp_path / "runs").mkdir()
+    tok.save(str(tmp_path / "runs" / "tokenizer.json"))
+    with pytest.raises(ValueError, match=r"tokenizer.json has 300 tokens, this preset 400 \(the folder of another preset"):
+        mini.experiment(dict(TINY, vocab=400), tmp_path, lambda s: None, by_source=SOURCES, extra_tests=EXTRA, jobs=1)
+
+
 def test_the_experiment_runs_through(tmp_path):
     log = []
     data = mini.experiment(TINY, tmp_path, log.append, by_source=SOURCES, extra_tests=EXTRA, jobs=1)

@@ -328,6 +328,17 @@ def test_a_results_file_that_cannot_be_read_is_named(tmp_path):
         demo.reported("<!-- results: memory -->\n<!-- /results -->\n", results=tmp_path)
 
 
+@pytest.mark.parametrize("edit, says", [({"about": "a string"}, "AttributeError"), ({"rows": []}, "IndexError")])
+def test_a_results_file_of_another_shape_is_named(tmp_path, edit, says):
+    """An `about` that is not an object, or a summary of no rows, ended the report in a bare traceback."""
+    import json
+    import demo
+    data = json.loads((ROOT / "results" / "t2r_mini.json").read_text())
+    (tmp_path / "t2r_mini.json").write_text(json.dumps(data | edit))
+    with pytest.raises(ValueError, match=rf"results/t2r_mini.json \(block t2r_mini_summary\): {says}"):
+        demo.reported("<!-- results: t2r_mini_summary -->\n<!-- /results -->\n", results=tmp_path)
+
+
 def test_the_t2r_chapter_reads_in_one_sitting():
     """docs/t2r.md is a chapter of claims, figures and verdicts, not a lab notebook: at most 250 lines."""
     lines = (ROOT / "docs" / "t2r.md").read_text().splitlines()

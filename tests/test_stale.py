@@ -227,7 +227,8 @@ WRITES = {
 
 
 @pytest.mark.parametrize("how", WRITES)
-def test_writes_around_the_version_counters_fail_the_check(tmp_path, how, capsys):
+def test_writes_around_the_version_counters_fail_the_check(tmp_path, how, capsys, monkeypatch):
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")  # not the repository's results/runs/
     (tmp_path / "w.py").write_text(WRITES[how])
     with pytest.raises(SystemExit, match="check failed: fn: exact, contract"):
         demo.main(["check", "--quick", f"{tmp_path}/w.py:fn"])
@@ -236,8 +237,9 @@ def test_writes_around_the_version_counters_fail_the_check(tmp_path, how, capsys
 
 
 @pytest.mark.parametrize("where", ["call", "import"])
-def test_a_policy_that_calls_sys_exit_fails_the_check(tmp_path, where, capsys):
+def test_a_policy_that_calls_sys_exit_fails_the_check(tmp_path, where, capsys, monkeypatch):
     """sys.exit(0) in a policy file made `demo.py check` exit 0 with no verdict."""
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")  # not the repository's results/runs/
     body = "def fn(rows):\n    sys.exit(0)\n" if where == "call" else "sys.exit(0)\ndef fn(rows):\n    return rows.pos\n"
     (tmp_path / "quits.py").write_text("import sys\n" + body)
     if where == "call":

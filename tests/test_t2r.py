@@ -551,7 +551,7 @@ def test_a_horizon_per_layer_and_head_is_saved_and_loaded(tmp_path):
     train.save(maps, tmp_path / "maps.safetensors")
     loaded = train.load(tmp_path / "maps.safetensors", model)
     assert torch.equal(loaded.log_h, maps.log_h) and (loaded.sinks, loaded.window, loaded.rotated) == (4, 0, False)
-    for bad in ([[5.0] * (H + 1)] * 3, [[5.0] * H] * 2, "long"):
+    for bad in ([[5.0] * (H + 1)] * 3, [[5.0] * H] * 2, "long", [5.0] * H):  # (Hkv,) is not taken for per layer
         with pytest.raises(ValueError, match="one per layer and KV head"):
             linear.FeatureMaps(model.config, 6, "hedgehog", decay=True, horizon=bad)
     with pytest.raises(ValueError, match="more than 1 token"):
@@ -578,3 +578,13 @@ def test_the_attention_profile_is_shares_and_distances():
                 a = (q[0, 0, g, t] @ k[0, 0, 0, :t + 1].T / q.shape[-1] ** 0.5).softmax(-1)  # keys 0..t
                 want.append((a[2:] * torch.arange(t - 2, -1, -1, dtype=a.dtype)).sum() / a[2:].sum())
     assert abs(dist[0, 0].item() - sum(want).item() / len(want)) < 1e-9
+
+
+@pytest.mark.parametrize("kw, message", [(dict(r=0), "an integer >= 1"), (dict(r=True), "an integer >= 1"),
+                                         (dict(r=2.5), "an integer >= 1"), (dict(layers=[0, 0]), "a layer twice"),
+                                         (dict(dtype=torch.int64), "dtype must be a float")])
+def test_maps_that_would_be_silently_wrong_are_refused(kw, message):
+    """r = 0 swapped attention for zeros, a layer named twice counted its state twice, an integer dtype
+    failed deep in torch."""
+    with pytest.raises(ValueError, match=message):
+        linear.FeatureMaps(tiny_config(), **({"r": 6} | kw))
