@@ -35,7 +35,7 @@ import llama
 import load_weights
 import msrnn
 from lab import specs
-from t2r import mini, tail, train
+from t2r import compare, mini, tail, train
 from t2r import length as t2r_length
 from t2r import speed as t2r_speed
 from data import corpus
@@ -277,13 +277,13 @@ def cmd_t2r(args):
     if args.preset == "papers" and any(f"--{k.replace('_', '-')}" in sys.argv for k in budget):
         raise ValueError("--preset papers trains for the papers' token counts, with no time limit: "
                          "--minutes, --finetune-minutes and --tail-minutes do not apply (leave them out, or use --preset cpu)")
-    if args.preset == "papers":  # the papers' token counts (train.PAPERS), no time limit: for a GPU
-        budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **train.PAPERS)
-    data = train.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
+    if args.preset == "papers":  # the papers' token counts (compare.PAPERS), no time limit: for a GPU
+        budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **compare.PAPERS)
+    data = compare.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
                             epochs=args.epochs, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
                             tail_size=args.tail_size, tail_length=args.tail_length, eval_chunks=args.eval_chunks,
                             log=print, **budget)
-    print("\n" + train.table(data))
+    print("\n" + compare.table(data))
     return data, model
 
 
@@ -295,7 +295,7 @@ def cmd_t2r(args):
 table_only = lambda fn: lambda data: "\n".join(line for line in fn(data).splitlines() if line.startswith("|"))
 fenced = lambda fn: lambda data: f"```\n{fn(data)}\n```"  # a table of plain text, shown as printed
 REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
-          "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(train.table)),
+          "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(compare.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
           "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
           "t2r_mini_claims": ("t2r_mini", mini.claims_table), "t2r_mini_quick_claims": ("t2r_mini_quick", mini.claims_table),
@@ -385,7 +385,7 @@ def cmd_report(args):
 
 COMMANDS = {"tour": (cmd_tour, None), "ppl": (cmd_ppl, None), "check": (cmd_check, None),
             "sweep": (cmd_sweep, experiments.draw_sweep), "retention": (cmd_retention, experiments.draw_retention),
-            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, train.draw),
+            "passkey": (cmd_passkey, None), "memory": (cmd_memory, None), "t2r": (cmd_t2r, compare.draw),
             "view": (cmd_view, None), "board": (cmd_board, board.draw), "report": (cmd_report, None)}
 
 

@@ -19,7 +19,7 @@ maps trained on 1,024-token chunks never saw (the exact rows keep RoPE either wa
 
 The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
 for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
-How the maps are trained, saved and compared is t2r/train.py's.
+How the maps are trained and saved is t2r/train.py's; t2r/compare.py compares them (`demo.py t2r`).
 """
 import math
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""T2R's training, saving and the comparison `python demo.py t2r`; the method is t2r/linear.py.
+"""T2R's training and saving; the method is t2r/linear.py, the comparison `python demo.py t2r` t2r/compare.py.
 
 Training is attention transfer as LoLCATs (arXiv 2410.10254) does it, an MSE between each layer's
 linear and softmax outputs: only φ learns, so that each layer's linear attention reproduces its
@@ -13,7 +13,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import sys
 import time
 
@@ -26,9 +25,9 @@ import llama
 import msrnn
 from data import corpus
 from engine import guards
-from lab import checker, experiments, harness, specs
+from lab import checker, experiments, harness
 from t2r import linear
-from t2r.linear import FeatureMaps, forward, state_bytes
+from t2r.linear import FeatureMaps
 
 
 def save(maps: FeatureMaps, path):
@@ -515,11 +514,8 @@ def detached(build) -> llama.Model:
                                    lm_head=embed if m.lm_head is m.embed else m.lm_head.detach().clone())
 
 
-# ---------------------------------------------------------------- the comparison: python demo.py t2r
+# ---------------------------------------------------------------- what the runs are keyed by
 
-# what the papers spent, for the command that reaches their budget on a GPU (PAPERS.md): LoLCATs ~40 M
-# tokens in all for 7-8B models, about half in each stage
-PAPERS = {"transfer_tokens": 20_000_000, "finetune_tokens": 20_000_000}
 TRAINING_CODE = [inspect.getsource(f) for f in (training_sources, training_text, _save_run, _load_run, _resume, _order, student_of,
                                                  transfer, _train, weights, finetune, detached)]  # read once, at import
 
@@ -537,266 +533,4 @@ def zeroed(maps: FeatureMaps) -> FeatureMaps:
     return off
 
 
-def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4096, train_length=1024, epochs=2,
-               minutes=20.0, finetune_mode="lora", finetune_minutes=7.0, finetune_epochs=1, sizes=(32, 64, 128, 256),
-               tail_r=16, tail_size=64, tail_minutes=10.0, tail_length=None, eval_chunks=1, eval_every=20, curve_tokens=1024,
-               transfer_tokens=None, finetune_tokens=None, tails=True, tail_sizes=None, log=None) -> dict:
-    """Perplexity against bytes of state per sequence at `length` tokens, on the same held-out chunks of
-    alice29 and asyoulik for every row: linear attention with each map kind of r features (both signs
-    of Hedgehog's counted) after LoLCATs' attention transfer and after the finetune (LoRA, LoLCATs';
-    or every weight); with the transfer first, no row is Kasai et al.'s recipe (t2r/mini.py runs it);
-    the hybrid (`window` exact rows + Hedgehog r); ELU+1; TOVA, H2O and Window+4 at
-    `sizes`; TOVA with a T2R tail (t2r/tail.py, where it exists); the full cache. The hybrid and the
-    tail also with their features zeroed. Training reads chunks of `train_length` tokens (LoLCATs' 1,024);
-    the tail's, chunks of `tail_length` (default `length`: a tail trained on 1,024 tokens weighs its folded
-    rows as if there were no more than in 1,024, and at 4,096 they swamp the held ones, docs/t2r.md),
-    for `epochs` or `minutes` per stage, whichever ends first; transfer_tokens and finetune_tokens, where
-    given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
-    a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
-    log, t_start = log or (lambda msg: None), time.time()
-    sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
-    if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
-        raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
-    train_ids = training_text(tok, train_length)
-    test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
-    if transfer_tokens:
-        epochs = -(-transfer_tokens // train_ids.numel())
-    if finetune_tokens:
-        finetune_epochs = -(-finetune_tokens // train_ids.numel())
-    log(f"training text: {len(train_ids)} chunks of {train_length} tokens ({train_ids.numel():,} tokens; {epochs} epochs); "
-        f"held out: {len(test)} chunks")
-    comp = Comparison(model, test, train_ids, epochs, curve_tokens, log)
-    new = lambda kind, w=0, r=r: FeatureMaps(model.config, r, kind, w, dtype=model.dtype).to(model.device)
-    plain, hybrid = [new(kind) for kind in kinds], new("hedgehog", window) if window else None
-    stage1 = transferred(comp, plain, hybrid, minutes, eval_every, (r, kinds, window, minutes))
-    elu = new("elu")
-    comp.record(name(elu), "elu", elu, "")
-    curves = {"transfer": stage1["curve"], "curve_tokens": comp.piece.shape[1],
-              "full cache": math.exp(experiments.next_token_nll(llama.forward(model, comp.piece), comp.piece).mean().item())}
-    for m in plain:  # stage 2: swap, then finetune each plain map set with the model (LoRA or every weight)
-        curves[f"finetune {name(m)}"] = finetuned(comp, m, stage1, finetune_mode, finetune_minutes, finetune_epochs,
-                                                  eval_every, (r, kinds, window, minutes))
-    log("softmax attention, then the MSRNN policies on the same chunks ...")
-    comp.rows += policy_rows(model, test, sizes, log)
-    if tails:
-        tail_rows(comp, training_text(tok, tail_length or length), tail_sizes or sizes, tail_r, tail_size, tail_minutes)
-    comp.rows.sort(key=lambda row: row["state_bytes"])
-    return {"results": comp.rows, "curves": curves, "bypass": comp.bypass, "chunks": len(test), "tokens": test.shape[1],
-            "training_tokens": train_ids.numel(), "epochs": epochs, "dtype": str(model.dtype).removeprefix("torch."),
-            "seconds": round(time.time() - t_start)}
-
-
-class Comparison:
-    """The rows of `experiment` as they are measured, on the same held-out chunks `test`; each kept in
-    results/ under what computes it (measured_row), as each trained file is under its settings (cache)."""
-
-    def __init__(self, model, test, train_ids, epochs, curve_tokens, log):
-        self.model, self.test, self.train_ids, self.epochs, self.log = model, test, train_ids, epochs, log
-        self.model_key, self.rows, self.bypass = harness.fingerprint(*experiments.identity(model)), [], {}
-        self.piece = test[:1, :curve_tokens]  # the curve against training tokens: the first held-out chunk's start
-
-    def cache(self, what, *settings):
-        """Where a trained file is kept: keyed by the code, the model's weights, the training text and the settings."""
-        key = code_key(self.model_key, self.train_ids, self.epochs, *settings)
-        return harness.RESULTS / f"t2r_{what}_{key}.safetensors"
-
-    def ppl(self, model, maps) -> float:
-        """Perplexity of the first held-out tokens (self.piece), for the curves."""
-        return math.exp(experiments.next_token_nll(forward(model, maps, self.piece), self.piece).mean().item())
-
-    def measured(self, method, trained, nll, *code) -> dict:
-        # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
-        return measured_row(method, trained, nll, self.test, self.model_key, code_key(), *code)
-
-    def record(self, method, family, maps, trained, model=None, **extra):
-        """The row of `maps` (read by `model`, default the frozen one) on the held-out chunks."""
-        nll = lambda: experiments.next_token_nll(forward(model or self.model, maps, self.test), self.test)
-        self.rows.append(dict(method=method, family=family, state_bytes=state_bytes(self.model, maps),
-                              **self.measured(method, trained, nll), **extra))
-        self.log(f"   {method}: {self.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {self.rows[-1]['ppl']:.2f}")
-
-
-def cost(run) -> dict:
-    return {"tokens": run["tokens"], "seconds": round(run["seconds"]), "tokens_per_s": run["tokens_per_s"]}
-
-
-def transferred(comp: Comparison, plain: list, hybrid, minutes, eval_every, settings) -> dict:
-    """Stage 1: every map set of the table learns side by side from one stream of the frozen model;
-    then each is a row (the hybrid also with its features zeroed). Returns the run's meta."""
-    maps = plain + ([hybrid] if hybrid else [])
-    path = comp.cache("transfer", *settings)
-    comp.log(f"stage 1, attention transfer of {', '.join(name(m) for m in maps)} -> {path.name}")
-    run = transfer(comp.model, maps, comp.train_ids, epochs=comp.epochs, minutes=minutes, checkpoint=path, log=comp.log,
-                   eval_every=eval_every, evaluate=lambda: {name(m): comp.ppl(comp.model, m) for m in maps})
-    for m in plain:
-        comp.record(f"{name(m)}, transfer", m.kind, m, path.name, stage="transfer", **cost(run))
-    if hybrid:
-        comp.record(f"{name(hybrid)}, transfer", "hybrid", hybrid, path.name, stage="transfer", **cost(run))
-        comp.record(f"{name(hybrid)}, features zeroed", "hybrid zeroed", zeroed(hybrid), path.name)
-        comp.bypass[name(hybrid)] = {"with": comp.rows[-2]["ppl"], "zeroed": comp.rows[-1]["ppl"]}
-    return run
-
-
-def finetuned(comp: Comparison, m: FeatureMaps, stage1, mode, minutes, epochs, eval_every, settings) -> list:
-    """Stage 2 for one plain map set: swap, then finetune it with the model (LoRA or every weight); its
-    row, whose cost is both stages'. Returns the finetune's curve."""
-    path = comp.cache("finetune", name(m), mode, minutes, epochs, *settings)
-    comp.log(f"stage 2, {mode} finetune of {name(m)} -> {path.name}")
-    tuned, run = finetune(comp.model, m, comp.train_ids, mode=mode, minutes=minutes, epochs=epochs, checkpoint=path,
-                          log=comp.log, eval_every=eval_every // 2, evaluate=lambda t: {name(m): comp.ppl(t, m)})
-    comp.record(f"{name(m)}, finetuned", m.kind + " finetuned", m, path.name, model=tuned, stage=f"finetune ({mode})",
-                tokens=stage1["tokens"] + run["tokens"], seconds=round(stage1["seconds"] + run["seconds"]),
-                tokens_per_s=run["tokens_per_s"], finetune_tokens=run["tokens"], finetune_seconds=round(run["seconds"]))
-    return run["curve"]
-
-
-def measured_row(method, trained, nll, test, model_key, *code) -> dict:
-    """Perplexity of one row (nll() -> losses (B, T - 1)), kept in results/t2r_rows/ under the row, what
-    trained it, the chunks, the model and `code` (what computes it: code_key(), and a tail row's policy
-    and tail.py), so a rerun with the same settings and code measures nothing again."""
-    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key, *code)}.json"
-    got = harness.read_cached(file, {"ppl": float, "ppl_per_chunk": [float]})
-    if got is None:
-        with torch.no_grad():
-            losses = nll()
-        got = {"ppl": math.exp(losses.mean().item()), "ppl_per_chunk": [math.exp(x) for x in losses.mean(1).tolist()]}
-        harness.atomic_write(file, json.dumps(got))
-    return got
-
-
-def policy_rows(model, test, sizes, log=print) -> list:
-    """The full cache, then TOVA, H2O and Window+4 at each size, on chunks `test`: each row measured
-    once and kept in results/t2r_policies/<key>/ (experiments.cache_dir: keyed by the weights, the
-    tokens and the code), so a second process can measure them while the maps train."""
-    cache, rows = experiments.cache_dir("t2r_policies", model, test), []
-    settings = [(specs.FULL, test.shape[1])] + [(specs.named(p), s) for s in sizes for p in ("tova", "h2o", "sink")]
-    for p, size in settings:
-        file = cache / f"{p.key}-{size}.json"
-        got = harness.read_cached(file, experiments.MEASURED)
-        if got is None:
-            got = experiments.measure(model, test, p, size, batch=1)
-            harness.atomic_write(file, json.dumps(got))
-        full = p is specs.FULL
-        rows.append(dict(method="softmax, full cache" if full else f"{p.label} {size}", family="full" if full else p.spec,
-                         state_bytes=msrnn.state_bytes(model, size), ppl=got["ppl"], ppl_per_chunk=got["per_chunk"]))
-        log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f} "
-            f"({got['seconds']:.0f} s)")
-    return rows
-
-
 TAIL_GAIN = -5.0  # the tail's query gain starts at exp(-5): thousands of folded rows would outweigh the few held ones
-
-
-def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
-    """TOVA with a T2R tail at each size, where t2r/tail.py exists: one Hedgehog map of tail_r features
-    trained by attention transfer under TOVA's own drops at tail_size rows on chunks train_ids, then
-    read at every size.
-    Its zeroed twin is the TOVA row itself: a tail of zero features is the policy alone, bit for bit
-    (tests/test_tail.py), so it is not run twice."""
-    try:
-        from t2r import tail
-    except ImportError:
-        comp.log("   (no t2r/tail.py: no rows for TOVA with a tail)")
-        return
-    model, test, tova = comp.model, comp.test, specs.named("tova")
-    maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
-    with torch.no_grad():
-        maps.gq.fill_(TAIL_GAIN)
-    path = comp.cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
-    comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
-    run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
-                   minutes=minutes, checkpoint=path, log=comp.log)
-    save(maps, path.with_name(f"{path.stem}-maps.safetensors"))  # the maps alone, for demo.py ppl --tail-maps
-    comp.log(f"   its maps: {path.stem}-maps.safetensors (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
-             f"--tail-maps results/{path.stem}-maps.safetensors)")
-    for size in sizes:
-        method = f"TOVA {size} + tail hedgehog {tail_r}"
-        got = comp.measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
-                            tova.key, pathlib.Path(tail.__file__))  # an edit of policies.tova or the tail measures it again
-        comp.rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
-                              stage=f"transfer at {tail_size} rows", **cost(run)))
-        comp.log(f"   {method}: {comp.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f}")
-        alone = next(x["ppl"] for x in comp.rows if x["method"] == f"{tova.label} {size}")
-        comp.bypass[method] = {"with": got["ppl"], "zeroed": alone}
-
-
-def name(maps: FeatureMaps) -> str:
-    plain = "ELU+1 (untrained)" if maps.kind == "elu" else f"T2R {maps.kind} {maps.r}"
-    return f"hybrid: window {maps.window} + {plain}" if maps.window else plain
-
-
-MAP_NAMES = {"t2r": "Kasai's tied ReLU map", "relu": "ReLU query and key maps", "hedgehog": "Hedgehog map"}
-FINETUNES = {"finetune (lora)": "LoLCATs' transfer + LoRA", "finetune (full)": "LoLCATs' transfer + every weight"}
-
-
-def maps_named(method: str) -> str:
-    """'T2R hedgehog 64' -> 'Hedgehog map r=64', 'tail relu 16' -> 'tail: ReLU query and key maps r=16'."""
-    return re.sub(r"(T2R|tail) (t2r|relu|hedgehog) (\d+)",
-                  lambda m: ("tail: " if m[1] == "tail" else "") + f"{MAP_NAMES[m[2]]} r={m[3]}", method)
-
-
-def recipe(row) -> str:
-    """A row's name as its recipe: the map, its training, its finetune. The rows keep the names they
-    were measured and cached under (`name`); this is how they are printed."""
-    method = maps_named(row["method"]).replace(", transfer", ", LoLCATs' transfer")
-    method = method.replace(", finetuned", ", " + FINETUNES.get(row.get("stage"), "finetuned"))
-    return method + (", LoLCATs' transfer" if row["family"] == "tail" else "")
-
-
-def table(data) -> str:
-    lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
-             "|---|---|---|---|---|---|"]
-    for row in data["results"]:
-        cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
-        lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
-    full = next(row["ppl"] for row in data["results"] if row["family"] == "full")
-    notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
-             f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
-             f"trained or measured again). Full cache: {full:.2f}.",
-             "r counts every feature of a map (Hedgehog's r/2 of Wx and r/2 of -Wx together). LoLCATs' transfer: "
-             "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
-             "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
-    for k, v in data["bypass"].items():
-        notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
-                     f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
-    return "\n".join(lines + notes)
-
-
-def draw(plt, data):
-    """Left: perplexity against state bytes; right: perplexity against training tokens."""
-    plt.gcf().set_size_inches(12, 4.6)
-    plt.subplot(1, 2, 1)
-    labels = {"relu": "ReLU maps, transfer", "hedgehog": "Hedgehog map, transfer", "relu finetuned": "ReLU maps, transfer + finetune",
-              "hedgehog finetuned": "Hedgehog map, transfer + finetune", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + Hedgehog)",
-              "hybrid zeroed": "hybrid, features zeroed", "tail": "TOVA + tail", "tail zeroed": "TOVA + tail, zeroed",
-              "full": "softmax, full cache"}
-    for fam in ("tova", "h2o", "sink", "tail", "tail zeroed", "full", "relu", "hedgehog", "relu finetuned",
-                "hedgehog finetuned", "elu", "hybrid", "hybrid zeroed"):
-        pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
-        if pts:
-            line = fam in ("tova", "h2o", "sink", "tail", "tail zeroed")  # the MSRNNs: a line over sizes
-            plt.plot(*zip(*pts), marker="o" if line else "s", ls="-" if line else "",
-                     label=labels.get(fam) or specs.named(fam).label)
-    plt.xscale("log")
-    plt.yscale("log")
-    plt.xlabel(f"state per sequence at {data['tokens']:,} tokens (MiB, {data['dtype']})")
-    plt.ylabel("perplexity (held out)")
-    plt.title("Fold the past into one state (T2R) or keep rows (MSRNN)", fontsize=9)
-    plt.legend(fontsize=6)
-    plt.subplot(1, 2, 2)
-    offset = 0
-    for stage, curve in data["curves"].items():
-        if stage in ("curve_tokens", "full cache") or not curve:
-            continue
-        start = 0 if stage == "transfer" else data["curves"]["transfer"][-1]["tokens"]
-        for method in [k for k in curve[0] if k not in ("step", "tokens")]:
-            plt.plot([start + c["tokens"] for c in curve], [c[method] for c in curve], marker=".",
-                     label=f"{method} ({stage.split()[0]})")
-    full = data["curves"]["full cache"]
-    plt.axhline(full, color="k", lw=0.8, ls=":", label="full cache")
-    plt.axhline(2 * full, color="k", lw=0.8, ls="--", label="2x full cache (target)")
-    plt.yscale("log")
-    plt.xlabel("training tokens (transfer, then finetune)")
-    plt.ylabel(f"perplexity (first {data['curves']['curve_tokens']:,} held-out tokens)")
-    plt.title("Against training tokens", fontsize=9)
-    plt.legend(fontsize=6)

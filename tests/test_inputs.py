@@ -645,9 +645,9 @@ def test_more_threads_than_cores_are_refused_before_any_work(capsys):
 
 def test_t2r_refuses_a_size_its_window_baseline_cannot_take_before_training():
     """--sizes 4 trained every map, then failed at the Window+4 rows: sink refuses 4 sinks at size 4."""
-    from t2r import train
+    from t2r import compare
     with pytest.raises(ValueError, match=r"sizes \[4, 8\]: Window\+4, a baseline at every size, needs a size above"):
-        train.experiment(MODEL, None, sizes=(4, 8))  # before the tokenizer is used: no training text read
+        compare.experiment(MODEL, None, sizes=(4, 8))  # before the tokenizer is used: no training text read
 
 
 @pytest.mark.parametrize("damage, says", [("layers", "names a layer twice: '0,0,1'"),

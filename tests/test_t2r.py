@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import llama
 import msrnn
-from t2r import linear, train
+from t2r import compare, linear, train
 from conftest import EXACT, assert_close, random_model, tiny_config, tokens
 
 # (kind, r, window): plain T2R (Kasai's tied map, and untied), Hedgehog, ELU+1, and hybrids whose window is 1, shorter and longer than a block
@@ -357,21 +357,21 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
     settings = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4,
                     sizes=(6, 8), tail_r=4, tail_size=4, tail_minutes=1e-4, curve_tokens=32)
     lines = []
-    data = train.experiment(random_model(tiny_config()), tok, log=lines.append, **settings)
+    data = compare.experiment(random_model(tiny_config()), tok, log=lines.append, **settings)
     methods = [row["method"] for row in data["results"]]
     for name in ["T2R relu 4, transfer", "T2R hedgehog 4, finetuned", "hybrid: window 3 + T2R hedgehog 4, transfer",
                  "hybrid: window 3 + T2R hedgehog 4, features zeroed", "ELU+1 (untrained)", "TOVA 6", "H2O 8",
                  "Window+4 8", "TOVA 8 + tail hedgehog 4", "softmax, full cache"]:
         assert name in methods, (name, methods)
     assert all(torch.isfinite(torch.tensor(row["ppl"])) for row in data["results"])
-    table = train.table(data)
+    table = compare.table(data)
     assert len(table.splitlines()) == len(methods) + 2 + 2 + len(data["bypass"])  # header, rows, 2 notes, bypass
     # each row printed by its recipe (issue 48): no row of this run is Kasai's, so none is called T2R
     assert "| Hedgehog map r=4, LoLCATs' transfer + LoRA |" in table and "T2R" not in table, table
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    train.draw(plt, data)
+    compare.draw(plt, data)
     plt.close("all")
     files = sorted(p.name for p in tmp_path.glob("t2r_*.safetensors"))
     trains = lambda log: [line for line in log if re.search(r"step \d+/", line)]  # the stages' progress lines
@@ -380,9 +380,9 @@ def test_the_experiment_runs_through_and_a_rerun_trains_nothing(books, tmp_path,
     assert maps.r == 4 and "from" in said
 
     again = []
-    assert train.experiment(random_model(tiny_config()), tok, log=again.append, **settings)["results"] == data["results"]
+    assert compare.experiment(random_model(tiny_config()), tok, log=again.append, **settings)["results"] == data["results"]
     assert not trains(again), trains(again)  # every stage and row read back
-    train.experiment(random_model(tiny_config(), seed=5), tok, log=None, **settings)
+    compare.experiment(random_model(tiny_config(), seed=5), tok, log=None, **settings)
     assert len(list(tmp_path.glob("t2r_*.safetensors"))) == 10  # another model's weights: files of their own
 
 
