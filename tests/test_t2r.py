@@ -580,11 +580,11 @@ def test_the_attention_profile_is_shares_and_distances():
     assert abs(dist[0, 0].item() - sum(want).item() / len(want)) < 1e-9
 
 
-@pytest.mark.parametrize("kw, message", [(dict(r=0), "an integer >= 1"), (dict(r=True), "an integer >= 1"),
-                                         (dict(r=2.5), "an integer >= 1"), (dict(layers=[0, 0]), "a layer twice"),
+@pytest.mark.parametrize("kw, message", [(dict(r=-3), "an integer >= 0"), (dict(r=True), "an integer >= 0"),
+                                         (dict(r=2.5), "an integer >= 0"), (dict(layers=[0, 0]), "a layer twice"),
                                          (dict(dtype=torch.int64), "dtype must be a float")])
 def test_maps_that_would_be_silently_wrong_are_refused(kw, message):
-    """r = 0 swapped attention for zeros, a layer named twice counted its state twice, an integer dtype
-    failed deep in torch."""
+    """r = -3 or 2.5 failed deep in torch and r = True was one feature, a layer named twice counted its state
+    twice, an integer dtype failed deep in torch."""
     with pytest.raises(ValueError, match=message):
         linear.FeatureMaps(tiny_config(), **({"r": 6} | kw))

@@ -58,8 +58,8 @@ class FeatureMaps(nn.Module):
         if kind not in self.KINDS:
             raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
                              f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
-        if kind != "elu" and not (guards.integer(r) and r >= 1):  # r = 0 would swap attention for zeros
-            raise ValueError(f"r is a number of features, an integer >= 1; got {r!r}")
+        if kind != "elu" and not (guards.integer(r) and r >= 0):  # r = 0: no features, the exact rows alone (a tail's test)
+            raise ValueError(f"r is a number of features, an integer >= 0; got {r!r}")
         if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
             raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
                              f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
