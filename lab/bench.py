@@ -204,7 +204,7 @@ def guard_costs(model, s) -> dict:
         guarded = lambda: guards.check_logits(llama.step(model, tokens, state, policy))
         bare = lambda: llama.step.__wrapped__(model, tokens, state, policy)
         times = {"on": [], "off": [], "on again": []}  # "on again": the same step twice, the drift between runs
-        for r in range(s["rounds"] * 3):
+        for r in range(s["rounds"]):
             for key in list(times)[r % 3:] + list(times)[:r % 3]:  # each first in turn: a round's first run is slower
                 with unguarded() if key == "off" else contextlib.nullcontext():
                     times[key].append(1e3 * harness.median_time(guarded if key != "off" else bare, s["decode_steps"]))
