@@ -1,7 +1,7 @@
 """Speed on a CPU: python bench.py [--quick] [--threads 2]  ->  results/bench.json, .log, .png
 
 1. decoding, batch 1, unbounded: ours vs transformers' generate (if installed) vs the weight-streaming
-   limit (one token's matrix-vector products alone); 1b. the same, compiled, unbounded and TOVA 256
+   limit (one token's matrix-vector products alone), and the three again on one thread; 1b. the same, compiled, unbounded and TOVA 256
    (batch 1 and 16); 1c. the model's bytes at the bandwidth of a large copy, next to the limit;
    1d. compile times, cold and warm, each in a fresh process; then a table of line 1 and 1b;
 2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
@@ -96,8 +96,17 @@ def decode(model, folder, s) -> dict:
     print(f"1. decode, batch 1, unbounded: ours {ours:.1f} tokens/s, transformers {f'{hf:.1f}' if hf else 'not run'}, "
           f"weight-streaming limit {1 / limit:.1f} -> {ours * limit:.0%} of the limit"
           + (f", {ours / hf:.2f}x transformers" if hf else ""), flush=True)
+    threads, one = torch.get_num_threads(), {}
+    if threads > 1:  # the same on one thread: on a small virtual machine a second one can cost more than it gives
+        torch.set_num_threads(1)
+        one = {"ours": experiments.decode_speed(model, 1, 16, steps=s["decode_steps"]), "limit": 1 / weight_limit(model),
+               "transformers": hf_decode(s["decode_steps"]) if hf_decode else None}
+        torch.set_num_threads(threads)
+        theirs = f"{one['transformers']:.1f}" if one["transformers"] else "not run"
+        print(f"1. the same on one thread: ours {one['ours']:.1f} tokens/s, transformers {theirs}, "
+              f"weight-streaming limit {one['limit']:.1f}", flush=True)
     return {"ours_tokens_per_s": ours, "transformers_tokens_per_s": hf, "limit_tokens_per_s": 1 / limit,
-            "vs_transformers": ours / hf if hf else None, "share_of_limit": ours * limit}
+            "vs_transformers": ours / hf if hf else None, "share_of_limit": ours * limit, "one_thread": one}
 
 
 def compiled(model, s, hf) -> dict:
