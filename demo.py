@@ -411,7 +411,8 @@ def parser():
                   "config and weights, the tokens, the code, and a policy's file, its imports and the data files its "
                   "source names beside it; not a file it reads by a name built at run time, nor code outside the repository)")
     compile_help = ("read each text's steps with torch.compile: the same numbers to float32 rounding, faster "
-                    "once compiled (a C++ compiler is needed; 10-60 s of compiling first, less when cached)")
+                    "once compiled (a C++ compiler is needed; up to minutes of compiling the first time, far less once "
+                    "cached: python -m lab.bench, line 1d)")
     # the options of every command go before it or after it; after it, they must not reset a value given before
     common = argparse.ArgumentParser(add_help=False)
     for p, default in ((ap, lambda value: value), (common, lambda value: argparse.SUPPRESS)):

@@ -132,8 +132,9 @@ def scored_step(ms: msrnn.MultiState, S, q, k, v, t, c, col, policy):
 def generate(model, prompt, max_new: int, policy=None, size=None, temperature: float = 0.0, top_k: int | None = None,
              seed: int = 0, regime: str = "step", compile: bool = False):
     """msrnn.generate, the same tokens, with all but the prompt's last token read by prefill, and,
-    with compile, each new token decoded by `compiled_step` (worth its compile time only for long
-    generations)."""
+    with compile, each new token decoded by `compiled_step`: worth it only for long generations, since
+    the first call compiles (python -m lab.bench, line 1d: about 2 minutes on a 2-core CPU the first
+    time, about 35 s in a later process, which reads inductor's cache; the message says which)."""
     ids = guards.check_tokens(model, prompt)                         # (B, T)
     guards.check_sampling(model, max_new, temperature, top_k, seed, regime, None)
     guards.check_policy(policy, size)
