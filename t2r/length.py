@@ -1,6 +1,6 @@
 """Quality against length for the linear state: python -m t2r.length  ->  results/t2r_length.{json,log,png}
 
-Four families of maps, each trained by attention transfer on the frozen default model (maps only,
+Six families of maps, each trained by attention transfer on the frozen default model (maps only,
 Hedgehog; the teacher read from train.Teacher's cache), each row measured on the first 1,024, 4,096 and
 16,384 tokens of the evaluation books read as one text (alice29, then asyoulik; never a training book):
 - hybrids: 64 exact rows per layer, side by side: window 64 (the hybrid of `demo.py t2r`), sinks 4 +
@@ -14,7 +14,12 @@ Hedgehog; the teacher read from train.Teacher's cache), each row measured on the
   (LoLCATs' stage 2), read after each stage;
 - tails: a tail for TOVA (t2r/tail.py: the rows TOVA drops folded into a decayed linear state, φ before
   RoPE), trained under TOVA's own drops, one chunk at each of `--sizes` in turn, then given one gain per
-  size (`calibrate`, on training text the transfer did not read) and read at every size beside TOVA alone.
+  size (`calibrate`, on training text the transfer did not read) and read at every size beside TOVA alone;
+- sinks: 4 exact sinks, no window, a decay per layer and KV head started at the teacher's own attention
+  distance (`attention_profile`, on training chunks), φ before RoPE; then LoRA, beside the sinks alone
+  given LoRA on their own (the control);
+- control: the lora family's hybrid with its maps zeroed (its 64 exact rows alone), then LoRA on its own
+  for as many tokens as the lora family's stage read: what LoRA gives without a linear part.
 Each row with a linear part is measured beside its zeroed twin (the exact rows alone). `--sets F` runs
 one family into results/t2r_length_F.*; its rows are kept in results/t2r_rows/, so the default run,
 which writes every family into results/t2r_length.*, reads back what a family's own run measured.
