@@ -107,6 +107,9 @@ def _bind(fn, args, spec) -> Named:
         if isinstance(default, str):  # a word stays the word: 'how=1e3' is the text 1e3, not a thousand
             kw[key] = value
             continue
+        if default is None and value.lower() == "none":  # 'k=None' gives back the default, not the text 'None'
+            kw[key] = None
+            continue
         kw[key] = _number(value)
         lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None

@@ -318,8 +318,11 @@ def test_a_spec_binds_what_it_says_or_names_why_not(tmp_path):
     a parameter without a default is asked for, by name, also where a label shows it."""
     mine = tmp_path / "mine.py"
     mine.write_text("from policies import label\n\ndef flag(rows, on=True):\n    return rows.pos[:, :1].double()\n\n"
-                    "@label('Mine{a}')\ndef needs(rows, a):\n    return rows.pos[:, :1].double() * a\n")
+                    "@label('Mine{a}')\ndef needs(rows, a):\n    return rows.pos[:, :1].double() * a\n\n"
+                    "def maybe(rows, k=None):\n    return rows.pos[:, :1].double() * (1 if k is None else k)\n")
     assert specs.named(f"{mine}:flag:False").fn.keywords == {"on": False}
+    assert specs.named(f"{mine}:maybe:k=None").fn.keywords == {"k": None}  # the default, not the text 'None'
+    assert specs.named(f"{mine}:maybe:k=3").fn.keywords == {"k": 3}
     assert specs.named(f"{mine}:needs:2").label == "Mine2"
     for spec, says in [(f"{mine}:flag:banana", "on must be true or false"), ("tova_protected:sinks=8,4", "'4' comes after"),
                        (f"{mine}:needs", "a of needs has no default: give it as .*needs:a=")]:
