@@ -64,6 +64,8 @@ class FeatureMaps(nn.Module):
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
             raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
+        guards.check_memory(n_layers * H * 2 * (window + sinks) * d * 8, f"the exact rows of a window of {window} and {sinks} "
+                            "sinks, per sequence")  # a state that could never be allocated, refused here
         # a horizon per layer and KV head (t2r/length.py starts them from the teacher's attention), or one for all
         try:
             horizon = torch.as_tensor(horizon, dtype=torch.float64)

@@ -67,7 +67,7 @@ def load(path, model: llama.Model) -> FeatureMaps:
         maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
                            decay=bool(decay), rotated=bool(rotated)).to(model.device)
     except (MemoryError, ValueError) as e:
-        raise ValueError(f"{path}: field 'r' = {r}: {e}") from None
+        raise ValueError(f"{path}: {e}") from None  # the message names r, the window or the sinks
     want = dict(maps.named_parameters())
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:

@@ -338,7 +338,8 @@ def test_bad_maps_files_are_refused_by_field(tmp_path):
     bad = dict(tensors, wq=tensors["wq"].clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"), dtype=torch.float64)))
     cases = [(bad, meta, r"nan\.safetensors: tensor 'wq' holds NaN", "nan"),
              (tensors, dict(meta, window="-3"), r"window\.safetensors: field 'window' is -3, it must be at least 0", "window"),
-             (tensors, dict(meta, r=str(10**9)), r"r\.safetensors: field 'r' = 1000000000: .* needs [0-9.]+ GiB", "r"),
+             (tensors, dict(meta, r=str(10**9)), r"r\.safetensors: feature maps of r=1000000000 .* needs [0-9.]+ GiB", "r"),
+             (tensors, dict(meta, sinks=str(10**30)), r"sinks\.safetensors: the exact rows of a window of 0 and 10+ sinks", "sinks"),
              (tensors, dict(meta, r="six"), r"field 'r' is 'six', not an integer", "six"),
              (tensors, dict(meta, kind="gelu"), r"field 'kind' is 'gelu'", "kind")]
     for t, m, match, file in cases:
