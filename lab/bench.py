@@ -1,9 +1,11 @@
-"""Speed on a CPU: python bench.py [--quick] [--threads 2]  ->  results/bench.json, .log, .png
+"""Speed on a CPU: python -m lab.bench [--quick] [--threads 2]  ->  results/bench.json, .log, .png
 
 1. decoding, batch 1, unbounded: ours vs transformers' generate (if installed) vs the weight-streaming
-   limit (one token's matrix-vector products alone), and the three again on one thread; 1b. the same, compiled, unbounded and TOVA 256
-   (batch 1 and 16); 1c. the model's bytes at the bandwidth of a large copy, next to the limit;
-   1d. compile times, cold and warm, each in a fresh process; then a table of line 1 and 1b;
+   limit (one token's matrix-vector products alone), and the three again on one thread; 1b. the same,
+   compiled, unbounded and TOVA 256 (batch 1 and 16); 1c. the model's bytes at the bandwidth of a large
+   copy, next to the limit; 1d. compile times, cold and warm, each in a fresh process; then a table of
+   line 1 and 1b; 1e. what each guard (engine/guards.py) costs an eager step, and the step with all of
+   them on and off;
 2. time per token vs position t, unbounded vs bounded states (bounded must be flat);
 3. batched decoding with a bounded state;
 4. reading a text under a policy, as the perplexity experiments do: fast.prefill vs the masked
@@ -193,9 +195,10 @@ def guard_costs(model, s) -> dict:
         tokens = torch.zeros(1, dtype=torch.long, device=model.device)
         logits = llama.step(model, tokens, state, policy)
         ms, L = state.layers[0], len(state.layers)
-        rows = msrnn.Rows(attn=torch.rand(1, ms.k.shape[1], model.config.n_heads // ms.k.shape[1], ms.n).softmax(-1),
+        G, dev = model.config.n_heads // ms.k.shape[1], model.device
+        rows = msrnn.Rows(attn=torch.rand(1, ms.k.shape[1], G, ms.n, device=dev).softmax(-1),
                           pos=ms.pos[:, :, :ms.n], score=ms.score[:, :, :ms.n], keys=ms.k[:, :, :ms.n], values=ms.v[:, :, :ms.n],
-                          query=torch.rand(1, ms.k.shape[1], model.config.n_heads // ms.k.shape[1], ms.k.shape[3]),
+                          query=torch.rand(1, ms.k.shape[1], G, ms.k.shape[3], device=dev),
                           prev=ms.prev[:, :, :ms.n], t=state.t, size=ms.size, layer=0)
         timed = lambda fn, calls: calls * 1e3 * harness.median_time(fn, 200, warmup=5)
         plain = lambda: policy(dataclasses.replace(rows))
