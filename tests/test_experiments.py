@@ -140,6 +140,7 @@ def test_bench_quick(real_model):
     from lab import bench
     out = bench.main(["--quick", "--threads", "1"])
     assert out["decode"]["ours_tokens_per_s"] > 0 and out["reading"]["prefill_s"] > 0
+    assert set(out["guards"]) == {"unbounded", "TOVA 32"} and len(out["guards"]["TOVA 32"]["ms_per_step"]) == 5
 
 
 # ---------------------------------------------------------------- your own policy, end to end
