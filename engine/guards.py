@@ -64,6 +64,41 @@ def check_maps(model, maps):
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
 
 
+def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon):
+    """t2r.linear.FeatureMaps' arguments, checked before anything is allocated: (the layers swapped, sorted;
+    the dtype; the decay's starting horizon as a float64 tensor (n_layers, Hkv))."""
+    n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+    if kind not in kinds:
+        raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
+                         f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
+    if kind != "elu" and not (integer(r) and r >= 0):  # r = 0: no features, the exact rows alone (a tail's test)
+        raise ValueError(f"r is a number of features, an integer >= 0; got {r!r}")
+    if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
+        raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
+                         f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
+    if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
+        raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
+    dtype = check_dtype(dtype)
+    size = torch.finfo(dtype).bits // 8
+    check_memory(n_layers * H * 2 * (window + sinks) * d * size, f"the exact rows of a window of {window} and {sinks} "
+                 "sinks, per sequence")  # a state that could never be allocated
+    check_memory(n_layers * H * (G + 1) * ((r if kind != "elu" else d) + 1) * (d + 1) * size,
+                 f"feature maps of r={r} for {n_layers} layers")  # an absurd r
+    layers = list(range(n_layers)) if layers is None else sorted(layers)
+    if len(set(layers)) != len(layers):  # a layer twice would count its state twice
+        raise ValueError(f"layers names a layer twice: {layers}")
+    try:  # one horizon for all, or one per layer and KV head (t2r/length.py starts them from the teacher's attention)
+        horizon = torch.as_tensor(horizon, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        horizon = None
+    if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)
+        raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
+                         f"({n_layers}, {H}); got {horizon if horizon is None else tuple(horizon.shape)}")
+    if not (horizon > 1).all():
+        raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon.amin().item()!r}")
+    return layers, dtype, horizon.expand(n_layers, H)
+
+
 def check_positions(model, end: int):
     """A warning, not an error, when a run reaches past max_position_embeddings: a bounded multi-state
     still gives each token its absolute position, so RoPE angles the model never saw in training can

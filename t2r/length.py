@@ -110,6 +110,11 @@ def by_length(nll, lengths) -> dict:
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
 
 
+def perplexities(model, maps, text, lengths) -> dict:
+    """The model with `maps` swapped in, read over `text` once: length -> perplexity (by_length)."""
+    return by_length(experiments.next_token_nll(linear.forward(model, maps, text), text)[0], lengths)
+
+
 def at_lengths(method, size, state_bytes, ppl: dict, log, zeroed: dict | None = None) -> list:
     """One row per length of `ppl` (length -> perplexity), beside its zeroed twin's where there is one."""
     log(f"   {method}: " + ", ".join(f"{p:.2f}" for p in ppl.values()) + (" (zeroed " + ", ".join(
@@ -121,15 +126,14 @@ def at_lengths(method, size, state_bytes, ppl: dict, log, zeroed: dict | None = 
 def linear_rows(model, text, lengths, maps: dict, log, policies=False) -> list:
     """Each set of maps at every length, a hybrid beside its zeroed twin; with `policies`, Window+4, TOVA at
     63 rows and the full cache. Every length from one pass over the longest (by_length)."""
-    ppl = lambda logits: by_length(experiments.next_token_nll(logits, text)[0], lengths)
     rows, zeroed = [], {}  # (window, sinks) -> the exact rows alone: one twin for every set that holds those rows
     with torch.no_grad():
         for name, m in maps.items():
             exact = m.window + m.sinks  # plain T2R has no twin: zeroed, it attends to nothing
             if exact and (m.window, m.sinks) not in zeroed:
-                zeroed[m.window, m.sinks] = ppl(linear.forward(model, train.zeroed(m), text))
+                zeroed[m.window, m.sinks] = perplexities(model, train.zeroed(m), text, lengths)
             rows += at_lengths(f"{name} + linear" if exact else name, exact or None, linear.state_bytes(model, m),
-                               ppl(linear.forward(model, m, text)), log, zeroed.get((m.window, m.sinks)))
+                               perplexities(model, m, text, lengths), log, zeroed.get((m.window, m.sinks)))
         for spec in ("sink", "tova", "full") if policies else ():
             named = specs.named(spec)
             size = None if named is specs.FULL else 63
@@ -157,14 +161,15 @@ def tail_rows(model, text, lengths, maps: dict, log, gains, sizes) -> list:
     return rows
 
 
-def attention_profile(model, chunks, sinks: int = SINKS) -> dict:
-    """Where the frozen model's attention goes, per layer and KV head (its G query heads together), over
-    the queries of the second half of each chunk (N, T), which can all look T/2 tokens back: the share of
-    the mass on the first `sinks` keys, and the mean distance (query - key, tokens) of the rest. That
-    distance starts the sinks family's decay: a state whose rows fade as exp(-d/h) weighs them at a mean
-    distance of about h, so a local layer starts short and a layer whose mass is far back starts long.
+def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
+    """Where the frozen model's attention goes, per layer and KV head (its G query heads together), on the
+    teacher's first n chunks (train.Teacher: a cached one keeps them for the transfer), over the queries
+    of each chunk's second half, which can all look T/2 tokens back: the share of the mass on the first
+    `sinks` keys, and the mean distance (query - key, tokens) of the rest. That distance starts the sinks
+    family's decay: a state whose rows fade as exp(-d/h) weighs them at a mean distance of about h, so a
+    local layer starts short and a layer whose mass is far back starts long.
     Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
-    L, H = model.config.n_layers, model.config.n_kv_heads
+    L, H = teacher.model.config.n_layers, teacher.model.config.n_kv_heads
     share, dist = torch.zeros(L, H, dtype=torch.float64), torch.zeros(L, H, dtype=torch.float64)
 
     def learn(i, q, k, v, o):                                        # q (1, Hkv, G, T, hd); k (1, Hkv, 1, T, hd)
@@ -173,10 +178,9 @@ def attention_profile(model, chunks, sinks: int = SINKS) -> dict:
         s = (q[:, :, :, T // 2:] @ k.transpose(-1, -2)).double() / math.sqrt(q.shape[-1])  # (1, Hkv, G, T/2, T)
         a = s.masked_fill(d < 0, float("-inf")).softmax(-1)
         rest = a[..., sinks:]
-        share[i] += a[..., :sinks].sum(-1).mean((0, 2, 3)) / len(chunks)
-        dist[i] += ((rest * d[:, sinks:]).sum(-1) / rest.sum(-1)).mean((0, 2, 3)) / len(chunks)
-    teacher = train.Teacher(model, chunks)
-    for c in range(len(chunks)):
+        share[i] += a[..., :sinks].sum(-1).mean((0, 2, 3)) / n
+        dist[i] += ((rest * d[:, sinks:]).sum(-1) / rest.sum(-1)).mean((0, 2, 3)) / n
+    for c in range(n):
         teacher.feed(c, learn)
     return {"sink_share": share.tolist(), "distance": dist.tolist()}
 
@@ -200,10 +204,11 @@ MINUTES = {"hybrids": 9.0, "plain": 9.0, "lora": 6.0, "tails": 12.0, "sinks": 9.
 FINETUNE_MINUTES = {"lora": 8.0, "sinks": 20.0}  # the LoRA stage's budget (--finetune-minutes: both); sinks: its control too
 
 
-def family(which: str, model, tok, text, args, log) -> dict:
+def family(which: str, model, tok, text, args, log, done=None) -> dict:
     """One family's maps trained (or read back from their checkpoint) and its rows at every length (or
     read back from results/t2r_rows/, keyed by the checkpoint, the text and the code that measures), so
-    that the families can run as processes of their own and `--sets all` collects them.
+    that the families can run as processes of their own and `--sets all` collects them. done: the
+    families this run measured before (the control matches the lora family's LoRA tokens).
     Returns {"rows", "training", "horizons"} and, by family, "gains" or "finetune"."""
     minutes, lengths = args.minutes or MINUTES[which], sorted(args.lengths)
     chunks = train.training_text(tok, args.train_length)
@@ -212,7 +217,7 @@ def family(which: str, model, tok, text, args, log) -> dict:
         students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
         described = [sorted(maps), train.TAIL_GAIN, tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
     elif which in ("sinks", "control"):
-        profile = attention_profile(model, chunks[:2]) if which == "sinks" else None
+        profile = attention_profile(train.Teacher.cached(model, chunks), 2) if which == "sinks" else None
         if profile:
             log("the teacher's attention per layer (its KV heads' mean): share on the first 4 tokens " +
                 " ".join(f"{statistics.mean(x):.2f}" for x in profile["sink_share"]) + "; mean distance of the rest " +
@@ -220,7 +225,9 @@ def family(which: str, model, tok, text, args, log) -> dict:
         sets = {PROFILED: dict(sinks=SINKS, decay=True, horizon=profile["distance"], rotated=False)} if profile else \
             dict([list(map_sets("hybrids", args.horizons).items())[-1]])  # control: the lora family's hybrid
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
-        students, described = None, [sorted(sets.items())]
+        budget = control_budget(chunks, args, (done or {}).get("lora")) if which == "control" else None
+        spent = budget and (budget.get("minutes") or sum(c.numel() for c in budget["chunks"]))  # the control's, keyed
+        students, described = None, [sorted(sets.items())] + ([spent] if budget else [])
     else:
         sets = map_sets("plain" if which == "plain" else "hybrids", args.horizons)
         sets = dict([list(sets.items())[-1]]) if which == "lora" else sets  # the best hybrid alone
@@ -234,7 +241,7 @@ def family(which: str, model, tok, text, args, log) -> dict:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
         return got
     if which == "control":
-        return controlled(model, maps, chunks, text, lengths, args, log, lora, measured)
+        return kept(controlled(model, maps, chunks, text, lengths, budget, log, lora), which, measured)
     log(f"{which}: attention transfer of {', '.join(maps)} ({minutes} min, {len(chunks)} chunks of {args.train_length}) -> {path.name}")
     run = train.transfer(model, list(maps.values()), chunks, student=students, epochs=1, minutes=minutes,
                          checkpoint=path, teacher=train.Teacher.cached(model, chunks), log=None)
@@ -263,6 +270,11 @@ def family(which: str, model, tok, text, args, log) -> dict:
         got["control"], rows = lora_alone(model, m, chunks, text, lengths, lora.with_name(f"{lora.stem}-control.safetensors"),
                                           f"the {SINKS} sinks alone", dict(minutes=ft_minutes), log)
         got["rows"] += rows
+    return kept(got, which, measured)
+
+
+def kept(got: dict, which: str, measured) -> dict:
+    """A family's measurements, each row labelled with the family, kept in `measured` for the next run."""
     for row in got["rows"]:
         row["family"] = which
     harness.atomic_write(measured, json.dumps(got))
@@ -280,31 +292,33 @@ def lora_alone(model, maps, chunks, text, lengths, checkpoint, name, budget: dic
                                checkpoint=checkpoint, log=None)
     log(f"   {ft['tokens']:,} tokens in {ft['seconds']:.0f} s ({ft['tokens_per_s']:.0f} tokens/s)")
     with torch.no_grad():
-        nll = experiments.next_token_nll(linear.forward(tuned, zero, text), text)[0]
+        after = perplexities(tuned, zero, text, lengths)
     return ({k: ft[k] for k in ("tokens", "seconds", "tokens_per_s")},
             at_lengths(f"{name}, then LoRA on their own (control)", maps.sinks + maps.window,
-                       msrnn.state_bytes(model, maps.sinks + maps.window), by_length(nll, lengths), log))
+                       msrnn.state_bytes(model, maps.sinks + maps.window), after, log))
 
 
-def controlled(model, maps, chunks, text, lengths, args, log, checkpoint, measured) -> dict:
-    """The "control" family: the lora family's hybrid with its maps zeroed (its 64 exact rows alone), before
-    and after LoRA on its own, for as many tokens as the published lora family's LoRA stage read
-    (results/t2r_length.json; else --finetune-minutes)."""
-    (name, m), = maps.items()
+def control_budget(chunks, args, lora=None) -> dict:
+    """The control family's LoRA budget: the chunks of as many tokens as the lora family's LoRA stage read,
+    in this run (`lora`, its measurements) or the published one (results/t2r_length.json), or
+    --finetune-minutes where there is none."""
     try:
-        tokens = json.loads((harness.RESULTS / "t2r_length.json").read_text())["families"]["lora"]["finetune"]["tokens"]
-        budget = {"chunks": chunks[:max(1, tokens // chunks.shape[1])]}
+        lora = lora or json.loads((harness.RESULTS / "t2r_length.json").read_text())["families"]["lora"]
+        tokens = lora["finetune"]["tokens"]
+        return {"chunks": chunks[:max(1, tokens // chunks.shape[1])]}
     except (OSError, ValueError, KeyError, TypeError):
-        budget = {"minutes": args.finetune_minutes or FINETUNE_MINUTES["lora"]}
+        return {"minutes": args.finetune_minutes or FINETUNE_MINUTES["lora"]}
+
+
+def controlled(model, maps, chunks, text, lengths, budget, log, checkpoint) -> dict:
+    """The "control" family: the lora family's hybrid with its maps zeroed (its 64 exact rows alone), before
+    and after LoRA on its own, for `budget` (control_budget)."""
+    (name, m), = maps.items()
     with torch.no_grad():
-        before = by_length(experiments.next_token_nll(linear.forward(model, train.zeroed(m), text), text)[0], lengths)
+        before = perplexities(model, train.zeroed(m), text, lengths)
     rows = at_lengths(f"{name}, its 64 exact rows alone", m.sinks + m.window, msrnn.state_bytes(model, m.sinks + m.window), before, log)
     cost, after = lora_alone(model, m, chunks, text, lengths, checkpoint, f"{name}, its 64 exact rows alone", budget, log)
-    got = {"rows": rows + after, "training": {"tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0}, "horizons": {}, "finetune": cost}
-    for row in got["rows"]:
-        row["family"] = "control"
-    harness.atomic_write(measured, json.dumps(got))
-    return got
+    return {"rows": rows + after, "training": {"tokens": 0, "seconds": 0.0, "tokens_per_s": 0.0}, "horizons": {}, "finetune": cost}
 
 
 def cache_files(which, model, chunks, text, args, minutes, described):
@@ -356,7 +370,7 @@ def main(argv=None):
         text = held_out(tok, max(args.lengths))
         data = {"rows": [], "families": {}}
         for which in FAMILIES if args.sets == "all" else [args.sets]:
-            got = family(which, model, tok, text, args, log)
+            got = family(which, model, tok, text, args, log, data["families"])
             data["rows"] += named_apart(data["rows"], got.pop("rows"), which)
             data["families"][which] = got
         data |= {"r": args.r, "tail_r": args.tail_r, "train_length": args.train_length, "speed": speed()}
@@ -375,7 +389,8 @@ def named_apart(rows: list, new: list, which: str) -> list:
 def measuring() -> list:
     """What measures a family's rows, in its cache key beside the modules they call (a change measures them
     again): these functions' code and the constants they read, the gains tried and the sets' settings."""
-    code = [inspect.getsource(f) for f in (gained, calibrate, by_length, at_lengths, linear_rows, tail_rows, held_out)]
+    code = [inspect.getsource(f) for f in (gained, calibrate, by_length, perplexities, at_lengths, linear_rows, tail_rows,
+                                           held_out, lora_alone, controlled)]
     return [*code, repr((GAINS, HYBRIDS, PLAIN, train.TAIL_GAIN))]
 
 

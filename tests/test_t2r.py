@@ -565,7 +565,7 @@ def test_the_attention_profile_is_shares_and_distances():
     from t2r import length
     model = random_model(tiny_config(n_layers=2))
     chunks = tokens(2, 24)
-    got = length.attention_profile(model, chunks, sinks=2)
+    got = length.attention_profile(train.Teacher(model, chunks), 2, sinks=2)
     share, dist = (torch.tensor(got[k], dtype=torch.float64) for k in ("sink_share", "distance"))
     assert share.shape == dist.shape == (2, model.config.n_kv_heads)
     assert ((share >= 0) & (share <= 1)).all() and ((dist >= 0) & (dist <= 24)).all()

@@ -55,39 +55,12 @@ class FeatureMaps(nn.Module):
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
                  horizon=4096.0, rotated: bool = True):
         super().__init__()
-        if kind not in self.KINDS:
-            raise ValueError(f"feature map kind must be 't2r' (Kasai et al.'s tied ReLU), 'relu' (ReLU, untied), "
-                             f"'hedgehog' or 'elu' (ELU+1), got {kind!r}")
-        if kind != "elu" and not (guards.integer(r) and r >= 0):  # r = 0: no features, the exact rows alone (a tail's test)
-            raise ValueError(f"r is a number of features, an integer >= 0; got {r!r}")
-        if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
-            raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
-                             f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
+        # every argument checked, and the horizon as a tensor (n_layers, Hkv): guards.check_feature_maps
+        layers, dtype, horizon = guards.check_feature_maps(cfg, r, kind, self.KINDS, window, sinks, layers, dtype, horizon)
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
-        if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
-            raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
-        guards.check_memory(n_layers * H * 2 * (window + sinks) * d * 8, f"the exact rows of a window of {window} and {sinks} "
-                            "sinks, per sequence")  # a state that could never be allocated, refused here
-        # a horizon per layer and KV head (t2r/length.py starts them from the teacher's attention), or one for all
-        try:
-            horizon = torch.as_tensor(horizon, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError):
-            horizon = None
-        if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)
-            raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
-                             f"({n_layers}, {H}); got {horizon if horizon is None else tuple(horizon.shape)}")
-        horizon = horizon.expand(n_layers, H)
-        if not (horizon > 1).all():
-            raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon.amin().item()!r}")
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
-        self.sinks, self.decay, self.rotated = sinks, decay, rotated
+        self.sinks, self.decay, self.rotated, self.layers = sinks, decay, rotated, layers
         self.inv_freq = llama.rope_frequencies(cfg)  # (hd/2,) float64, to turn q and k back (rotated=False)
-        self.layers = list(range(n_layers)) if layers is None else sorted(layers)
-        if len(set(self.layers)) != len(self.layers):  # a layer twice would count its state twice
-            raise ValueError(f"layers names a layer twice: {layers}")
-        dtype = guards.check_dtype(dtype)
-        guards.check_memory(n_layers * H * (G + 1) * (r + 1) * (d + 1) * torch.finfo(dtype).bits // 8,
-                            f"feature maps of r={r} for {n_layers} layers")  # refuse an absurd r before allocating
         g = torch.Generator().manual_seed(seed)
         p = lambda x: nn.Parameter(x.to(dtype))
         if kind == "t2r":
