@@ -301,10 +301,10 @@ REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memo
           "t2r_mini_claims": ("t2r_mini", mini.claims_table), "t2r_mini_quick_claims": ("t2r_mini_quick", mini.claims_table),
           "tour_time": ("busy", busy.tour_time), "t2r_length_costs": ("t2r_length", t2r_length.costs)}
 REPORT |= {"t2r_length" + ("" if f == "hybrids" else f"_{f}"): ("t2r_length", lambda data, f=f: t2r_length.table(data, f))
-           for f in t2r_length.FAMILIES[:4]}  # one results file, a table per family
-# the families added after it, each from its own run (python -m t2r.length --sets F), and what each cost
+           for f in t2r_length.FAMILIES if f not in t2r_length.ALONE}  # one results file, a table per family
+# the families published from their own run (python -m t2r.length --sets F), and what each cost
 REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=part: t2r_length.costs(data) if part else t2r_length.table(data, f))
-           for f in t2r_length.FAMILIES[4:] for part in ("", "_costs")}
+           for f in t2r_length.ALONE for part in ("", "_costs")}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
 MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")

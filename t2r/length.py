@@ -201,6 +201,7 @@ def horizons(maps) -> list:
 FAMILIES = ("hybrids", "plain", "lora", "tails", "sinks", "control")
 # each family's transfer budget (--minutes: all); "control" trains no map
 MINUTES = {"hybrids": 9.0, "plain": 9.0, "lora": 6.0, "tails": 12.0, "sinks": 9.0, "control": 0.0}
+ALONE = ("sinks", "control")  # the families the pages cite from their own run's file (results/t2r_length_<family>.*)
 FINETUNE_MINUTES = {"lora": 8.0, "sinks": 20.0}  # the LoRA stage's budget (--finetune-minutes: both); sinks: its control too
 
 
