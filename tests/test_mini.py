@@ -119,7 +119,8 @@ def test_a_resumed_run_is_the_uninterrupted_one(tmp_path):
         mini.fit(mini.init_model(cfg, 0), maps(), chunks, test, steps=6, peak=1e-2, batch=2, seed=0,
                  checkpoint=ckpt, eval_every=2, label="test", log=stop)
     resumed, rerun = fit(mini.init_model(cfg, 0), maps(), chunks, test, 6, ckpt)
-    assert rerun["losses"] == run["losses"] and rerun["step"] == 6 and rerun["best"] == run["best"]
+    timeless = lambda best: {k: v for k, v in best.items() if k != "seconds"}  # wall time differs run to run
+    assert rerun["losses"] == run["losses"] and rerun["step"] == 6 and timeless(rerun["best"]) == timeless(run["best"])
     assert torch.equal(llama.forward(resumed, test[:1]), llama.forward(whole, test[:1]))
 
 
