@@ -178,11 +178,16 @@ def test_default_model_in_bfloat16(real_model, tokenizer, gpl3):
 ENTRY_POINTS = ["demo", "lab.bench", "lab.busy", "t2r.speed", "t2r.mini", "t2r.length", "course.grade"]
 
 
-@pytest.mark.parametrize("module", ENTRY_POINTS)
-@pytest.mark.parametrize("user", [{}, {"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "5"}], ids=["unset", "policy", "spin"])
+CHOSEN = [{"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "5"}]  # a user's own choice, left as it is
+
+
+@pytest.mark.parametrize("module,user", [(m, {}) for m in ENTRY_POINTS] + [("demo", u) for u in CHOSEN],
+                         ids=[f"unset-{m}" for m in ENTRY_POINTS] + ["policy-demo", "spin-demo"])
 def test_entry_points_set_the_wait_policy_only_where_the_user_has_not(module, user):
     """Importing an entry point sets the short spin (GOMP_SPINCOUNT) before torch loads libgomp, unless
-    the user chose a wait policy or a spin count; what the user set is left as it was."""
+    the user chose a wait policy or a spin count; what the user set is left as it was. Every entry
+    point is tried unset; a user's choice on one, since engine.threads alone decides (each entry point
+    imports it before torch: the test below), and each case is a fresh process that loads torch (~5 s)."""
     import os
     import subprocess
     import sys

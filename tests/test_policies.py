@@ -178,11 +178,12 @@ def test_bad_arguments():
 
 
 def test_default_model_tova_beats_sinks_beats_window(real_model, tokenizer, books):
-    """The paper's ordering (Table 3) on 1,024 tokens of a real book at multi-state size 64."""
+    """The paper's ordering (Table 3) on 512 tokens of a real book at multi-state size 32 (measured:
+    31.82, 40.07, 205.55; 1,024 tokens at 64 took twice the time to show the same)."""
     from lab import experiments
-    ids = torch.tensor(tokenizer.encode(books.book("alice29")).ids[:1024])
-    ppl = {name: experiments.perplexity(real_model, ids, ALL[name], 64)["ppl"] for name in ("tova", "sink", "window")}
-    print("size 64, 1,024 tokens of alice29:", {k: round(v, 2) for k, v in ppl.items()})
+    ids = torch.tensor(tokenizer.encode(books.book("alice29")).ids[:512])
+    ppl = {name: experiments.perplexity(real_model, ids, ALL[name], 32)["ppl"] for name in ("tova", "sink", "window")}
+    print("size 32, 512 tokens of alice29:", {k: round(v, 2) for k, v in ppl.items()})
     assert ppl["tova"] < ppl["sink"] < ppl["window"]
 
 
