@@ -156,11 +156,12 @@ def test_every_tensor_is_made_on_the_models_device(arch):
 
 def test_default_model_in_bfloat16(real_model, tokenizer, gpl3):
     """Loaded straight into bfloat16 (the disk has float32): perplexity on the GPL-3 text within 1% of
-    float32's (measured: 19.102 against 19.090, 9 s against 3 s on 2 cores), and still " Paris"."""
+    float32's (measured on its first 659 tokens: 19.577 against 19.594, 11.6 s against 2.7 s on 2 cores;
+    its first 1,744 gave 19.100 against 19.090 for 2.5 times the time), and still " Paris"."""
     import load_weights
     model = load_weights.load_model(dtype=torch.bfloat16)
     assert model.dtype == torch.bfloat16 and model.layers[0].w_qkv.dtype == torch.bfloat16
-    ids = torch.tensor(tokenizer.encode(gpl3[:8000]).ids)
+    ids = torch.tensor(tokenizer.encode(gpl3[:3000]).ids)
     ppl, seconds = {}, {}
     for m in (real_model, model):
         t0 = time.time()

@@ -339,7 +339,9 @@ def test_shakespeare_is_pinned_and_a_changed_file_is_refused_by_name(tmp_path, m
 
 
 @pytest.mark.usefixtures("books")
-def test_board_measures_only_a_new_policys_cells(real_model, tokenizer, capsys):
+def test_board_measures_only_a_new_policys_cells(real_model, tokenizer, capsys, monkeypatch):
+    from lab import checker
+    monkeypatch.setattr(checker, "SIZES", (1, 3, 16))  # its verdict cells (tests/test_check.py runs the checker at all its sizes)
     small = dict(sizes=(8, 16), n_chunks=1, chunk=48, passkey_sizes=(16,), length=80, jobs=1)
     data = board.board(real_model, tokenizer, ["tova", "knorm"], **small)
     assert set(data["policies"]) == {"TOVA", "Knorm"}
