@@ -8,8 +8,8 @@ from lab import specs
 
 @pytest.mark.parametrize("name", [n for n in specs.POLICIES | specs.ZOO if n != "lookahead"])
 def test_every_builtin_passes(name, monkeypatch):
-    # half the checker's sizes (its exact check is 90% of the time): the smallest, a small odd one and
-    # one the Mistral model's window of 7 is inside; tests/test_policies.py runs every policy at more
+    # half the checker's sizes (its exact check takes most of the time): the smallest, a small odd one
+    # and one larger than the Mistral model's window of 7; tests/test_policies.py runs every policy at more
     monkeypatch.setattr(checker, "SIZES", (1, 3, 16))
     out = checker.check(name, log=lambda *_: None)
     for what in ("exact", "causal", "contract"):

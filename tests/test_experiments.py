@@ -282,6 +282,16 @@ def test_a_byte_order_mark_is_not_read_as_text(tmp_path):
     assert corpus.read(tmp_path / "notepad.txt") == "Once upon a time\n"
 
 
+def test_the_first_tokens_are_what_the_experiments_page_says(tokenizer, books):
+    """docs/experiments.md: with no BOS added, "the first token" is the text's own: a whitespace token
+    for the four books, 'There' for a pass-key prompt."""
+    first = lambda text: tokenizer.decode(tokenizer.encode(text).ids[:1])
+    want = {"alice29": "\n\n", "asyoulik": "\t", "plrabn12": "\n", "lcet10": "\n"}
+    assert {b: first(books.book(b)) for b in want} == want
+    prompt = experiments.passkey_prompts(tokenizer, 200, [0.5], [12345])[0]
+    assert tokenizer.decode(prompt[:1].tolist()) == "There"
+
+
 def test_chunks_of_no_length_are_refused():
     """range() with a step of 0 raised 'arg 3 must not be zero'; a length of -4 gave no chunks at all."""
     from data import corpus
