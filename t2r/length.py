@@ -1,7 +1,7 @@
 """Quality against length for the linear state: python -m t2r.length  ->  results/t2r_length.{json,log,png}
 
-Six families of maps, each trained by attention transfer on the frozen default model (maps only,
-Hedgehog; the teacher read from train.Teacher's cache), each row measured on the first 1,024, 4,096 and
+Six families of maps, each trained by LoLCATs' attention transfer on the frozen default model (maps
+only, Hedgehog's; the teacher read from train.Teacher's cache), each row measured on the first 1,024, 4,096 and
 16,384 tokens of the evaluation books read as one text (alice29, then asyoulik; never a training book):
 - hybrids: 64 exact rows per layer, side by side: window 64 (the hybrid of `demo.py t2r`), sinks 4 +
   window 60, and that with a learned decay per KV head (t2r/linear.py), two sets per starting horizon
@@ -9,7 +9,7 @@ Hedgehog; the teacher read from train.Teacher's cache), each row measured on the
   (rotated=False: the linear part is one function at every position, so what it learned on 1,024-token
   chunks it applies unchanged at 16,384); beside Window+4 and TOVA at 63 rows (64 attended) and the
   full cache;
-- plain: T2R with no exact row, undecayed and decayed with φ after and before RoPE;
+- plain: linear only (no exact row), undecayed and decayed with φ after and before RoPE;
 - lora: the best hybrid (sinks, decay, φ before RoPE) alone, then finetuned with LoRA and its maps
   (LoLCATs' stage 2), read after each stage;
 - tails: a tail for TOVA (t2r/tail.py: the rows TOVA drops folded into a decayed linear state, φ before
@@ -46,7 +46,7 @@ from t2r import linear, tail, train
 HYBRIDS = {"window 64": dict(window=64), "sinks 4 + window 60": dict(window=60, sinks=4)}
 
 
-PLAIN = {"plain T2R": {}}
+PLAIN = {"plain T2R": {}}  # printed "linear only" (recipe): the name its published rows were measured under
 SINKS = 4  # the sinks family's exact rows: token 0 alone takes about 28% of SmolLM2's attention (attention_profile)
 PROFILED = "4 sinks, no window, decay from the teacher's profile, φ before RoPE"  # the sinks family's set
 
@@ -129,7 +129,7 @@ def linear_rows(model, text, lengths, maps: dict, log, policies=False) -> list:
     rows, zeroed = [], {}  # (window, sinks) -> the exact rows alone: one twin for every set that holds those rows
     with torch.no_grad():
         for name, m in maps.items():
-            exact = m.window + m.sinks  # plain T2R has no twin: zeroed, it attends to nothing
+            exact = m.window + m.sinks  # linear only has no twin: zeroed, it attends to nothing
             if exact and (m.window, m.sinks) not in zeroed:
                 zeroed[m.window, m.sinks] = perplexities(model, train.zeroed(m), text, lengths)
             rows += at_lengths(f"{name} + linear" if exact else name, exact or None, linear.state_bytes(model, m),
@@ -339,7 +339,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", choices=("all",) + FAMILIES, default="all",
                     help="every family into results/t2r_length.* (default), or one into results/t2r_length_<sets>.*: "
-                         "hybrids of 64 exact rows beside Window+4, TOVA and the full cache; plain T2R; the best hybrid, "
+                         "hybrids of 64 exact rows beside Window+4, TOVA and the full cache; linear only; the best hybrid, "
                          "then LoRA-finetuned; TOVA's tails beside TOVA alone")
     ap.add_argument("--minutes", type=harness.positive, help="attention transfer budget of every family "
                     "(default: " + ", ".join(f"{k} {v:g}" for k, v in MINUTES.items()) + ")")
@@ -404,6 +404,20 @@ def speed() -> dict | None:
     return {"command": got["about"]["command"], "rows": got["results"]}
 
 
+def recipe(row, r: int, tail_r: int) -> str:
+    """A row's name as its recipe: its exact rows, then its map and how that was trained (every map here is
+    Hedgehog's, r counting both signs, trained by LoLCATs' attention transfer; none is Kasai's T2R, which only
+    t2r.mini runs). The rows keep the names they were measured and cached under; this is how they are printed."""
+    m = row["method"]
+    how = "LoLCATs' transfer" + (", then LoRA" if ", then LoRA + linear" in m else "")
+    m = m.replace(", then LoRA + linear", " + linear")
+    if m.startswith("plain T2R"):
+        return m.replace("plain T2R", f"linear only (Hedgehog r={r}, {how})", 1)
+    if " + linear" in m:
+        return m.replace(" + linear", f" + linear (Hedgehog r={r}, {how})", 1)
+    return m.replace(f" + tail hedgehog {tail_r}", f" + tail (Hedgehog r={tail_r}, {how} under TOVA's drops)", 1)
+
+
 def table(data, family: str | None = None) -> str:
     """The rows of one family (default: every row), with the full cache beside them, at every length."""
     full = [r for r in data["rows"] if r["method"] == "full cache"]
@@ -420,7 +434,7 @@ def table(data, family: str | None = None) -> str:
         seg = [{"ppl": segment(cell[m, a]["ppl"], a, cell[m, b]["ppl"], b)} | (
             {"zeroed_ppl": segment(cell[m, a]["zeroed_ppl"], a, cell[m, b]["zeroed_ppl"], b)}
             if "zeroed_ppl" in cell[m, a] else {}) for a, b in spans]
-        lines.append(f"| {m} | " + " | ".join(both(cell[m, n], "ppl") for n in lengths) + " | "
+        lines.append(f"| {recipe(cell[m, lengths[0]], data['r'], data['tail_r'])} | " + " | ".join(both(cell[m, n], "ppl") for n in lengths) + " | "
                      + " | ".join(both(x, "ppl") for x in seg) + " |")
     return "\n".join(lines)
 
@@ -452,7 +466,8 @@ def draw(plt, data):
     style = {"hybrids": "o-", "plain": "s--", "lora": "D-", "tails": "^:", "sinks": "v-", "control": "x:"}
     for m in dict.fromkeys(r["method"] for r in data["rows"]):
         pts = sorted((r["tokens"], r["ppl"], r.get("family")) for r in data["rows"] if r["method"] == m)
-        left.plot([p[0] for p in pts], [p[1] for p in pts], style.get(pts[0][2], "o-"), label=m, markersize=3)
+        name = recipe(next(r for r in data["rows"] if r["method"] == m), data["r"], data["tail_r"])
+        left.plot([p[0] for p in pts], [p[1] for p in pts], style.get(pts[0][2], "o-"), label=name, markersize=3)
     left.set(xscale="log", yscale="log", xlabel="tokens of held-out text read", ylabel="perplexity of the prefix",
              title="quality against length")  # perplexities from 18 to 1,600 on one plot
     left.set_xscale("log", base=2)

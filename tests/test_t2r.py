@@ -474,6 +474,10 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     assert {"finetune", "control", "profile"} <= data["families"]["sinks"].keys() and "finetune" in data["families"]["control"]
     for family in length.FAMILIES:
         assert length.table(data, family).count("full cache") == 1
+    printed = length.table(data)  # every row by its recipe: no map here is Kasai's, so no row is called T2R
+    assert "T2R" not in printed and "linear only (Hedgehog r=4, LoLCATs' transfer), decay from 32 |" in printed
+    assert "φ before RoPE + linear (Hedgehog r=4, LoLCATs' transfer, then LoRA) |" in printed
+    assert "TOVA 6 + tail (Hedgehog r=4, LoLCATs' transfer under TOVA's drops), decay from 32" in printed
     capsys.readouterr()
     length.main(argv)
     length.main(argv + ["--sets", "plain", "--name", "t2r_length_plain"])
