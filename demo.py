@@ -190,6 +190,9 @@ def cmd_ppl(args):
     text = read_text(args)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
+    if args.prompt_len is None and prompt_len >= len(ids):  # the default the user never typed, named
+        raise SystemExit(f"error: --prompt full reads a prompt of --prompt-len tokens (default: half of --chunk, {prompt_len}) "
+                         f"before it scores; the text has {len(ids)}: give a shorter --prompt-len")
     t0 = time.time()
     progress = lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr)
     if with_tail:  # t2r/tail.py: what the policy drops is folded into a T2R state
@@ -560,12 +563,14 @@ def main(argv=None):
     command, draw = COMMANDS[args.cmd]
     if args.cmd in ("ppl", "report"):  # tools, not experiments: nothing to save
         return command(args)
+    name = result_name(args, sub.choices[args.cmd])
+    harness.check_writable(name)  # before the work, not after it
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         data, model = command(args)
     about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
              "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
-    path = harness.save(result_name(args, sub.choices[args.cmd]), data, about, printed.getvalue(), draw)
+    path = harness.save(name, data, about, printed.getvalue(), draw)
     if args.cmd == "view":  # the page itself, beside its data
         print(f"page: {write_page(data, path.with_suffix('.html'))}")
         if args.screenshot:

@@ -189,7 +189,8 @@ def _read_tensors(path: Path, wanted: dict, dtype, device) -> dict:
     seen = {}  # name -> file; the headers first, so nothing is read from a checkpoint that is incomplete
     for file in _safetensors_files(path):
         if not file.is_file():
-            raise CheckpointError(f"{file}: listed in model.safetensors.index.json but missing")
+            raise CheckpointError(f"{file}: listed in model.safetensors.index.json but missing" if not file.exists()
+                                  else f"{file}: not a regular file (a folder?): weights are read from files")
         for name in _open(file).keys():
             if name in seen:
                 raise CheckpointError(f"{file}: tensor {name} also in {seen[name].name}")

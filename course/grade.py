@@ -169,7 +169,8 @@ PARTS = [
     Part(4, "the paper's policies (policies.py)", ("policies",), points=15, tests=(
         POL + "test_tova_and_h2o_match_a_naive_reference", POL + "test_head_wise_policies_match_a_naive_reference",
         POL + "test_window_is_mistral_sliding_window_plus_one", POL + "test_sink_is_a_static_mask",
-        POL + "test_bad_arguments", *LIST, "tests/test_zoo.py::test_h2o_recent_share_is_a_parameter"),
+        POL + "test_bad_arguments", *LIST, "tests/test_zoo.py::test_h2o_recent_share_is_a_parameter",
+        *(f"{POL}test_the_paper_policies_score_each_sequence_alone[{p}]" for p in ("tova", "tova_head", "h2o", "h2o_head"))),
         model=(POL + "test_default_model_tova_beats_sinks_beats_window",),
         hints=(
             ("test_window_is_mistral", "", "window: the newest rows must be kept {diff}: score a row by its "
@@ -187,6 +188,9 @@ PARTS = [
              "averages its own G queries' attention, shape (B, Hkv, n)"),
             ("test_h2o_recent_share", r"> 0\.001", "h2o gives the same logits with recent=0.25 as with 0.5: keep "
              "int(size * recent) rows as recent for the `recent` it is given, not always half of the size"),
+            ("test_the_paper_policies_score_each", "", "a policy's scores for one sequence depend on the other "
+             "sequences of the batch {diff}: rows.attn is (B, Hkv, G, n); average over the heads (and queries), never "
+             "over B"),
             ("test_head_wise", "h2o_head", "h2o_head differs from a naive head-wise H2O {diff}: each KV head's own "
              "accumulated score, its newest rows protected, shape (B, Hkv, n)"),
         )),

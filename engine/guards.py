@@ -396,6 +396,7 @@ class _Watched:
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = torch._C._len_torch_function_stack()
         self.home = torch.get_default_device() if self.modes else None
+        self.dtype, self.threads = torch.get_default_dtype(), torch.get_num_threads()  # the other process-wide settings
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
@@ -417,6 +418,12 @@ class _Watched:
             torch.set_default_device(home)
             raise PolicyError(f"policy {policy_name(self.policy)} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
                               "must not change global settings")
+        for what, was, now, put in (("default dtype", self.dtype, torch.get_default_dtype(), torch.set_default_dtype),
+                                    ("thread count", self.threads, torch.get_num_threads(), torch.set_num_threads)):
+            if now != was:
+                put(was)
+                raise PolicyError(f"policy {policy_name(self.policy)} changed torch's {what} from {was} to {now} (put back): "
+                                  "a policy must not change global settings")
         return False
 
 
@@ -457,7 +464,9 @@ def score_rows(policy, rows) -> torch.Tensor:
 
 
 def policy_name(policy) -> str:
-    return getattr(policy, "__name__", None) or getattr(getattr(policy, "func", None), "__name__", repr(policy))
+    """A function's name, a partial's function's, else a callable instance's class (its repr holds an address)."""
+    inner = getattr(policy, "func", policy)
+    return getattr(policy, "__name__", None) or getattr(inner, "__name__", None) or type(inner).__name__
 
 
 def _where(policy, e) -> str:

@@ -4,7 +4,8 @@ Torch's CPU build runs each operation's parallel part on libgomp threads. Betwee
 regions a waiting thread spins (300,000 turns by default) before it sleeps. On an idle machine that
 saves a wake-up; beside other programs the spinning threads take the cores the busy ones need, and
 a decode step, hundreds of small parallel regions, becomes several times slower. A short spin
-(GOMP_SPINCOUNT=10000) keeps the idle speed and does not collapse under load; threads that sleep at
+(GOMP_SPINCOUNT=10000) costs a little idle (about 10% of a decode in results/busy.json) and does not
+collapse under load; threads that sleep at
 once (OMP_WAIT_POLICY=PASSIVE) are faster still under load but cost the idle tour about 40%
 (python -m lab.busy measures the settings; docs/speed.md).
 

@@ -155,8 +155,7 @@ def main(argv=None):
             data["tour_s"] = tour(log)
         print("\n" + table(data), flush=True)
     name = "busy_quick" if args.quick else "busy"
-    about = {"code_version": version, "command": "python -m lab.busy" + " --quick" * args.quick + " --tour" * args.tour,
-             "seconds": round(time.time() - t0, 1)}
+    about = {"code_version": version, "seconds": round(time.time() - t0, 1)}  # the command as typed, --rounds too
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"busy: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
     return data

@@ -164,9 +164,27 @@ def changed_options(args, parser, ignore=()) -> list:
     return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]
 
 
+def program(command: str) -> str:
+    """The script or module a spelled command runs: 'demo.py', 't2r.mini'."""
+    words = command.split(" ")
+    return " ".join(words[1:3] if words[1:2] == ["-m"] else words[1:2])
+
+
 def check_writable(name: str) -> pathlib.Path:
     """RESULTS/<name>.json's folder, made and written to once (a file made and removed), so that a long
-    run that could not save its results says so before it starts, naming the folder."""
+    run that could not save its results says so before it starts, naming the folder. A name (a user's
+    --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
+    replaced what `demo.py sweep` wrote, and the pages published it)."""
+    if pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts:
+        raise ValueError(f"a results name is a name inside {RESULTS}, not a path out of it: got {name!r}")
+    try:
+        theirs = program(json.loads((RESULTS / f"{name}.json").read_text())["about"]["command"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        theirs = None  # no such file, or not one of ours: nothing to keep apart
+    ours = program(spelled("python " + " ".join(sys.argv)))
+    if theirs is not None and theirs != ours:
+        raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
+                         f"choose another --name")
     folder = (RESULTS / f"{name}.json").parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,8 @@ class Named:
     """A policy as the commands know it: 'tova', 'sink:8', 'lookahead:256', 'path/mine.py:fn' or 'full'."""
     spec: str | None    # as given on the command line; None for a function passed in
     label: str          # the display name in every table, legend, log line and JSON
-    fn: object          # policy(rows), parameters bound; None for the full cache; for a lookahead, fn(model, tokens)
+    fn: object = dataclasses.field(hash=False)  # policy(rows), parameters bound; None for the full cache; for a
+    # lookahead, fn(model, tokens). Out of the hash (a dataclass instance as a policy is unhashable), not of ==
     reads_ahead: bool = False
 
     def on(self, model, tokens):
@@ -41,17 +42,36 @@ class Named:
         Not covered: what it imports from anywhere else (an installed package, a folder on PYTHONPATH)
         and a file it reads by a name its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
-        fn = inspect.unwrap(self.fn)
-        fn = getattr(fn, "func", fn)  # a functools.partial: the function it binds
         try:
-            code = harness.sources(pathlib.Path(inspect.getsourcefile(fn)))
-            source = inspect.getsource(fn) + harness.fingerprint(*code, *harness.data_files(*code))
+            source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code))
+                             for f in _bodies(self.fn) for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
         except (OSError, TypeError):
             source = repr(self.fn)
         bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
         return f"{slug}-{digest}"
+
+
+def _bodies(fn) -> list:
+    """The code a policy runs, for its key: the function (unwrapped; a partial's; a callable instance's class),
+    and the functions it closes over, such as the one a decorator without functools.wraps wraps."""
+    found, todo = [], [fn]
+    while todo:
+        f = inspect.unwrap(todo.pop())
+        f = getattr(f, "func", f)  # a functools.partial: the function it binds
+        f = f if inspect.isfunction(f) or inspect.ismethod(f) or inspect.isclass(f) else type(f)
+        if f not in found:
+            found.append(f)
+            todo += [x for c in getattr(f, "__closure__", None) or () for x in [_contents(c)] if inspect.isfunction(x)]
+    return found
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not yet filled
+        return None
 
 
 FULL = Named("full", "full cache", None)
@@ -152,6 +172,8 @@ def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
+    if str(path.parent.resolve()) not in sys.path:  # its own helpers import from beside it, as the key counts them;
+        sys.path.append(str(path.parent.resolve()))  # last, so that a copy of policies.py there shadows nothing
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
     try:

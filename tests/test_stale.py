@@ -219,6 +219,18 @@ def test_scores_on_another_device_or_layout_and_a_changed_default_device_are_nam
         assert torch.get_default_device() == torch.device("cpu")  # put back
 
 
+def test_a_changed_default_dtype_or_thread_count_is_named_and_put_back():
+    """Both are process-wide: a policy that set them changed every later step and the caller's code, silently."""
+    threads = torch.get_num_threads()
+    for policy, message in [(lambda rows: torch.set_default_dtype(torch.float64) or policies.tova(rows),
+                             "changed torch's default dtype from torch.float32 to torch.float64"),
+                            (lambda rows: torch.set_num_threads(threads + 1) or policies.tova(rows),
+                             f"changed torch's thread count from {threads} to {threads + 1}")]:
+        with pytest.raises(guards.PolicyError, match=message):
+            msrnn.run(DEEP, tokens(1, 8), policy, 4)
+        assert torch.get_default_dtype() == torch.float32 and torch.get_num_threads() == threads  # put back
+
+
 WRITES = {
     ".data": "def fn(rows):\n    rows.keys.data.mul_(0)\n    return rows.attn.mean((1, 2))[:, None]\n",
     ".numpy()": "def fn(rows):\n    rows.pos.numpy()[..., 0] = 0\n    return rows.attn.mean((1, 2))[:, None]\n",
@@ -574,3 +586,71 @@ def test_a_save_without_matplotlib_removes_the_old_plot(tmp_path, monkeypatch, c
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     harness.save("sweep", {"x": 1}, {}, "", draw=lambda plt, data: None)
     assert not (tmp_path / "sweep.png").exists() and "the previous run's" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- a fifth hostile round
+
+WRAPPER = "def scored(f):\n    def policy(rows):\n        return f(rows)\n    return policy\n"  # no functools.wraps
+CALLABLE = ("import dataclasses\n\n@dataclasses.dataclass\nclass Newest:\n    sign: float = 1.0\n\n"
+            "    def __call__(self, rows):\n        return self.sign * rows.pos[:, :1].double()\n\nobj = Newest()\n")
+
+
+def test_a_policys_key_covers_the_code_it_runs_however_it_is_wrapped(tmp_path):
+    """A policy wrapped by a decorator without functools.wraps was keyed by the wrapper's file, and a callable
+    instance by its repr alone: an edit of the code that scores was served the old number. A dataclass
+    instance could not be a policy at all (unhashable)."""
+    (tmp_path / "deco_r5.py").write_text(WRAPPER)
+    (tmp_path / "mine_r5.py").write_text("from deco_r5 import scored\n\n@scored\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+    (tmp_path / "obj_r5.py").write_text(CALLABLE)
+    keys = lambda: [specs.named(f"{tmp_path}/mine_r5.py:fn").key, specs.named(f"{tmp_path}/obj_r5.py:obj").key]
+    first = keys()  # and the helper beside the policy file is found without PYTHONPATH
+    assert keys() == first and specs.named(f"{tmp_path}/obj_r5.py:obj").label == "Newest"  # not a repr with its address
+    (tmp_path / "mine_r5.py").write_text((tmp_path / "mine_r5.py").read_text().replace("return rows", "return -rows"))
+    (tmp_path / "obj_r5.py").write_text(CALLABLE.replace("return self.sign", "return -self.sign"))
+    second = keys()
+    assert first[0] != second[0] and first[1] != second[1], (first, second)
+    assert len({specs.named(f"{tmp_path}/obj_r5.py:obj"), specs.FULL}) == 2  # hashable
+
+
+def test_a_results_name_stays_inside_results_and_off_another_programs_file(tmp_path, monkeypatch):
+    """`t2r.mini --name sweep` replaced what `demo.py sweep` wrote, and --name /tmp/x wrote outside results/."""
+    import sys
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "sweep.json").write_text(json.dumps({"about": {"command": "python demo.py sweep"}}))
+    monkeypatch.setattr(sys, "argv", [str(harness.ROOT / "t2r" / "mini.py"), "--quick", "--name", "sweep"])
+    for name, message in [("sweep", r"results/sweep.json holds the results of `python demo.py`, not of `python -m t2r.mini`"),
+                          ("/tmp/escaped", "a results name is a name inside"), ("../escaped", "a results name is a name inside")]:
+        with pytest.raises(ValueError, match=message):
+            harness.check_writable(name)
+    (tmp_path / "t2r_mini_quick.json").write_text(json.dumps({"about": {"command": "python -m t2r.mini --quick"}}))
+    assert harness.check_writable("t2r_mini_quick") == tmp_path  # its own file: a rerun replaces it
+
+
+def test_demo_checks_where_it_will_save_before_the_work(tmp_path, monkeypatch):
+    """demo.py found it could not write its results only after the run (`demo.py t2r`: half an hour)."""
+    import demo
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "a_file")
+    monkeypatch.setitem(demo.COMMANDS, "retention", (lambda args: pytest.fail("the work ran"), None))
+    with pytest.raises(OSError, match="cannot write the results to .*a_file"):
+        demo.main(["retention"])
+
+
+def test_a_folder_where_the_weights_should_be_is_named(tmp_path):
+    save(tmp_path, MODEL)
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "model.safetensors").mkdir()
+    with pytest.raises(load_weights.CheckpointError, match="model.safetensors: not a regular file"):
+        load_weights.load_model(tmp_path)
+
+
+def test_a_default_prompt_longer_than_the_text_is_named_as_the_default(tmp_path):
+    """`ppl --prompt full` on a short text asked for "a chunk of at least 2049": a length the user never typed."""
+    import demo
+    from test_guards import write_tokenizer
+    save(tmp_path, MODEL)
+    write_tokenizer(tmp_path / "tokenizer.json")
+    (tmp_path / "t.txt").write_text("a short text\n")
+    with pytest.raises(SystemExit, match=r"--prompt-len tokens \(default: half of --chunk, 2048\).*give a shorter --prompt-len"):
+        demo.main(["--model", str(tmp_path), "ppl", "--policy", "tova", "--size", "4", "--prompt", "full",
+                   "--text", str(tmp_path / "t.txt")])
