@@ -164,8 +164,8 @@ class State:
 
     @property
     def n_rows(self) -> int:
-        """Rows held per layer and KV head (the same in every layer)."""
-        return min(self.layers[0].n, self.layers[0].size or self.layers[0].n)
+        """Rows held per layer and KV head (the same in every layer): the slots not marked empty (pos -1)."""
+        return int((self.layers[0].pos[0, 0, :self.layers[0].n] >= 0).sum())  # a prompt not yet cut: all of it
 
 
 def state_bytes(model: llama.Model, rows: int) -> int:

@@ -186,8 +186,8 @@ PARTS = [
              "accumulated score is 0, is dropped at once"),
             ("test_head_wise", "tova_head", "tova_head differs from a naive head-wise TOVA {diff}: each KV head "
              "averages its own G queries' attention, shape (B, Hkv, n)"),
-            ("test_h2o_recent_share", r"> 0\.001", "h2o gives the same logits with recent=0.25 as with 0.5: keep "
-             "int(size * recent) rows as recent for the `recent` it is given, not always half of the size"),
+            ("test_h2o_recent_share", r"> 0\.001", "h2o (or h2o_head) gives the same logits with recent=0.25 as with "
+             "0.5: keep int(size * recent) rows as recent for the `recent` it is given, not always half of the size"),
             ("test_the_paper_policies_score_each", "", "a policy's scores for one sequence depend on the other "
              "sequences of the batch {diff}: rows.attn is (B, Hkv, G, n); average over the heads (and queries), never "
              "over B"),

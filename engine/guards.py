@@ -382,6 +382,12 @@ def _copying(cls):
     return cls
 
 
+SETTINGS = [("default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
+            ("thread count", torch.get_num_threads, torch.set_num_threads),
+            ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+            ("deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms)]
+
+
 class _Watched:
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
@@ -396,7 +402,7 @@ class _Watched:
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = torch._C._len_torch_function_stack()
         self.home = torch.get_default_device() if self.modes else None
-        self.dtype, self.threads = torch.get_default_dtype(), torch.get_num_threads()  # the other process-wide settings
+        self.settings = [get() for _, get, _ in SETTINGS]  # the other process-wide settings
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
@@ -418,9 +424,8 @@ class _Watched:
             torch.set_default_device(home)
             raise PolicyError(f"policy {policy_name(self.policy)} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
                               "must not change global settings")
-        for what, was, now, put in (("default dtype", self.dtype, torch.get_default_dtype(), torch.set_default_dtype),
-                                    ("thread count", self.threads, torch.get_num_threads(), torch.set_num_threads)):
-            if now != was:
+        for (what, get, put), was in zip(SETTINGS, self.settings):
+            if (now := get()) != was:
                 put(was)
                 raise PolicyError(f"policy {policy_name(self.policy)} changed torch's {what} from {was} to {now} (put back): "
                                   "a policy must not change global settings")
@@ -435,9 +440,11 @@ def check_scores(policy, rows, scores) -> torch.Tensor:
     KV head, on the rows' device, with no NaN."""
     name = policy_name(policy)
     B, H, n = rows.pos.shape
-    if not (isinstance(scores, torch.Tensor) and scores.dtype in SCORE_DTYPES and scores.dim() == 3
-            and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
-        got = f"{scores.dtype} {tuple(scores.shape)}" if isinstance(scores, torch.Tensor) else type(scores).__name__
+    nested = isinstance(scores, torch.Tensor) and scores.is_nested  # which has no shape to read
+    if nested or not (isinstance(scores, torch.Tensor) and scores.dtype in SCORE_DTYPES and scores.dim() == 3
+                      and scores.shape[0] == B and scores.shape[1] in (1, H) and scores.shape[2] == n):
+        got = "a nested tensor" if nested else f"{scores.dtype} {tuple(scores.shape)}" \
+            if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise PolicyError(f"policy {name} must return a float tensor of scores (float16 to float64: float8 and "
                           f"complex cannot be ranked), shape ({B}, 1, {n}) "
                           f"for the layer or ({B}, {H}, {n}) per KV head (the lowest is dropped); got {got}")

@@ -305,12 +305,16 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     ap.add_argument("--compile-time", action="store_true", help="only print, as JSON, the seconds the first compiled "
                     "calls take in this process (line 1d runs it in fresh processes)")
+    ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.compile_time:
         model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
         return print(json.dumps(first_compile(model)))
     s = SETTINGS["quick" if args.quick else "full"]
+    # the published settings write results/bench.* (bench_quick.*); any other run, runs/ and a name of what differs
+    name = harness.run_name("bench_quick" if args.quick else "bench", harness.changed_options(args, ap, ("quick", "debug")))
+    harness.check_writable(name)  # before twenty minutes of timing, not after
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
@@ -322,8 +326,6 @@ def main(argv=None):
             print("\n" + speed_table(data) + "\n", flush=True)
         data["guards"] = guard_costs(model, s)
         data |= {"per_position": per_position(model, s), "batched": batched(model, s), "reading": reading(model, s)}
-    default = args.model is None and args.threads == 2 and args.dtype == "float32" and args.device == "cpu"
-    name = "bench_quick" if args.quick else "bench" if default else f"bench-{args.dtype}-{model.device.type}"
     about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "dtype": str(model.dtype).removeprefix("torch."),
              "seconds": round(time.time() - t0, 1)}
     path = harness.save(name, data, about, printed.getvalue(), draw)
@@ -332,4 +334,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    harness.command(main)

@@ -144,7 +144,11 @@ def main(argv=None):
     ap.add_argument("--rounds", type=harness.at_least(1), default=3)
     ap.add_argument("--quick", action="store_true", help="one round")
     ap.add_argument("--tour", action="store_true", help="also time python demo.py, idle and loaded")
+    ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
+    # the published settings write results/busy.* (busy_quick.*); any other run, runs/ and a name of what differs
+    name = harness.run_name("busy_quick" if args.quick else "busy", harness.changed_options(args, ap, ("quick", "tour", "debug")))
+    harness.check_writable(name)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
@@ -154,7 +158,6 @@ def main(argv=None):
         if args.tour:
             data["tour_s"] = tour(log)
         print("\n" + table(data), flush=True)
-    name = "busy_quick" if args.quick else "busy"
     about = {"code_version": version, "seconds": round(time.time() - t0, 1)}  # the command as typed, --rounds too
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"busy: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
@@ -162,4 +165,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    harness.command(main)

@@ -175,8 +175,10 @@ def check_writable(name: str) -> pathlib.Path:
     run that could not save its results says so before it starts, naming the folder. A name (a user's
     --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
     replaced what `demo.py sweep` wrote, and the pages published it)."""
-    if pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts:
+    if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts:
         raise ValueError(f"a results name is a name inside {RESULTS}, not a path out of it: got {name!r}")
+    if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
+        raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
     try:
         theirs = program(json.loads((RESULTS / f"{name}.json").read_text())["about"]["command"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):

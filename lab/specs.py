@@ -1,5 +1,6 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
+import ast
 import dataclasses
 import functools
 import hashlib
@@ -8,6 +9,8 @@ import inspect
 import math
 import pathlib
 import sys
+
+import torch
 
 from engine import guards
 from lab import harness
@@ -48,6 +51,8 @@ class Named:
         except (OSError, TypeError):
             source = repr(self.fn)
         bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
+        held = _values(self.fn)
+        bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
         return f"{slug}-{digest}"
@@ -67,6 +72,51 @@ def _bodies(fn) -> list:
     return found
 
 
+def _values(fn) -> list:
+    """The values a policy's code reads besides its keyword parameters, for its key: a partial's positional
+    arguments, the values its closures hold, a bound method's object's fields and a callable instance's
+    (tensors by their contents; anything else by its repr, which, holding an address, misses the cache
+    rather than hit another's)."""
+    out, todo, seen = [], [fn], set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen or f is None or inspect.ismodule(f) or inspect.isclass(f) or inspect.isbuiltin(f):
+            continue
+        seen.add(id(f))
+        if isinstance(f, functools.partial):
+            out += [_value(a) for a in f.args]
+            todo.append(f.func)
+        elif inspect.ismethod(f):
+            todo += [f.__self__, f.__func__]
+        elif inspect.isfunction(f):
+            cells = [_contents(c) for c in f.__closure__ or ()]
+            out += [_value(x) for x in cells if not inspect.isfunction(x)]
+            todo += [x for x in cells if inspect.isfunction(x)]
+        elif hasattr(f, "__dict__") or hasattr(f, "__slots__"):  # a callable instance: its fields
+            fields = vars(f) if hasattr(f, "__dict__") else {k: getattr(f, k, None) for k in f.__slots__}
+            out += [x for k, v in sorted(fields.items()) for x in (k, _value(v))]
+    return out
+
+
+def _value(x):
+    return x if isinstance(x, torch.Tensor) else repr(x)
+
+
+def _own_helpers(path):
+    """Refuse a policy file whose import of a module beside it found another folder's module of that name
+    (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
+    folder = path.parent.resolve()
+    tree = ast.parse(path.read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
+            {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    for name in sorted(names):
+        mine = folder / f"{name}.py" if (folder / f"{name}.py").is_file() else folder / name / "__init__.py"
+        loaded = getattr(sys.modules.get(name), "__file__", None)
+        if mine.is_file() and loaded and pathlib.Path(loaded).resolve() != mine.resolve():
+            raise ValueError(f"{path} imports {name}, which is beside it, but {name} is already loaded from {loaded}: "
+                             f"Python would use that one; give the module beside {path.name} another name")
+
+
 def _contents(cell):
     try:
         return cell.cell_contents
@@ -84,8 +134,13 @@ def named(spec) -> Named:
         return spec
     if callable(spec):
         return _bind(spec, [], None)
+    if not isinstance(spec, str):
+        raise ValueError(f"a policy is a name ('tova', 'sink:8', 'path/mine.py:fn'), a function or 'full', "
+                         f"got {type(spec).__name__} {spec!r}")
     if spec == "full":
         return FULL
+    if spec.startswith("full:"):
+        raise ValueError(f"policy {spec!r}: the full cache takes no parameters")
     if ".py:" in spec:
         path, _, rest = spec.partition(".py:")
         fname, _, args = rest.partition(":")
@@ -180,6 +235,7 @@ def _from_file(path, fname):
         module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:  # sys.exit() at import is the file's failure, not the command's end
         raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
+    _own_helpers(path)
     fn = getattr(module, fname, None)
     if not callable(fn):
         found = [n for n, f in vars(module).items() if inspect.isfunction(f) and f.__module__ == module.__name__]

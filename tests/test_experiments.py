@@ -136,9 +136,11 @@ def test_cli_ppl(tmp_path, capsys):
     assert ppl(compiled) == pytest.approx(ppl(eager), rel=1e-3)  # float32 rounding, summed in another order
 
 
-def test_bench_quick(real_model):
+def test_bench_quick(real_model, tmp_path, monkeypatch):
     from lab import bench
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
     out = bench.main(["--quick", "--threads", "1"])
+    assert (tmp_path / "runs" / "bench_quick-threads_1.json").is_file()  # not the published quick run's name
     assert out["decode"]["ours_tokens_per_s"] > 0 and out["reading"]["prefill_s"] > 0
     assert set(out["guards"]) == {"unbounded", "TOVA 32"} and len(out["guards"]["TOVA 32"]["ms_per_step"]) == 5
 

@@ -225,10 +225,15 @@ def test_a_changed_default_dtype_or_thread_count_is_named_and_put_back():
     for policy, message in [(lambda rows: torch.set_default_dtype(torch.float64) or policies.tova(rows),
                              "changed torch's default dtype from torch.float32 to torch.float64"),
                             (lambda rows: torch.set_num_threads(threads + 1) or policies.tova(rows),
-                             f"changed torch's thread count from {threads} to {threads + 1}")]:
+                             f"changed torch's thread count from {threads} to {threads + 1}"),
+                            (lambda rows: torch.set_float32_matmul_precision("medium") or policies.tova(rows),
+                             "changed torch's float32 matmul precision from highest to medium"),
+                            (lambda rows: torch.use_deterministic_algorithms(True) or policies.tova(rows),
+                             "changed torch's deterministic algorithms setting from False to True")]:
         with pytest.raises(guards.PolicyError, match=message):
             msrnn.run(DEEP, tokens(1, 8), policy, 4)
         assert torch.get_default_dtype() == torch.float32 and torch.get_num_threads() == threads  # put back
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.are_deterministic_algorithms_enabled()
 
 
 WRITES = {
@@ -654,3 +659,57 @@ def test_a_default_prompt_longer_than_the_text_is_named_as_the_default(tmp_path)
     with pytest.raises(SystemExit, match=r"--prompt-len tokens \(default: half of --chunk, 2048\).*give a shorter --prompt-len"):
         demo.main(["--model", str(tmp_path), "ppl", "--policy", "tova", "--size", "4", "--prompt", "full",
                    "--text", str(tmp_path / "t.txt")])
+
+
+# ---------------------------------------------------------------- a seventh hostile round
+
+def test_a_policys_key_covers_the_values_its_code_reads(tmp_path):
+    """Scaled(1.0) and Scaled(-1.0), make(1) and make(-1), partial(f, 1) and partial(f, -1), Inst(1).score and
+    Inst(-1).score shared a key: the second was served the first's number."""
+    import functools
+    import sys
+    (tmp_path / "pol_r7.py").write_text(
+        "import dataclasses\n@dataclasses.dataclass\nclass Scaled:\n    factor: float = 1.0\n"
+        "    def __call__(self, rows):\n        return rows.pos[:, :1].double() * self.factor\n"
+        "def make(k):\n    def scaled(rows):\n        return rows.pos[:, :1].double() * k\n    return scaled\n"
+        "def f(k, rows):\n    return rows.pos[:, :1].double() * k\n"
+        "class Inst:\n    def __init__(self, k):\n        self.k = k\n"
+        "    def score(self, rows):\n        return rows.pos[:, :1].double() * self.k\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pol_r7 as p
+    finally:
+        sys.path.remove(str(tmp_path))
+    for a, b in [(p.Scaled(1.0), p.Scaled(-1.0)), (p.make(1), p.make(-1)), (functools.partial(p.f, 1), functools.partial(p.f, -1)),
+                 (p.Inst(1).score, p.Inst(-1).score), (p.make(torch.ones(3)), p.make(torch.tensor([1.0, 1.0, -1.0])))]:
+        assert specs.named(a).key != specs.named(b).key, (a, b)
+    assert specs.named(p.Scaled(1.0)).key == specs.named(p.Scaled(1.0)).key  # the same values: the same key
+
+
+def test_two_policy_files_with_a_helper_of_one_name_are_refused(tmp_path):
+    """b/pb.py's `import helper` found a/helper.py, loaded first: b's policy ran a's helper under b's key."""
+    for folder, sign in (("a", 1.0), ("b", -1.0)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "helper_r7.py").write_text(f"SIGN = {sign}\n")
+        (tmp_path / folder / "p.py").write_text("import helper_r7\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * helper_r7.SIGN\n")
+    specs.named(f"{tmp_path}/a/p.py:fn")
+    with pytest.raises(ValueError, match=r"imports helper_r7, which is beside it, but helper_r7 is already loaded from .*a/helper_r7.py"):
+        specs.named(f"{tmp_path}/b/p.py:fn")
+
+
+def test_rows_held_count_a_prompt_not_yet_cut():
+    from engine import fast
+    _, state = fast.prefill(MODEL, tokens(2, 12), policies.tova, 4, 50)  # a prompt of 50: nothing cut after 12
+    assert state.n_rows == 12  # was 4
+
+
+def test_odd_names_and_specs_are_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    for name, message in [("", "a results name is a name inside"), ("a" * 300, "shorter than 250 bytes")]:
+        with pytest.raises(ValueError, match=message):
+            harness.check_writable(name)
+    for spec, message in [(None, "got NoneType None"), (123, "got int 123"), ("full:3", "the full cache takes no parameters")]:
+        with pytest.raises(ValueError, match=message):
+            specs.named(spec)
+    with pytest.raises(guards.PolicyError, match="got a nested tensor"):
+        msrnn.run(MODEL, tokens(1, 8), lambda rows: torch.nested.nested_tensor([rows.pos[0, 0].double()]), 4)

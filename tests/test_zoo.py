@@ -106,6 +106,8 @@ def test_h2o_recent_share_is_a_parameter():
     x = tokens(1, 30)
     assert_close(msrnn.run(model, x, specs.named("h2o:recent=0.5").fn, 8), msrnn.run(model, x, policies.h2o, 8), atol=0)
     assert (msrnn.run(model, x, specs.named("h2o:recent=0.25").fn, 8) - msrnn.run(model, x, policies.h2o, 8)).abs().max() > 1e-3
+    assert (msrnn.run(model, x, specs.named("h2o_head:recent=0.25").fn, 8)  # h2o_head's too (h2o_head gives ...)
+            - msrnn.run(model, x, policies.h2o_head, 8)).abs().max() > 1e-3
     assert specs.named("h2o:recent=0.25").label == "H2O (recent 0.25)"
     with pytest.raises(ValueError, match="recent must be a number from 0 to 1"):
         specs.named("h2o:recent=2")
