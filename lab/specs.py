@@ -45,57 +45,51 @@ class Named:
         Not covered: what it imports from anywhere else (an installed package, a folder on PYTHONPATH)
         and a file it reads by a name its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
+        runs, held = _reads(self.fn)
         try:
             source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code))
-                             for f in _bodies(self.fn) for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
+                             for f in runs for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
         except (OSError, TypeError):
             source = repr(self.fn)
         bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
-        held = _values(self.fn)
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
         return f"{slug}-{digest}"
 
 
-def _bodies(fn) -> list:
-    """The code a policy runs, for its key: the function (unwrapped; a partial's; a callable instance's class),
-    and the functions it closes over, such as the one a decorator without functools.wraps wraps."""
-    found, todo = [], [fn]
+def _reads(fn) -> tuple[list, list]:
+    """What a policy runs and reads, for its key, in one walk: its code (the function, unwrapped; a partial's;
+    a method; a callable instance's class; the functions it closes over, such as the one a decorator without
+    functools.wraps wraps) and the values beside its keyword parameters (a partial's positional arguments, a
+    closure's values, an instance's fields: tensors by their contents, anything else by its repr, which,
+    holding an address, misses the cache rather than hit another's)."""
+    code, values, todo, seen = [], [], [fn], set()
     while todo:
         f = inspect.unwrap(todo.pop())
-        f = getattr(f, "func", f)  # a functools.partial: the function it binds
-        f = f if inspect.isfunction(f) or inspect.ismethod(f) or inspect.isclass(f) else type(f)
-        if f not in found:
-            found.append(f)
-            todo += [x for c in getattr(f, "__closure__", None) or () for x in [_contents(c)] if inspect.isfunction(x)]
-    return found
-
-
-def _values(fn) -> list:
-    """The values a policy's code reads besides its keyword parameters, for its key: a partial's positional
-    arguments, the values its closures hold, a bound method's object's fields and a callable instance's
-    (tensors by their contents; anything else by its repr, which, holding an address, misses the cache
-    rather than hit another's)."""
-    out, todo, seen = [], [fn], set()
-    while todo:
-        f = todo.pop()
-        if id(f) in seen or f is None or inspect.ismodule(f) or inspect.isclass(f) or inspect.isbuiltin(f):
+        if id(f) in seen:
             continue
         seen.add(id(f))
         if isinstance(f, functools.partial):
-            out += [_value(a) for a in f.args]
+            values += [_value(a) for a in f.args]
             todo.append(f.func)
         elif inspect.ismethod(f):
-            todo += [f.__self__, f.__func__]
+            code.append(f)
+            values += _fields(f.__self__)
         elif inspect.isfunction(f):
+            code.append(f)
             cells = [_contents(c) for c in f.__closure__ or ()]
-            out += [_value(x) for x in cells if not inspect.isfunction(x)]
+            values += [_value(x) for x in cells if not inspect.isfunction(x)]
             todo += [x for x in cells if inspect.isfunction(x)]
-        elif hasattr(f, "__dict__") or hasattr(f, "__slots__"):  # a callable instance: its fields
-            fields = vars(f) if hasattr(f, "__dict__") else {k: getattr(f, k, None) for k in f.__slots__}
-            out += [x for k, v in sorted(fields.items()) for x in (k, _value(v))]
-    return out
+        else:  # a class, or a callable instance: its class and its fields
+            code.append(f if inspect.isclass(f) else type(f))
+            values += [] if inspect.isclass(f) else _fields(f)
+    return code, values
+
+
+def _fields(obj) -> list:
+    fields = vars(obj) if hasattr(obj, "__dict__") else {k: getattr(obj, k, None) for k in getattr(obj, "__slots__", ())}
+    return [x for k, v in sorted(fields.items()) for x in (k, _value(v))]
 
 
 def _value(x):
