@@ -4,17 +4,16 @@ Torch's CPU build runs each operation's parallel part on libgomp threads. Betwee
 regions a waiting thread spins (300,000 turns by default) before it sleeps. On an idle machine that
 saves a wake-up; beside other programs the spinning threads take the cores the busy ones need, and
 a decode step, hundreds of small parallel regions, becomes several times slower. A short spin
-(GOMP_SPINCOUNT=10000) costs a little idle (about 10% of a decode in results/busy.json) and does not
-collapse under load; threads that sleep at
-once (OMP_WAIT_POLICY=PASSIVE) are faster still under load but cost the idle tour about 40%
-(python -m lab.busy measures the settings; docs/speed.md).
+(GOMP_SPINCOUNT=1000) costs nothing measurable idle and decodes under load about as fast as threads
+that sleep at once (OMP_WAIT_POLICY=PASSIVE), which cost an earlier idle tour about 40%; 10,000 turns
+took 1.56x PASSIVE's time under load (python -m lab.busy measures the settings; docs/speed.md).
 
 Only a default: a user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice. libgomp reads
 these when torch loads it, so importing this after torch changes only the child processes.
 """
 import os
 
-SPIN = "10000"  # turns a waiting thread spins before it sleeps (libgomp's GOMP_SPINCOUNT; its default 300,000)
+SPIN = "1000"  # turns a waiting thread spins before it sleeps (libgomp's GOMP_SPINCOUNT; its default 300,000)
 OURS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the variables a user may set instead
 
 

@@ -197,7 +197,7 @@ def test_entry_points_set_the_wait_policy_only_where_the_user_has_not(module, us
             "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=pathlib.Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
-    want = (None, "10000") if not user else (user.get("OMP_WAIT_POLICY"), user.get("GOMP_SPINCOUNT"))
+    want = (None, "1000") if not user else (user.get("OMP_WAIT_POLICY"), user.get("GOMP_SPINCOUNT"))
     assert done.stdout.split() == [str(w) for w in want]
 
 
