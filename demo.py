@@ -318,7 +318,8 @@ def reported(text: str, results=None) -> str:
     """The page `text` with every results block written anew from its results file. A page whose
     markers do not pair (an opening, then its closing, then the next opening) is refused, so that no
     text outside a block is ever replaced; what is written is escaped so that it cannot end a block."""
-    paired(text)
+    masked = outside_code(text)  # a marker inside a code example is an example, not a block
+    paired(masked)
     results = results or PUBLISHED
 
     def fill(m):
@@ -326,14 +327,45 @@ def reported(text: str, results=None) -> str:
             raise ValueError(f"a results block names {m.group(2)!r}; known: {', '.join(REPORT)}")
         file, write = REPORT[m.group(2)]
         try:
-            data = json.loads((results / f"{file}.json").read_text())
+            data = json.loads((results / f"{file}.json").read_text(), parse_constant=not_finite)
             body = write(data)
             command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
-        except (OSError, ValueError, LookupError, TypeError, AttributeError) as e:
+        except (OSError, ValueError, LookupError, TypeError, AttributeError, ArithmeticError) as e:
             raise ValueError(f"results/{file}.json (block {m.group(2)}): {type(e).__name__}: {e}") from None
         tick = "``" if "`" in command else "`"  # a code span that a backtick in the command cannot end
-        return f"{m.group(1)}{escaped(body)}\n\n({tick}{escaped(command)}{tick}, results/{file}.json)\n{m.group(4)}"
-    return BLOCK.sub(fill, text)
+        return f"{m.group(1)}{escaped(body, html=True)}\n\n({tick}{escaped(command)}{tick}, results/{file}.json)\n{m.group(4)}"
+    out, last = [], 0  # the blocks found in the masked page, filled in the page itself
+    for m in BLOCK.finditer(masked):
+        out += [text[last:m.start()], fill(m)]
+        last = m.end()
+    return "".join(out) + text[last:]
+
+
+def not_finite(name):
+    raise ValueError(f"holds {name}: a published number must be finite")
+
+
+def outside_code(text: str) -> str:
+    """text with every fenced code example outside a results block blanked (newlines kept, so line
+    numbers hold): the markers a page shows as an example are not blocks. A block's own fences stay."""
+    out, fence, block = list(text), None, False
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        s = line.strip()
+        if block:
+            block = "<!-- /results -->" not in line
+        elif fence is not None:
+            if s.startswith(fence[1]):
+                out[fence[0]:pos + len(line)] = [c if c == "\n" else " " for c in text[fence[0]:pos + len(line)]]
+                fence = None
+        elif s.startswith(("```", "~~~")):
+            fence = (pos, s[:3])
+        elif s.startswith("<!-- results:"):
+            block = True
+        pos += len(line)
+    if fence is not None:  # a fence never closed runs to the end of the page
+        out[fence[0]:] = [c if c == "\n" else " " for c in text[fence[0]:]]
+    return "".join(out)
 
 
 def paired(text: str):
@@ -357,9 +389,15 @@ def paired(text: str):
         raise ValueError(f"line {opened[0]}: the block {opened[1]!r} has no '<!-- /results -->'")
 
 
-def escaped(text: str) -> str:
-    """Written text that cannot open or close an HTML comment, so no results file can end its block."""
-    return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+def escaped(text: str, html=False) -> str:
+    """Written text that cannot open or close an HTML comment, so no results file can end its block;
+    with html, every '<' outside a fenced table is written &lt;, so a label cannot be a tag (inside a
+    fence nothing renders as HTML, and &lt; would show as written)."""
+    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+    if not html:
+        return text
+    parts = text.split("```")  # even parts are outside a fence
+    return "```".join(p.replace("<", "&lt;") if i % 2 == 0 else p for i, p in enumerate(parts))
 
 
 def cmd_report(args):

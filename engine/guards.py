@@ -85,6 +85,8 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     check_memory(n_layers * H * (G + 1) * ((r if kind != "elu" else d) + 1) * (d + 1) * size,
                  f"feature maps of r={r} for {n_layers} layers")  # an absurd r
     layers = list(range(n_layers)) if layers is None else sorted(layers)
+    if not all(integer(i) and 0 <= i < n_layers for i in layers):  # True is 1 to Python; -1 is no layer here
+        raise ValueError(f"layers must be layer numbers from 0 to {n_layers - 1}, got {layers}")
     if len(set(layers)) != len(layers):  # a layer twice would count its state twice
         raise ValueError(f"layers names a layer twice: {layers}")
     try:  # one horizon for all, or one per layer and KV head (t2r/length.py starts them from the teacher's attention)
@@ -385,7 +387,8 @@ def _copying(cls):
 SETTINGS = [("default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
             ("thread count", torch.get_num_threads, torch.set_num_threads),
             ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-            ("deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms)]
+            ("deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+            ("global random seed", torch.initial_seed, torch.manual_seed)]  # a policy draws from a Generator of its own
 
 
 class _Watched:
@@ -407,7 +410,7 @@ class _Watched:
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
-        if isinstance(e, (Exception, SystemExit)):  # sys.exit() in a policy is its failure, not the program's end
+        if isinstance(e, (Exception, SystemExit, GeneratorExit)):  # sys.exit() in a policy is its failure, not the program's end
             err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}")
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None

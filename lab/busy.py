@@ -10,6 +10,7 @@ defaults, idle and loaded (5 to 10 minutes more). engine/threads.py holds the de
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -102,9 +103,12 @@ def table(data: dict) -> str:
 
 
 def tour_time(data) -> str:
-    t = data["tour_s"]
+    t, cores, loops = data["tour_s"], data["cores"], data["busy_loops"]
+    for what, x in (("tour_s.idle", t["idle"]), ("tour_s.loaded", t["loaded"]), ("cores", cores), ("busy_loops", loops)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < math.inf:
+            raise ValueError(f"{what} must be a positive number, got {x!r}")
     return (f"The tour, `python demo.py`, with the project's defaults ({data['default']}): {t['idle']:.0f} s on "
-            f"2 idle cores, {t['loaded']:.0f} s beside two busy loops ({t['loaded'] / t['idle']:.1f}x).")
+            f"{cores} idle cores, {t['loaded']:.0f} s beside {loops} busy loops ({t['loaded'] / t['idle']:.1f}x).")
 
 
 def tour(log) -> dict:

@@ -155,6 +155,10 @@ def causal(named, deterministic=True, t=24):
             continue
         sizes.append(size)
         if before[0] != before[1]:
+            # the same tokens twice more (a state that flips at every run matches the first run every other time)
+            if any([d for d in drops(named, model, a, size) if d[1] < t] != before[0] for _ in range(2)):
+                return "fail", (f"not deterministic: at size {size} a second run on the same tokens dropped other rows "
+                                "(state kept between calls, e.g. a global counter?), so a change after step t proves nothing")
             layer, step = next(p or q for p, q in itertools.zip_longest(*before) if p != q)[:2]
             return "lookahead (not a policy)", (f"size {size}: its drops before step {t} change with the tokens after "
                                                 f"it (first at layer {layer}, step {step})")
@@ -212,7 +216,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
     by what it is (its key), not its label: a copy of TOVA edited and still labelled "TOVA" is a column
     of its own, beside "TOVA (built-in)"."""
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
-    cache = cache or experiments.cache_dir("check", model, ids)
+    cache = cache or experiments.cache_dir("check", model, ids, code=(__file__,))  # this file measures: its code is in the key
     table, columns = {}, {}  # policy key -> its column
     for p in (named, specs.named("sink"), specs.named("tova")):
         if p.key in columns:  # the policy checked is one of the references

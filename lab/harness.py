@@ -302,7 +302,7 @@ def fingerprint(*parts) -> str:
     for p in parts:
         if isinstance(p, torch.Tensor):
             h.update(str((p.dtype, tuple(p.shape))).encode())
-            h.update(p.contiguous().view(torch.uint8).numpy().data if p.numel() else b"")
+            h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):
             h.update(p.read_bytes())
         else:

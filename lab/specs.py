@@ -54,7 +54,7 @@ class Named:
         bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
-        slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()
+        slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
 
 

@@ -22,7 +22,7 @@ def knorm(rows):
     return -rows.keys.norm(dim=-1).to(rows.attn.dtype) + 1e-9 * rows.pos      # (B, Hkv, n)
 
 
-@label("VATP")
+@label("VATP", recent=(0, 1))
 def vatp(rows, recent=0.5):
     """Value-aware attention (Guo et al. 2024, arXiv 2406.12335): the attention a row has accumulated,
     times its value's L1 norm, per KV head; its base, H2O, keeps the recent share."""
@@ -49,7 +49,7 @@ def snapkv(rows, window=32):
     return torch.where(rows.prev.isnan(), a, (1 - w) * rows.prev + w * a)
 
 
-@label("ExpectedAttn")
+@label("ExpectedAttn", sinks=(0, math.inf))
 def expected_attention(rows, sinks=4):
     """Expected Attention (Devoto et al. 2025, arXiv 2510.00636): the attention future queries are
     expected to pay a row, times its value's norm; the first `sinks` rows kept. A step knows one query

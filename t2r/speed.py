@@ -32,7 +32,7 @@ from t2r import linear, tail
 def maps_from(spec: str, model) -> linear.FeatureMaps:
     """'relu:64', 'hedgehog:16', 'elu': untrained maps (a step costs the same whatever their values)."""
     kind, _, r = spec.partition(":")
-    if r and (not r.isdigit() or int(r) < 1):
+    if r and (not (r.isascii() and r.isdigit()) or int(r) < 1):
         raise ValueError(f"a feature map is kind:r with r a whole number of features >= 1 (relu:64), got {spec!r}")
     return linear.FeatureMaps(model.config, int(r) if r else 64, kind, dtype=model.dtype).to(model.device)
 
@@ -141,7 +141,7 @@ def draw(plt, data):
 def map_spec(text: str) -> str:
     """argparse type: a feature map kind:r (relu:64, hedgehog:16, t2r:32) or elu, checked before any work."""
     kind, _, r = text.partition(":")
-    if kind not in linear.FeatureMaps.KINDS or (r and (not r.isdigit() or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
+    if kind not in linear.FeatureMaps.KINDS or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
                                          f"r >= 1 features (even and >= 4 for hedgehog), e.g. relu:64; got {text!r}")
     if kind == "elu" and r:  # ELU(x) + 1 has the head's own features: a row labelled elu:5 would hold 64

@@ -81,6 +81,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
             raise ValueError(f"{path}: tensor {name!r} holds NaN or infinite values")
         with torch.no_grad():
             want[name].copy_(tensors[name])
+        if not torch.isfinite(want[name]).all():  # finite in the file, past the model's dtype
+            raise ValueError(f"{path}: tensor {name!r} overflows {want[name].dtype}, this model's dtype")
     return maps
 
 
@@ -95,8 +97,10 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
         if spec and (maps.kind != kind or (r and maps.r != int(r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and (not r.isdigit() or int(r) < 1)):
+    if not kind or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)):  # '²'.isdigit(), but int('²') fails
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
+    if kind == "elu" and r:  # its features are x's own: an r would be dropped, and the label would lie
+        raise ValueError(f"elu takes no r: its features are x's own (r = head_dim); got {spec!r}")
     maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
     return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; python demo.py t2r "
                   f"trains a tail and saves results/t2r_tail_*-maps.safetensors: pass it with --tail-maps)")

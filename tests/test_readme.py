@@ -343,3 +343,39 @@ def test_the_t2r_chapter_reads_in_one_sitting():
     """docs/t2r.md is a chapter of claims, figures and verdicts, not a lab notebook: at most 250 lines."""
     lines = (ROOT / "docs" / "t2r.md").read_text().splitlines()
     assert len(lines) <= 250, f"docs/t2r.md has {len(lines)} lines; the chapter's budget is 250"
+
+
+@pytest.mark.parametrize("edit, says", [({"idle": float("nan")}, "holds NaN"), ({"idle": True}, "tour_s.idle must be a positive number"),
+                                        ({"idle": 0}, "tour_s.idle must be a positive number")])
+def test_the_report_refuses_a_number_it_cannot_publish(tmp_path, edit, says):
+    """Round 8: NaN was published as "nan s", true as "1 s", and 0 ended in a bare ZeroDivisionError."""
+    import json
+    import demo
+    data = json.loads((ROOT / "results" / "busy.json").read_text())
+    data["tour_s"] |= edit
+    (tmp_path / "busy.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"results/busy.json \(block tour_time\): .*{says}"):
+        demo.reported("<!-- results: tour_time -->\n<!-- /results -->\n", results=tmp_path)
+
+
+def test_the_report_says_the_cores_of_the_run_and_escapes_tags(tmp_path):
+    """Round 8: the tour's line said "2 idle cores" whatever busy.json held, and a tag in a label was
+    written as HTML."""
+    import json
+    import demo
+    data = json.loads((ROOT / "results" / "busy.json").read_text())
+    (tmp_path / "busy.json").write_text(json.dumps(data | {"cores": 16, "busy_loops": 3, "default": "<b>x</b>"}))
+    text = demo.reported("<!-- results: tour_time -->\n<!-- /results -->\n", results=tmp_path)
+    assert "on 16 idle cores" in text and "beside 3 busy loops" in text and "&lt;b>x&lt;/b>" in text and "<b>" not in text
+
+
+def test_a_results_marker_in_a_code_example_is_not_a_block(tmp_path, monkeypatch):
+    """Round 8: a page that shows the markers in a fenced example had the example filled."""
+    import json
+    import demo
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    example = "```\n<!-- results: memory -->\nan example\n<!-- /results -->\n```\n"
+    block = "<!-- results: memory -->\n```\nold\n```\n<!-- /results -->\n"
+    text = demo.reported(example + block + "prose\n" + example, results=tmp_path)
+    assert text.startswith(example) and text.endswith("prose\n" + example) and "old" not in text

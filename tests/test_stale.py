@@ -713,3 +713,94 @@ def test_odd_names_and_specs_are_named(tmp_path, monkeypatch):
             specs.named(spec)
     with pytest.raises(guards.PolicyError, match="got a nested tensor"):
         msrnn.run(MODEL, tokens(1, 8), lambda rows: torch.nested.nested_tensor([rows.pos[0, 0].double()]), 4)
+
+
+# ---------------------------------------------------------------- round 8 (a helper as a hostile tester)
+
+@pytest.mark.parametrize("spec, says", [("vatp:recent=5", "recent"), ("vatp:recent=-1", "recent"),
+                                        ("expected_attention:sinks=-3", "sinks")])
+def test_zoo_parameters_out_of_their_range_are_refused(spec, says):
+    """vatp:recent=5 gave Window's logits and recent=-1 those of 0; sinks=-3 those of 0: no range was declared."""
+    with pytest.raises(ValueError, match=says):
+        specs.named(spec)
+
+
+@pytest.mark.parametrize("spec, says", [("elu:5", "elu takes no r"), ("relu:²", "kind:r with r >= 1")])
+def test_a_tail_spec_is_refused_where_its_r_would_be_dropped_or_unreadable(spec, says):
+    """--tail elu:5 ran elu (r = head_dim) under the label elu; '²'.isdigit() let int('²') fail raw."""
+    from t2r import train
+    with pytest.raises(ValueError, match=says):
+        train.maps_from(random_model(tiny_config()), spec)
+
+
+def test_a_policy_that_reseeds_or_raises_generator_exit_is_named():
+    """torch.manual_seed in a policy changed the process unnoticed; GeneratorExit escaped unnamed."""
+    m, x = random_model(tiny_config()), tokens(1, 12)
+    seed = torch.initial_seed()
+
+    def reseeds(rows):
+        torch.manual_seed(123)
+        return rows.attn.mean((1, 2))[:, None]
+
+    def exits(rows):
+        raise GeneratorExit
+    with pytest.raises(guards.PolicyError, match="policy reseeds changed torch's global random seed"):
+        msrnn.run(m, x, reseeds, 4)
+    assert torch.initial_seed() == seed
+    with pytest.raises(guards.PolicyError, match="policy exits raised GeneratorExit"):
+        msrnn.run(m, x, exits, 4)
+
+
+def test_check_names_a_policy_that_keeps_state_between_runs():
+    """A global counter read as "lookahead (not a policy)": the first run and a later one on the same
+    tokens differ, which is not reading ahead."""
+    count = [0]
+
+    def stateful(rows):
+        count[0] += 1
+        return rows.attn.mean((1, 2))[:, None] + (count[0] % 2) * 1e-3 * rows.pos[:, :1]
+    verdict, detail = checker.causal(specs.named(stateful))
+    assert verdict == "fail" and "not deterministic" in detail, (verdict, detail)
+
+
+def test_a_long_label_gives_a_bounded_file_name():
+    """snapkv:window=1e300 measured every other setting, then failed on "File name too long"."""
+    key = specs.named("snapkv:window=1e300").key
+    assert len(key) <= 70 and key == specs.named("snapkv:window=1e300").key != specs.named("snapkv:window=1e299").key
+
+
+def test_the_checkers_quality_cache_is_keyed_by_the_checker_too(monkeypatch):
+    """check's perplexities were keyed by lab/experiments.py alone: an edit of checker.quality (its prompt
+    length) served the old numbers."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def cache_dir(kind, model, ids, code=(experiments.__file__,), tok=None):
+        seen.append({p.name for p in harness.sources(*code)})
+        raise Stop
+    monkeypatch.setattr(experiments, "book_chunks", lambda tok, n, length, books: tokens(1, length))
+    monkeypatch.setattr(experiments, "cache_dir", cache_dir)
+    with pytest.raises(Stop):
+        checker.quality(specs.named("tova"), random_model(tiny_config()), None)
+    assert {"checker.py", "experiments.py"} <= seen[0], seen
+
+
+def test_maps_that_overflow_the_models_dtype_and_layers_that_are_not_numbers_are_refused(tmp_path):
+    """Round 8: float64 maps of 1e300 loaded as inf into a float32 model (non-finite logits, no word);
+    layers=[True] was taken as layer 1, and failed later blaming the model."""
+    import safetensors.torch
+    from t2r import linear, train
+    model = random_model(tiny_config(), dtype=torch.float32)
+    maps = linear.FeatureMaps(model.config, 4, "relu", dtype=torch.float64)
+    train.save(maps, tmp_path / "maps.safetensors")
+    tensors = safetensors.torch.load_file(tmp_path / "maps.safetensors")
+    with safetensors.safe_open(tmp_path / "maps.safetensors", "pt") as f:
+        meta = f.metadata()
+    safetensors.torch.save_file(tensors | {"wk": tensors["wk"] * 1e300}, tmp_path / "huge.safetensors", metadata=meta)
+    with pytest.raises(ValueError, match="tensor 'wk' overflows torch.float32"):
+        train.load(tmp_path / "huge.safetensors", model)
+    for layers in ([True], [-1], [7]):
+        with pytest.raises(ValueError, match="layers must be layer numbers from 0 to 1"):
+            linear.FeatureMaps(model.config, 4, "relu", layers=layers)
