@@ -315,7 +315,7 @@ def main(argv=None):
     # the published settings write results/bench.* (bench_quick.*); any other run, runs/ and a name of what differs
     name = harness.run_name("bench_quick" if args.quick else "bench", harness.changed_options(args, ap, ("quick", "debug")))
     harness.check_writable(name)  # before twenty minutes of timing, not after
-    t0, version = time.time(), harness.code_version()
+    t0, version, load0 = time.time(), harness.code_version(), os.getloadavg()[0]  # was the machine idle when it began?
     with harness.transcript() as printed:
         model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))
         folder = load_weights.checkpoint_folder(args.model)
@@ -327,7 +327,7 @@ def main(argv=None):
         data["guards"] = guard_costs(model, s)
         data |= {"per_position": per_position(model, s), "batched": batched(model, s), "reading": reading(model, s)}
     about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "dtype": str(model.dtype).removeprefix("torch."),
-             "seconds": round(time.time() - t0, 1)}
+             "seconds": round(time.time() - t0, 1), "load_1min_before": load0}
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"bench: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
     return data
