@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import re
+import stat
 import sys
 import time
 
@@ -210,7 +211,7 @@ def cmd_ppl(args):
 
 
 def cmd_check(args):
-    named = [specs.named(p) for p in args.policy]
+    named = specs.distinct([specs.named(p) for p in args.policy])
     model, tok = (None, None) if args.quick else load(args)
     more = {"tail": train.tail_check(args.tail)} if args.tail else None  # t2r/ stands on lab/, not under it
     results = [checker.check(p, model, tok, more=more) for p in named]
@@ -296,7 +297,14 @@ def cmd_t2r(args):
 # "<!-- results: NAME -->" ... "<!-- /results -->"; `python demo.py report` rewrites every block,
 # and tests/test_readme.py fails when a page differs from what its results give.
 table_only = lambda fn: lambda data: "\n".join(line for line in fn(data).splitlines() if line.startswith("|"))
-fenced = lambda fn: lambda data: f"```\n{fn(data)}\n```"  # a table of plain text, shown as printed
+def fenced(fn):
+    """A table of plain text, shown as printed, in a fence longer than any run of backticks it holds."""
+    def write(data):
+        text = fn(data)
+        fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", text)), default=0))
+        return f"{fence}\n{text}\n{fence}"
+    write.fenced = True  # nothing in a fence renders as HTML: the report leaves its '<' as they are
+    return write
 REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(compare.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
@@ -309,7 +317,7 @@ REPORT |= {"t2r_length" + ("" if f == "hybrids" else f"_{f}"): ("t2r_length", la
 REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=part: t2r_length.costs(data) if part else t2r_length.table(data, f))
            for f in t2r_length.ALONE for part in ("", "_costs")}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
-BLOCK = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- /results -->)", re.S)
+BLOCK = re.compile(r"^(<!-- results: (\w+) -->\n)(.*?)^(<!-- /results -->)", re.S | re.M)  # markers at a line's start
 MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")
 PUBLISHED = harness.ROOT / "results"  # what every page cites, whatever MSRNN_RESULTS says
 
@@ -328,12 +336,16 @@ def reported(text: str, results=None) -> str:
         file, write = REPORT[m.group(2)]
         try:
             data = json.loads((results / f"{file}.json").read_text(), parse_constant=not_finite)
+            plausible(data)
             body = write(data)
             command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
-        except (OSError, ValueError, LookupError, TypeError, AttributeError, ArithmeticError) as e:
+        except (OSError, ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as e:
             raise ValueError(f"results/{file}.json (block {m.group(2)}): {type(e).__name__}: {e}") from None
-        tick = "``" if "`" in command else "`"  # a code span that a backtick in the command cannot end
-        return f"{m.group(1)}{escaped(body, html=True)}\n\n({tick}{escaped(command)}{tick}, results/{file}.json)\n{m.group(4)}"
+        # a code span that no run of backticks in the command can end (CommonMark: a longer run delimits it)
+        tick = "`" * (1 + max((len(r) for r in re.findall("`+", command)), default=0))
+        pad = " " if command[:1] == "`" or command[-1:] == "`" else ""
+        html = not getattr(write, "fenced", False)
+        return f"{m.group(1)}{escaped(body, html=html)}\n\n({tick}{pad}{escaped(command)}{pad}{tick}, results/{file}.json)\n{m.group(4)}"
     out, last = [], 0  # the blocks found in the masked page, filled in the page itself
     for m in BLOCK.finditer(masked):
         out += [text[last:m.start()], fill(m)]
@@ -345,23 +357,48 @@ def not_finite(name):
     raise ValueError(f"holds {name}: a published number must be finite")
 
 
+def plausible(data, where="") -> None:
+    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), negative bytes, seconds
+    or tokens/s. Walks the whole results file (nested objects and lists)."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            key = str(k)
+            floor = 1 if key.endswith("ppl") else 0 if key.endswith(("bytes", "seconds", "per_s", "_s")) else None
+            if floor is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and v < floor:
+                raise ValueError(f"{where}{key} is {v}: a published {key} is at least {floor}")
+            plausible(v, f"{where}{key}.")
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            plausible(v, f"{where}{i}.")
+
+
 def outside_code(text: str) -> str:
-    """text with every fenced code example outside a results block blanked (newlines kept, so line
-    numbers hold): the markers a page shows as an example are not blocks. A block's own fences stay."""
+    """text with every code example outside a results block blanked (newlines kept, so line numbers
+    hold): the markers a page shows as an example are not blocks. An example is a fence (``` or ~~~,
+    closed by a run of the same character at least as long, CommonMark's rule), a <pre>, an indented
+    code block or a quote. A block's own fences stay."""
     out, fence, block = list(text), None, False
     pos = 0
+    blank = lambda a, b: [c if c == "\n" else " " for c in text[a:b]]
     for line in text.splitlines(keepends=True):
         s = line.strip()
         if block:
-            block = "<!-- /results -->" not in line
+            block = not line.startswith("<!-- /results -->")
         elif fence is not None:
-            if s.startswith(fence[1]):
-                out[fence[0]:pos + len(line)] = [c if c == "\n" else " " for c in text[fence[0]:pos + len(line)]]
+            if s.startswith(fence[1]) and (fence[1] == "</pre>" or not s.strip(fence[1][0])):
+                out[fence[0]:pos + len(line)] = blank(fence[0], pos + len(line))
                 fence = None
         elif s.startswith(("```", "~~~")):
-            fence = (pos, s[:3])
-        elif s.startswith("<!-- results:"):
+            fence = (pos, s[0] * (len(s) - len(s.lstrip(s[0]))))
+        elif s.lower().startswith("<pre"):
+            fence = (pos, "</pre>")
+            if "</pre>" in s.lower():  # a <pre> of one line
+                out[pos:pos + len(line)] = blank(pos, pos + len(line))
+                fence = None
+        elif line.startswith("<!-- results:"):
             block = True
+        elif line.startswith(("    ", "\t", ">")):  # an indented code block or a quote: an example
+            out[pos:pos + len(line)] = blank(pos, pos + len(line))
         pos += len(line)
     if fence is not None:  # a fence never closed runs to the end of the page
         out[fence[0]:] = [c if c == "\n" else " " for c in text[fence[0]:]]
@@ -391,13 +428,10 @@ def paired(text: str):
 
 def escaped(text: str, html=False) -> str:
     """Written text that cannot open or close an HTML comment, so no results file can end its block;
-    with html, every '<' outside a fenced table is written &lt;, so a label cannot be a tag (inside a
-    fence nothing renders as HTML, and &lt; would show as written)."""
+    with html (any block but a fenced one: the writer, not the data, says which), every '<' is written
+    &lt;, so a label cannot be a tag (inside a fence nothing renders as HTML, and &lt; would show as written)."""
     text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
-    if not html:
-        return text
-    parts = text.split("```")  # even parts are outside a fence
-    return "```".join(p.replace("<", "&lt;") if i % 2 == 0 else p for i, p in enumerate(parts))
+    return text.replace("<", "&lt;") if html else text
 
 
 def cmd_report(args):
@@ -416,6 +450,12 @@ def cmd_report(args):
             raise ValueError(f"{name}: {e}") from None
         if new != text:
             stale.append((page, new))
+    for page, _ in stale if not args.check else ():  # every page checked before any is written
+        if page.is_symlink():
+            raise ValueError(f"{page.relative_to(harness.ROOT)} is a link to {page.resolve()}: the report writes only "
+                             "the repository's own pages (replace the link by the file)")
+        if not page.stat().st_mode & stat.S_IWUSR:  # by its mode: root may write a read-only file, and should not
+            raise ValueError(f"{page.relative_to(harness.ROOT)} is read-only: the report does not change its mode")
     for page, new in stale if not args.check else ():
         harness.atomic_write(page, new)
     print(("stale: " if args.check else "rewritten: ") + (", ".join(str(p.relative_to(harness.ROOT)) for p, _ in stale) or "none"))

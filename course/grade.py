@@ -329,7 +329,7 @@ def load_hint(r):
 def blank(folder, file, name) -> int | None:
     """The line of `name` in folder/file if its body is still `raise NotImplementedError`, else None."""
     try:
-        tree = ast.parse((folder / file).read_text())
+        tree = ast.parse((folder / file).read_text(encoding="utf-8-sig"))
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in ast.walk(tree):  # of several functions of that name (t2r's forward has its own attend), a blank one
@@ -390,7 +390,7 @@ def problems(folder: pathlib.Path, modules):
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
             continue
         try:
-            ast.parse(path.read_text(encoding="utf-8"), str(path))
+            ast.parse(path.read_text(encoding="utf-8-sig"), str(path))  # a byte-order mark, as Python reads it
         except SyntaxError as e:
             out.append(f"{path}, line {e.lineno}: {e.msg}")
         except UnicodeDecodeError as e:

@@ -206,6 +206,18 @@ def check_fresh_state(model, state, size, tokens):
                          "token(s): pass a fresh state (msrnn.init_state) or none")
 
 
+def check_step_tokens(model, tokens, state) -> torch.Tensor:
+    """llama.step's tokens: one id per sequence of the state, (B,), in the vocabulary (a negative id indexed
+    the embedding from its end: token -1 gave the last token's logits, no word)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(f"llama.step takes one token id per sequence, an integer tensor (B,), got {got}")
+    ids = check_tokens(model, tokens, dims=(1,))[0]
+    if hasattr(state.layers[0], "free"):  # a multi-state knows its batch (a T2R state's is checked where it reads)
+        check_batch(ids, state)
+    return ids
+
+
 def check_batch(tokens, state):
     if tokens.shape[0] != state.layers[0].free.shape[0]:
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
@@ -272,6 +284,7 @@ def all_or_nothing(step):
     @functools.wraps(step)
     def atomic(model, tokens, state, policy=None):
         check_state(model, state)
+        tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
         try:
             return step(model, tokens, state, policy)
@@ -384,11 +397,21 @@ def _copying(cls):
     return cls
 
 
-SETTINGS = [("default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
-            ("thread count", torch.get_num_threads, torch.set_num_threads),
-            ("float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-            ("deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
-            ("global random seed", torch.initial_seed, torch.manual_seed)]  # a policy draws from a Generator of its own
+class _Filters(tuple):  # the warning filters, shown by their count in the message
+    __repr__ = __str__ = lambda self: f"{len(self)} filters"
+
+
+def _put_filters(filters):
+    warnings.filters[:] = filters
+    warnings._filters_mutated()  # the filters' caches, as warnings.simplefilter clears them
+
+
+SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
+            ("torch's thread count", torch.get_num_threads, torch.set_num_threads),
+            ("torch's float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+            ("torch's deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
+            ("torch's global random seed", torch.initial_seed, torch.manual_seed),  # a policy draws from a Generator of its own
+            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters)]  # a warning silenced for good
 
 
 class _Watched:
@@ -430,7 +453,7 @@ class _Watched:
         for (what, get, put), was in zip(SETTINGS, self.settings):
             if (now := get()) != was:
                 put(was)
-                raise PolicyError(f"policy {policy_name(self.policy)} changed torch's {what} from {was} to {now} (put back): "
+                raise PolicyError(f"policy {policy_name(self.policy)} changed {what} from {was} to {now} (put back): "
                                   "a policy must not change global settings")
         return False
 

@@ -19,7 +19,7 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
-    named = list(dict.fromkeys(specs.named(n) for n in names))
+    named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
     if any(p.reads_ahead for p in named):
         raise ValueError(f"the board ranks policies against its own bounds ({', '.join(BOUNDS)}); "
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")

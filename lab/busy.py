@@ -150,8 +150,10 @@ def main(argv=None):
     ap.add_argument("--tour", action="store_true", help="also time python demo.py, idle and loaded")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
-    # the published settings write results/busy.* (busy_quick.*); any other run, runs/ and a name of what differs
-    name = harness.run_name("busy_quick" if args.quick else "busy", harness.changed_options(args, ap, ("quick", "tour", "debug")))
+    # the published settings (with --tour: the pages cite its times) write results/busy.* (busy_quick.*); any
+    # other run, runs/ and a name of what differs
+    changed = harness.changed_options(args, ap, ("quick", "tour", "debug")) + [("tour", False)] * (not (args.tour or args.quick))
+    name = harness.run_name("busy_quick" if args.quick else "busy", changed)
     harness.check_writable(name)
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:

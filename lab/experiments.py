@@ -123,10 +123,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     more: other jobs for the same processes, after the settings: (fn, *args) runs fn(model, ids, *args),
     which keeps its own result and returns a line for the log (board.py's cells).
     """
+    named = specs.distinct([specs.named(n) for n in names])  # before the books are read
     ids = book_chunks(tok, n_chunks, chunk)
-    named = [specs.named(n) for n in names]
-    if len({p.label for p in named}) < len(named):
-        raise ValueError(f"two policies share a display name: {[p.label for p in named]}")
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
     file = lambda p, s: cache / f"{'shorter' if p is None else 'full' if p is specs.FULL else p.key}-{s}.json"
@@ -157,7 +155,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
         ppl.setdefault("shorter" if p is None else p.label, {})[s] = done[p, s]
     labels = [p.label for p in named]
     return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
-            "gap_closed": gap_closed(ppl, sizes, labels), "jobs": jobs, "compile": compile, "cache": cache.name,
+            "gap_closed": gap_closed(ppl, sizes, labels, [p.label for p in named if p.reads_ahead]), "jobs": jobs, "compile": compile, "cache": cache.name,
             "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
@@ -184,8 +182,9 @@ def weights(model) -> list:
 
 def identity(model) -> list:
     """What makes a model's numbers, for a cache key: its config (config.json: rope_theta, norm_eps,
-    rope_scaling, sliding_window change every number with the same weights) and every weight."""
-    return [repr(model.config), *weights(model)]
+    rope_scaling, sliding_window change every number with the same weights), every weight, and the RoPE
+    frequencies the model holds (made from the config, but a model of replaced frequencies is another model)."""
+    return [repr(model.config), *weights(model), model.inv_freq]
 
 
 MEASURED = {"ppl": float, "per_chunk": [float], "seconds": float}  # what `measure` returns, as read_cached checks it
@@ -205,11 +204,12 @@ def measure(model, ids, policy, size, batch, compile=False) -> dict:
             "per_chunk": [exp_loss(x, model.dtype) for x in losses.nanmean(1).tolist()], "seconds": time.time() - start}
 
 
-def gap_closed(ppl, sizes, labels, baseline="Window+4") -> dict:
-    """For each lookahead bound L (and the best of them at each size, if several ran) and each other
+def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
+    """For each lookahead bound L (`bound_labels`: the policies that read ahead, not a label's first word;
+    and the best of them at each size, if several ran) and each other
     policy P: (baseline - P) / (baseline - L) at every size, the share of the distance from Window+4 to
     the bound that P covers (negative: worse than Window+4; None where the bound is not below Window+4)."""
-    bounds = {b: {s: ppl[b][s]["ppl"] for s in sizes} for b in labels if b.startswith("Lookahead")}
+    bounds = {b: {s: ppl[b][s]["ppl"] for s in sizes} for b in bound_labels}
     if len(bounds) > 1:
         bounds["best bound"] = {s: min(b[s] for b in bounds.values()) for s in sizes}
     if baseline not in ppl:
@@ -446,10 +446,11 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
+    chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
-    settings = [(specs.FULL, None, "step")] + [(specs.named(p), s, r) for r in regimes for p in names for s in sizes]
+    settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]
     log(f"passkey: {len(prompts)} prompts of {length} tokens, key at depths {list(depths)}")
     for named, size, regime in settings:
         right = 0

@@ -305,6 +305,8 @@ def fingerprint(*parts) -> str:
             h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):
             h.update(p.read_bytes())
+        elif isinstance(p, bytes):
+            h.update(p)
         else:
             h.update(str(p).encode())
     return h.hexdigest()[:12]

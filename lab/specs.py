@@ -10,6 +10,7 @@ import math
 import pathlib
 import sys
 
+import numpy as np
 import torch
 
 from engine import guards
@@ -60,10 +61,10 @@ class Named:
 
 def _reads(fn) -> tuple[list, list]:
     """What a policy runs and reads, for its key, in one walk: its code (the function, unwrapped; a partial's;
-    a method; a callable instance's class; the functions it closes over, such as the one a decorator without
-    functools.wraps wraps) and the values beside its keyword parameters (a partial's positional arguments, a
-    closure's values, an instance's fields: tensors by their contents, anything else by its repr, which,
-    holding an address, misses the cache rather than hit another's)."""
+    a method; a callable instance's class and its __call__; the functions it closes over, such as the one a
+    decorator without functools.wraps wraps) and the values it reads besides its keyword parameters (a
+    partial's positional arguments, a closure's values, default arguments, the module globals its code
+    names, an instance's fields, its class's attributes: by their contents, `_value`)."""
     code, values, todo, seen = [], [], [fn], set()
     while todo:
         f = inspect.unwrap(todo.pop())
@@ -71,29 +72,67 @@ def _reads(fn) -> tuple[list, list]:
             continue
         seen.add(id(f))
         if isinstance(f, functools.partial):
-            values += [_value(a) for a in f.args]
+            values += [v for a in f.args for v in _value(a)]
             todo.append(f.func)
         elif inspect.ismethod(f):
-            code.append(f)
-            values += _fields(f.__self__)
+            values += _fields(f.__self__) + _fields(type(f.__self__), data_only=True)
+            todo.append(f.__func__)
         elif inspect.isfunction(f):
             code.append(f)
             cells = [_contents(c) for c in f.__closure__ or ()]
-            values += [_value(x) for x in cells if not inspect.isfunction(x)]
+            values += [v for x in cells if not inspect.isfunction(x) for v in _value(x)]
+            values += _value(f.__defaults__) + _value(f.__kwdefaults__) + _globals(f)
             todo += [x for x in cells if inspect.isfunction(x)]
-        else:  # a class, or a callable instance: its class and its fields
-            code.append(f if inspect.isclass(f) else type(f))
-            values += [] if inspect.isclass(f) else _fields(f)
+        else:  # a class, or a callable instance: its class, its fields and its __call__
+            cls = f if inspect.isclass(f) else type(f)
+            code.append(cls)
+            values += _fields(cls, data_only=True) + ([] if inspect.isclass(f) else _fields(f))
+            todo += [c for c in [getattr(cls, "__call__", None)] if inspect.isfunction(c) and c.__module__ == cls.__module__]
     return code, values
 
 
-def _fields(obj) -> list:
+def _fields(obj, data_only=False) -> list:
+    """An object's fields (a class's attributes, with data_only: its settings, not its methods) as key parts."""
     fields = vars(obj) if hasattr(obj, "__dict__") else {k: getattr(obj, k, None) for k in getattr(obj, "__slots__", ())}
-    return [x for k, v in sorted(fields.items()) for x in (k, _value(v))]
+    return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) and not k.startswith("__"))
+            for x in (k, *_value(v))]
 
 
-def _value(x):
-    return x if isinstance(x, torch.Tensor) else repr(x)
+def _globals(f) -> list:
+    """The module globals f's code names that hold data (not modules, functions or classes, whose files
+    the key hashes already): a constant changed in a notebook between two sweeps changes the key."""
+    names, todo = set(), [f.__code__]
+    while todo:  # the code of f's comprehensions and inner functions names globals too
+        c = todo.pop()
+        names |= set(c.co_names)
+        todo += [k for k in c.co_consts if inspect.iscode(k)]
+    return [x for n in sorted(names) if n in f.__globals__ and _data(f.__globals__[n]) for x in (n, *_value(f.__globals__[n]))]
+
+
+def _data(x) -> bool:  # a value, not code: modules, functions, classes and descriptors (a property) are code
+    return not (inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x) or hasattr(type(x), "__get__"))
+
+
+def _value(x, depth: int = 0) -> list:
+    """A value as key parts, by its contents: a tensor or a numpy array by its bytes, a module by its
+    weights, a list, tuple, set or dict item by item; a function, class or module by its name (its file is
+    hashed with the code); anything else by its repr, which, holding an address, misses the cache rather
+    than hit another's."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, np.ndarray):
+        return [str((x.dtype, x.shape)), x.tobytes() if x.dtype != object else repr(x.tolist())]
+    if isinstance(x, torch.nn.Module):
+        return [type(x).__qualname__, *(p for k, v in x.state_dict().items() for p in (k, v))]
+    if depth < 8 and isinstance(x, (list, tuple)):
+        return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1))]
+    if depth < 8 and isinstance(x, (set, frozenset)):
+        return [type(x).__name__, *sorted(repr(_value(v, depth + 1)) for v in x)]
+    if depth < 8 and isinstance(x, dict):
+        return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1)))]
+    if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
+        return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
+    return [repr(x)]
 
 
 def _own_helpers(path):
@@ -119,6 +158,16 @@ def _contents(cell):
 
 
 FULL = Named("full", "full cache", None)
+
+
+def distinct(named: list) -> list:
+    """`named`, refused if two share a display name: every table, results file and verdict is keyed by it,
+    so the second would replace the first (a copy of policies.py's tova, edited, still labelled TOVA)."""
+    labels = [p.label for p in named]
+    if twice := sorted({x for x in labels if labels.count(x) > 1}):
+        raise ValueError(f"two policies share a display name ({', '.join(twice)}): the tables and results are keyed by it; "
+                         f"give one another with policies.label(\"...\")")
+    return named
 
 
 def named(spec) -> Named:

@@ -360,6 +360,11 @@ def main(argv=None):
     for flag, r in (("--r", args.r), ("--tail-r", args.tail_r)):
         if r % 2 or r < 4:  # every family is Hedgehog's: r/2 features of Wx, r/2 of -Wx, each a softmax
             ap.error(f"{flag}: Hedgehog's features need an even r of at least 4, got {r}")
+    held = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes), "sinks": SINKS, "plain": 0}
+    most = max(held[f] for f in (FAMILIES if args.sets == "all" else [args.sets]))
+    if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most:  # before the training, not after
+        ap.error(f"--lengths must be distinct and each exceed the {most} rows these families hold exact "
+                 f"(at fewer tokens nothing is dropped or folded, and every row is the full cache's), got {args.lengths}")
     if args.name is None:  # other settings than the published ones never overwrite the file the pages show
         published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
         args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
@@ -427,15 +432,16 @@ def table(data, family: str | None = None) -> str:
     cell = {(r["method"], r["tokens"]): r for r in rows}
     twins = " (zeroed)" if any("zeroed_ppl" in r for r in rows) else ""
     spans = list(zip(lengths, lengths[1:]))  # the segment each longer prefix adds
-    lines = ["| method | " + " | ".join(f"{n:,} tokens{twins}" for n in lengths) + " | "
-             + " | ".join(f"tokens {a:,}–{b:,} alone" for a, b in spans) + " |", "|---|" + "---|" * (len(lengths) + len(spans))]
+    head = ["method", *(f"{n:,} tokens{twins}" for n in lengths), *(f"tokens {a:,}–{b:,} alone" for a, b in spans)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
     both = lambda r, key: f"{r[key]:.2f}" + (f" ({r['zeroed_' + key]:.2f})" if "zeroed_" + key in r else "")
     for m in methods:
         seg = [{"ppl": segment(cell[m, a]["ppl"], a, cell[m, b]["ppl"], b)} | (
             {"zeroed_ppl": segment(cell[m, a]["zeroed_ppl"], a, cell[m, b]["zeroed_ppl"], b)}
             if "zeroed_ppl" in cell[m, a] else {}) for a, b in spans]
-        lines.append(f"| {recipe(cell[m, lengths[0]], data['r'], data['tail_r'])} | " + " | ".join(both(cell[m, n], "ppl") for n in lengths) + " | "
-                     + " | ".join(both(x, "ppl") for x in seg) + " |")
+        cells = [recipe(cell[m, lengths[0]], data['r'], data['tail_r']), *(both(cell[m, n], "ppl") for n in lengths),
+                 *(both(x, "ppl") for x in seg)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -162,6 +162,8 @@ def main(argv=None):
                          "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = ap.parse_args(argv)
+    if len(set(args.lengths)) < len(args.lengths):
+        ap.error(f"--lengths names a length twice: {args.lengths}")
     if min(args.lengths) <= args.size:  # a state built as after n tokens: TOVA's size + 1 slots need more than size
         ap.error(f"--lengths must all exceed --size ({args.size}): TOVA {args.size} holds {args.size + 1} rows only "
                  f"after {args.size + 1} tokens; got {min(args.lengths)}")

@@ -135,6 +135,8 @@ def test_a_file_python_cannot_read_is_named(tmp_path):
     (folder / "policies.py").write_text("x = " + "1 + " * 100_000 + "1\n")  # a sum too deep for ast
     said = grade.problems(folder, ["llama", "policies"])
     assert len(said) == 2 and "llama.py is not UTF-8 text" in said[0] and "nested too deeply" in said[1], said
+    (folder / "policies.py").write_bytes(b"\xef\xbb\xbf" + (ROOT / "policies.py").read_bytes())  # "UTF-8 with BOM"
+    assert grade.problems(folder, ["policies"]) == []  # Python runs it: round 9 found it graded 0 of 15
 
 
 def test_init_copies_the_skeletons_and_never_overwrites(tmp_path):

@@ -379,3 +379,63 @@ def test_a_results_marker_in_a_code_example_is_not_a_block(tmp_path, monkeypatch
     block = "<!-- results: memory -->\n```\nold\n```\n<!-- /results -->\n"
     text = demo.reported(example + block + "prose\n" + example, results=tmp_path)
     assert text.startswith(example) and text.endswith("prose\n" + example) and "old" not in text
+
+
+def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writer(tmp_path, monkeypatch):
+    """Round 9: an example in an indented code block, a quote, a ```` fence holding ```, or a <pre> was filled
+    with the real table; a label holding ``` turned the escaping off for what followed (a tag published);
+    a command holding `` ended its code span."""
+    import json
+    import demo
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    markers = "<!-- results: memory -->\nan example\n<!-- /results -->\n"
+    for example in ("".join("    " + line + "\n" for line in markers.splitlines()), "".join("> " + line + "\n" for line in markers.splitlines()),
+                    "````\n```\n" + markers + "```\n````\n", "<pre>\n" + markers + "</pre>\n"):
+        page = example + "<!-- results: memory -->\nold\n<!-- /results -->\n" + example
+        text = demo.reported(page, results=tmp_path)
+        assert text.startswith(example) and text.endswith(example) and "old" not in text, example
+    data = json.loads((ROOT / "results" / "t2r_speed.json").read_text())
+    labels = {r["label"] for r in data["results"]}
+    first, last = sorted(labels)[0], sorted(labels)[-1]
+    for r in data["results"]:
+        r["label"] = {first: "relu ``` x", last: "TOVA <img src=x>"}.get(r["label"], r["label"])
+    data["about"]["command"] = "python -m t2r.speed --x ``<b>y</b>``"
+    (tmp_path / "t2r_speed.json").write_text(json.dumps(data))
+    text = demo.reported("<!-- results: t2r_speed -->\n<!-- /results -->\n", results=tmp_path)
+    assert "relu ``` x" in text and "<img" not in text and "&lt;img" in text
+    assert "(``` python -m t2r.speed --x ``<b>y</b>`` ```, results/t2r_speed.json)" in text  # CommonMark: a longer run delimits
+
+
+@pytest.mark.parametrize("old, new, says", [('"ppl": 33.878', '"ppl": -33.878', "results.0.ppl is -33.878"),
+                                        ('"state_bytes": 1474560', '"state_bytes": -1', "results.0.state_bytes is -1"),
+                                        ('"results": [', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "results": [', "RecursionError")])
+def test_round_9_the_report_refuses_numbers_no_run_makes_and_names_a_file_too_deep(old, new, says, tmp_path):
+    """Round 9: a perplexity of -33.88 and negative bytes were published; JSON nested 100,000 deep ended the
+    report with "maximum recursion depth exceeded", naming no file."""
+    import demo
+    text = (ROOT / "results" / "t2r.json").read_text()
+    assert old in text
+    (tmp_path / "t2r.json").write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match=rf"results/t2r.json \(block t2r\): .*{says}"):
+        demo.reported("<!-- results: t2r -->\n<!-- /results -->\n", results=tmp_path)
+
+
+def test_round_9_the_report_refuses_a_linked_or_read_only_page(tmp_path, monkeypatch):
+    """Round 9: a page that was a link became a file (its target kept the stale block); a read-only page was
+    rewritten and made writable."""
+    import os
+    import demo
+    from lab import harness
+    (tmp_path / "docs").mkdir()
+    stale = "<!-- results: memory -->\nold\n<!-- /results -->\n"
+    (tmp_path / "elsewhere.md").write_text(stale)
+    os.symlink(tmp_path / "elsewhere.md", tmp_path / "docs" / "linked.md")
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    with pytest.raises(ValueError, match="docs/linked.md is a link to"):
+        demo.cmd_report(type("Args", (), {"check": False})())
+    (tmp_path / "docs" / "linked.md").unlink()
+    (tmp_path / "docs" / "locked.md").write_text(stale)
+    (tmp_path / "docs" / "locked.md").chmod(0o444)
+    with pytest.raises(ValueError, match="docs/locked.md is read-only"):
+        demo.cmd_report(type("Args", (), {"check": False})())

@@ -577,10 +577,10 @@ def test_runs_of_other_settings_do_not_replace_the_published_results(tmp_path, m
     monkeypatch.setattr(length, "costs", lambda data: "")
     saved = []
     monkeypatch.setattr(harness, "save", lambda name, *a: saved.append(name) or tmp_path / f"{name}.json")
-    for argv in ([], ["--sets", "plain"], ["--minutes", "0.1", "--lengths", "64"], ["--name", "mine", "--r", "8"]):
+    for argv in ([], ["--sets", "plain"], ["--minutes", "0.1", "--lengths", "300"], ["--name", "mine", "--r", "8"]):
         length.main(argv)
     assert saved[:2] == ["t2r_length", "t2r_length_plain"] and saved[3] == "mine"
-    assert saved[2].startswith("runs/t2r_length-minutes_0.1-lengths_64"), saved
+    assert saved[2].startswith("runs/t2r_length-minutes_0.1-lengths_300"), saved
 
 
 def test_a_save_without_matplotlib_removes_the_old_plot(tmp_path, monkeypatch, capsys):
@@ -804,3 +804,142 @@ def test_maps_that_overflow_the_models_dtype_and_layers_that_are_not_numbers_are
     for layers in ([True], [-1], [7]):
         with pytest.raises(ValueError, match="layers must be layer numbers from 0 to 1"):
             linear.FeatureMaps(model.config, 4, "relu", layers=layers)
+
+
+# ---------------------------------------------------------------- round 9 (two helpers as hostile testers)
+
+def test_a_policys_key_covers_defaults_modules_containers_arrays_globals_and_class_settings(tmp_path):
+    """Round 9: each pair shared a key, so a sweep served the first's number for the second: a default
+    argument (the loop-variable idiom), an nn.Module's weights, a tensor inside a list (its repr elides
+    the middle), a numpy array, a module global changed between two sweeps, a class attribute."""
+    import sys
+    import numpy as np
+    (tmp_path / "pol_r9.py").write_text(
+        "import torch\nSIGN = 1.0\n"
+        "def make(s):\n    def newest(rows, s=s):\n        return rows.pos[:, :1].double() * s\n    return newest\n"
+        "def over(w):\n    def scored(rows):\n        return rows.pos[:, :1].double() * float(w[0][500])\n    return scored\n"
+        "def by_global(rows):\n    return rows.pos[:, :1].double() * SIGN\n"
+        "class Learned:\n    def __init__(self, seed):\n        torch.manual_seed(seed)\n        self.net = torch.nn.Linear(2, 1)\n"
+        "    def __call__(self, rows):\n        return rows.pos[:, :1].double() * float(self.net.weight[0, 0])\n"
+        "class Setting:\n    sign = 1.0\n    def __call__(self, rows):\n        return rows.pos[:, :1].double() * self.sign\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pol_r9 as p
+    finally:
+        sys.path.remove(str(tmp_path))
+    w1, w2 = torch.zeros(2000), torch.zeros(2000)
+    w2[500] = 1.0
+    pairs = [(p.make(1.0), p.make(-1.0)), (p.Learned(0), p.Learned(1)), (p.over([w1]), p.over([w2])),
+             (p.over([w1.numpy()]), p.over([w2.numpy()])), (p.over({0: w1}), p.over({0: w2}))]
+    for a, b in pairs:
+        assert specs.named(a).key != specs.named(b).key, (a, b)
+    for obj, attr in ((p, "SIGN"), (p.Setting, "sign")):  # changed in place, as a notebook would between two sweeps
+        fn = p.by_global if obj is p else p.Setting()
+        before = specs.named(fn).key
+        setattr(obj, attr, -1.0)
+        assert specs.named(fn).key != before, attr
+    assert specs.named(p.make(1.0)).key == specs.named(p.make(1.0)).key  # the same values: the same key
+
+
+def test_two_policies_of_one_label_are_refused_by_every_command_that_keys_by_it(tmp_path):
+    """Round 9: `check copied.py:tova tova` kept verdicts by label (the built-in's pass replaced the copy's
+    fail: exit 0); `passkey` kept one row of the two. Refused before any work, as the sweep refuses them."""
+    from lab import board
+    (tmp_path / "copied.py").write_text("from policies import label\n\n@label('TOVA')\ndef tova(rows):\n"
+                                        "    return rows.pos[:, :1].double()\n")
+    names = [f"{tmp_path}/copied.py:tova", "tova"]
+    says = r"two policies share a display name \(TOVA\)"
+    for run in (lambda: experiments.passkey(MODEL, None, names=names), lambda: board.board(MODEL, None, names),
+                lambda: experiments.sweep(MODEL, None, names=names)):
+        with pytest.raises(ValueError, match=says):
+            run()
+    import demo
+    with pytest.raises(ValueError, match=says):
+        demo.cmd_check(demo.parser()[0].parse_args(["check", *names, "--quick"]))
+
+
+def test_lab_busy_without_the_tour_does_not_replace_the_published_run(monkeypatch):
+    """Round 9: `python -m lab.busy` (no --tour) wrote results/busy.json over `lab.busy --tour`'s, and the
+    tour's times that README's block reads were gone (`report`: KeyError 'tour_s')."""
+    from lab import busy
+
+    class Stop(Exception):
+        pass
+
+    names = []
+    monkeypatch.setattr(harness, "check_writable", lambda name: names.append(name) or (_ for _ in ()).throw(Stop()))
+    for argv in (["--tour"], [], ["--quick"]):
+        with pytest.raises(Stop):
+            busy.main(argv)
+    assert names == ["busy", "runs/busy-tour_False", "busy_quick"], names
+
+
+def test_llama_step_names_tokens_it_cannot_read():
+    """Round 9: llama.step ran no token check: token -1 gave the last token's logits bit for bit, and 61, a
+    float, (1, 2) or a batch of 2 on a state of 1 failed deep in torch. The state is as it was after each."""
+    import llama
+    import msrnn
+    state = msrnn.init_state(MODEL)
+    for bad, says in [(torch.tensor([-1]), "token id -1 is outside the vocabulary"),
+                      (torch.tensor([61]), "token id 61 is outside the vocabulary"),
+                      (torch.tensor([1.0]), "tokens must be an integer tensor"),
+                      (torch.tensor([[1, 2]]), r"one token id per sequence, an integer tensor \(B,\), got \(1, 2\)"),
+                      (3, "one token id per sequence, an integer tensor \\(B,\\), got int"),
+                      (torch.tensor([1, 2]), "tokens have batch 2, the state was made for 1")]:
+        with pytest.raises(ValueError, match=says):
+            llama.step(MODEL, bad, state)
+        assert state.t == 0
+
+
+def test_a_policy_that_silences_warnings_is_named_and_the_filters_put_back():
+    """Round 9: warnings.simplefilter('ignore') in a policy silenced every later warning of the process
+    (a run past max_position_embeddings then printed nothing)."""
+    import warnings
+    import msrnn
+    from engine import guards
+
+    def quiet(rows):
+        warnings.simplefilter("ignore")
+        return rows.pos[:, :1].double()
+    before = list(warnings.filters)
+    with pytest.raises(guards.PolicyError, match="policy quiet changed Python's warning filters .* \\(put back\\)"):
+        msrnn.run(MODEL, tokens(1, 12), size=4, policy=quiet)
+    assert list(warnings.filters) == before
+
+
+def test_a_bound_is_what_reads_ahead_and_a_model_is_its_frequencies_too():
+    """Round 9: the sweep took every label starting 'Lookahead' for a bound (a causal policy so labelled
+    lost its own row); a model whose RoPE frequencies were replaced was served the other's numbers."""
+    import dataclasses
+    ppl = {k: {4: {"ppl": v}} for k, v in {"Window+4": 10.0, "Lookahead-free TOVA": 8.0, "Lookahead": 6.0}.items()}
+    gaps = experiments.gap_closed(ppl, [4], list(ppl), ["Lookahead"])
+    assert gaps == {"Lookahead-free TOVA / Lookahead": {4: 0.5}}, gaps
+    other = dataclasses.replace(MODEL, inv_freq=MODEL.inv_freq / 8)
+    assert harness.fingerprint(*experiments.identity(other)) != harness.fingerprint(*experiments.identity(MODEL))
+
+
+def test_t2r_length_and_speed_refuse_lengths_that_measure_nothing_and_one_length_makes_a_table(capsys):
+    """Round 9: `t2r.length --lengths 32` printed every row (window 64, TOVA 63) at the full cache's 78.97, as
+    if something had been dropped or folded; `t2r.speed --lengths 300 300` showed one cell as two and a flat
+    1.00x; one length gave a header with a third, empty column."""
+    from t2r import length, speed
+    for argv, says in ((["--lengths", "32"], "each exceed the 256 rows"), (["--sets", "sinks", "--lengths", "4"], "exceed the 4 rows"),
+                       (["--sets", "plain", "--lengths", "300", "300"], "must be distinct")):
+        with pytest.raises(SystemExit):
+            length.main(argv)
+        assert says in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        speed.main(["--lengths", "300", "300", "--size", "8"])
+    assert "names a length twice" in capsys.readouterr().err
+    data = {"r": 4, "tail_r": 4, "rows": [{"method": "TOVA 63", "tokens": 100, "ppl": 9.0, "family": "hybrids"}]}
+    head, rule, row = length.table(data).splitlines()
+    assert head.count("|") == rule.count("|") == row.count("|") == 3, (head, rule, row)
+
+
+def test_a_hybrids_maps_are_refused_as_a_tail():
+    """Round 9: a hybrid's maps (window 5) read as a tail ignored the window, under a label that hid it;
+    maps with sinks were already refused for the same reason."""
+    from t2r import linear, tail
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", window=5)
+    with pytest.raises(ValueError, match="its maps take no sinks or window .* window 5"):
+        tail.forward(MODEL, maps, tokens(1, 12), specs.named("tova").fn, 4)
