@@ -130,6 +130,7 @@ def tour_passkey(model, tok, names=("sink", "tova"), length=2048, size=256):
 
 
 def tour_retention(model, tok, length=512, size=64, layer=15):
+    layer = min(layer, model.config.n_layers - 1)  # another model's tour: its last layer where it has no 15th
     say("5. What TOVA keeps", f"Layer {layer}, {size} rows per layer, the first {length} tokens of Alice in Wonderland:")
     data = experiments.retention(model, tok, size=size, length=length, layer=layer)
     print(indent(experiments.retention_table(data)))
@@ -141,11 +142,11 @@ def tour_retention(model, tok, length=512, size=64, layer=15):
         print("   " + "".join("#" if f > 0.5 else "." if f > 0 else " " for f in share.tolist()) + f" t={t}")
 
 
-def tour_view(model, tok, length=512, size=64):
+def tour_view(model, tok, length=512, size=64, page="tour"):
     say("6. See it", "The page below shows, step by step and layer by layer, what Window+4 and TOVA keep of the\n"
         "same text; open it in any browser (python demo.py view makes one for any text and policies):")
     ids = torch.tensor(tok.encode(corpus.book("alice29")).ids[:length])
-    print(indent(os.path.relpath(write_page(experiments.view(model, tok, ids, size=size), harness.RESULTS / "tour-view.html"))))
+    print(indent(os.path.relpath(write_page(experiments.view(model, tok, ids, size=size), harness.RESULTS / f"{page}-view.html"))))
 
 
 def write_page(data, path):
@@ -165,7 +166,7 @@ def cmd_tour(args):
     tour_perplexity(model, tok, **chosen)
     tour_passkey(model, tok, **chosen)
     tour_retention(model, tok)
-    tour_view(model, tok)
+    tour_view(model, tok, page=getattr(args, "result", "tour"))  # beside the run's results: another model's in runs/
     say(f"Done in {time.time() - t0:.0f} s", "python demo.py --help lists the experiments that remake the paper's "
         "tables and figures.")
     return {}, model
@@ -187,6 +188,8 @@ def cmd_ppl(args):
     with_tail = args.tail is not None or args.tail_maps is not None
     if with_tail and (policy is specs.FULL or args.prompt != "step" or args.prompt_len):
         raise SystemExit("error: --tail folds what a policy drops at every step: it needs a policy, --size, --prompt step")
+    if with_tail and args.compile:  # tail.perplexity has no compiled path: said, not dropped without a word
+        raise SystemExit("error: --tail runs eagerly (t2r/tail.py has no compiled path): leave out --compile")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
     text = read_text(args)
     model, tok = load(args)
@@ -271,14 +274,19 @@ def cmd_memory(args):
     return experiments.memory(model, context=args.context, sizes=args.sizes, budget_gib=args.budget, log=print), model
 
 
+CPU_BUDGET = dict(minutes=20.0, finetune_minutes=7.0, tail_minutes=10.0)  # demo.py t2r's --preset cpu, in minutes
+
+
 def cmd_t2r(args):
     if "hedgehog" in args.kinds + ["hedgehog"] * bool(args.window) and (args.r % 2 or args.r < 4):  # before loading
         raise ValueError(f"--r {args.r}: Hedgehog's map (--kinds hedgehog, and the hybrid) needs an even r of at least 4")
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tok = load(args)
-    budget = dict(minutes=args.minutes, finetune_minutes=args.finetune_minutes, tail_minutes=args.tail_minutes)
-    if args.preset == "papers" and any(f"--{k.replace('_', '-')}" in sys.argv for k in budget):
+    # the budgets given (None where not: argparse's --minutes=5 and --minu 5 are given too), over the cpu preset's
+    given = {k: getattr(args, k) for k in CPU_BUDGET if getattr(args, k) is not None}
+    budget = CPU_BUDGET | given
+    if args.preset == "papers" and given:
         raise ValueError("--preset papers trains for the papers' token counts, with no time limit: "
                          "--minutes, --finetune-minutes and --tail-minutes do not apply (leave them out, or use --preset cpu)")
     if args.preset == "papers":  # the papers' token counts (compare.PAPERS), no time limit: for a GPU
@@ -601,13 +609,13 @@ def parser():
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
     p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
     p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
-    p.add_argument("--minutes", type=harness.positive, default=20.0, help="CPU budget of the attention transfer (default 20)")
+    p.add_argument("--minutes", type=harness.positive, help="CPU budget of the attention transfer (default 20)")
     p.add_argument("--finetune", choices=("lora", "full"), default="lora",
                    help="lora: LoRA r=8 on q, k, v, o (LoLCATs); full: every weight (Kasai et al.)")
-    p.add_argument("--finetune-minutes", type=harness.positive, default=7.0, help="budget of each finetune (default 7)")
+    p.add_argument("--finetune-minutes", type=harness.positive, help="budget of each finetune (default 7)")
     p.add_argument("--tail-r", type=harness.at_least(2), default=16, help="features of TOVA's tail (default 16)")
     p.add_argument("--tail-size", type=harness.at_least(1), default=64, help="rows TOVA holds while its tail trains (default 64)")
-    p.add_argument("--tail-minutes", type=harness.positive, default=10.0, help="budget of the tail's transfer (default 10)")
+    p.add_argument("--tail-minutes", type=harness.positive, help="budget of the tail's transfer (default 10)")
     p.add_argument("--tail-length", type=harness.at_least(2), default=None,
                    help="tokens per chunk of the tail's transfer (default: 4,096, the evaluation's)")
     p.add_argument("--eval-chunks", type=harness.at_least(1), default=1, help="4,096-token chunks of alice29, asyoulik (default 1)")
@@ -641,7 +649,7 @@ def main(argv=None):
     command, draw = COMMANDS[args.cmd]
     if args.cmd in ("ppl", "report"):  # tools, not experiments: nothing to save
         return command(args)
-    name = result_name(args, sub.choices[args.cmd])
+    name = args.result = result_name(args, sub.choices[args.cmd])
     harness.check_writable(name)  # before the work, not after it
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:

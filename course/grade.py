@@ -221,10 +221,14 @@ PARTS = [
     Part(7, "T2R: the linear state, two views (t2r/linear.py)", ("t2r.linear",), points=15, tests=(
         *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("relu", "elu", "hedgehog")),
         T2R + "test_hedgehog_map_is_two_softmaxes", T2R + "test_elu_map_is_elu_plus_one",
+        *(f"{T2R}test_relu_maps_are_relu_of_their_own_projections[{k}]" for k in ("t2r", "relu")),
+        T2R + "test_linear_attention_is_normalised_as_the_paper_writes",
         T2R + "test_state_size_is_constant[relu]", T2R + "test_swap_and_swap_back"), writes=T2R_WRITES,
         hints=(
             ("test_elu_map", "", "your ELU+1 map differs from its formula {diff}: φ(x) = ELU(x) + 1, that is x + 1 "
              "where x > 0 and exp(x) elsewhere, so that every feature is positive"),
+            ("test_relu_maps", "", "your ReLU map differs from its formula {diff}: φ(x) = ReLU(W x + b), the query "
+             "map (wq, bq) for queries and the key map (wk, bk) for keys; Kasai's tied kind `t2r` uses the key map for both"),
             ("test_recurrent_equals_parallel[relu]", "", "your RNN view differs from your transformer view {diff}: "
              "out = φ(q)ᵀS / φ(q)·z, with the token's own φ(k) vᵀ in S, z before its query reads them (query i "
              "sees keys 0 .. i)?"),
@@ -234,10 +238,14 @@ PARTS = [
             ("test_state_size_is_constant", "", "state_bytes is not what the state holds: S is (Hkv, r, hd) and z "
              "(Hkv, r) in every swapped layer, plus the window's rows"),
             ("test_swap_and_swap_back", "", "swapping layers: {says}"),
+            ("test_linear_attention_is_normalised", "", "your linear attention differs from the paper's, written out "
+             "by hand {diff}: out_i = Σ_j φ(q_i)·φ(k_j) v_j / Σ_j φ(q_i)·φ(k_j) over the keys j ≤ i (the denominator "
+             "makes the weights sum to 1)"),
         )),
     Part(8, "extra: T2R's hybrid window (t2r/linear.py)", ("t2r.linear",), points=5, tests=(
         *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("hybrid-1", "hybrid-3", "hybrid-9", "hedgehog-3")),
         T2R + "test_hybrid_with_features_off_is_the_sliding_window_transformer", T2R + "test_state_size_is_constant[hybrid-3]",
+        T2R + "test_the_hybrid_shares_one_denominator_as_written",
         T2R + "test_hybrid_shorter_than_its_window_is_the_transformer"), writes=T2R_WRITES,
         hints=(
             ("test_hybrid_shorter_than_its_window", "", "with fewer tokens than its window your hybrid is not softmax "
@@ -245,6 +253,8 @@ PARTS = [
              "would still get weight exp(0 - m)) and must not be attended"),
             ("features_off", "", "with every feature off your hybrid is not Mistral's sliding window {diff}: the "
              "window's keys weighed by exp(q·k/√hd - m), the newest `window` of them, the query's own included"),
+            ("test_the_hybrid_shares_one_denominator", "", "your hybrid differs from LoLCATs' written out by hand {diff}: "
+             "the window's exp(q·k/√hd - m) and the older keys' φ(q)·φ(k) are divided by one sum, theirs together"),
             ("test_recurrent_equals_parallel", "", "your hybrid's two views differ {diff}: row t - window is folded "
              "into S, z when row t takes its slot, and both parts share one denominator"),
         )),

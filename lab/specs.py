@@ -139,7 +139,7 @@ def _own_helpers(path):
     """Refuse a policy file whose import of a module beside it found another folder's module of that name
     (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
     folder = path.parent.resolve()
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(path.read_bytes())  # as Python reads it: a coding line, a byte-order mark
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
             {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     for name in sorted(names):
@@ -160,10 +160,11 @@ def _contents(cell):
 FULL = Named("full", "full cache", None)
 
 
-def distinct(named: list) -> list:
-    """`named`, refused if two share a display name: every table, results file and verdict is keyed by it,
-    so the second would replace the first (a copy of policies.py's tova, edited, still labelled TOVA)."""
-    labels = [p.label for p in named]
+def distinct(named: list, taken=()) -> list:
+    """`named`, refused if two share a display name, or one takes a name in `taken` (the sweep's own rows):
+    every table, results file and verdict is keyed by it, so the second would replace the first (a copy of
+    policies.py's tova, edited, still labelled TOVA)."""
+    labels = [p.label for p in named] + list(taken)
     if twice := sorted({x for x in labels if labels.count(x) > 1}):
         raise ValueError(f"two policies share a display name ({', '.join(twice)}): the tables and results are keyed by it; "
                          f"give one another with policies.label(\"...\")")

@@ -44,6 +44,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
         raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
+    if window >= length:  # every row exact: the "hybrid" would be the full cache under the hybrid's name
+        raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so below the {length} tokens "
+                         f"it is read on, or nothing is folded into its linear state")
     train_ids = training_text(tok, train_length)
     test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
     if transfer_tokens:
@@ -141,8 +144,10 @@ def measured_row(method, trained, nll, test, model_key, *code) -> dict:
     """Perplexity of one row (nll() -> losses (B, T - 1)), kept in results/t2r_rows/ under the row, what
     trained it, the chunks, the model and `code` (what computes it: code_key(), and a tail row's policy
     and tail.py), so a rerun with the same settings and code measures nothing again."""
-    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key, *code)}.json"
-    got = harness.read_cached(file, {"ppl": float, "ppl_per_chunk": [float]})
+    # keyed by what measures it too: experiments.py's next_token_nll, as the policy rows beside it are
+    measuring = harness.sources(pathlib.Path(experiments.__file__))
+    file = harness.RESULTS / "t2r_rows" / f"{harness.fingerprint(method, trained, test, model_key, *code, *measuring)}.json"
+    got = harness.read_cached(file, {"ppl": (float, 1), "ppl_per_chunk": [(float, 1)]})
     if got is None:
         with torch.no_grad():
             losses = nll()

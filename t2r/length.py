@@ -426,7 +426,10 @@ def recipe(row, r: int, tail_r: int) -> str:
 def table(data, family: str | None = None) -> str:
     """The rows of one family (default: every row), with the full cache beside them, at every length."""
     full = [r for r in data["rows"] if r["method"] == "full cache"]
-    rows = [r for r in data["rows"] if family in (None, r.get("family")) and r not in full] + full
+    rows = [r for r in data["rows"] if family in (None, r.get("family")) and r not in full]
+    if not rows:  # a table of the full cache alone, under a family's heading, would say the family was measured
+        raise ValueError(f"holds no rows of the family {family!r}" if family else "holds no rows")
+    rows += full
     lengths = sorted({r["tokens"] for r in rows})
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["method"], r["tokens"]): r for r in rows}

@@ -30,8 +30,10 @@ import dataclasses
 import functools
 import json
 import math
+import os
 import pathlib
 import statistics
+import sys
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
@@ -173,7 +175,9 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
               {"params": [p for p in params.values() if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=peak, betas=(0.9, 0.95), weight_decay=0.1)
     settings = {"label": label, "steps": steps, "peak": peak, "batch": batch, "seed": seed, "chunks": list(chunks.shape),
-                "maps": None if maps is None else train.describe(maps)}
+                "maps": None if maps is None else train.describe(maps),
+                # the code that trains: a run saved by other code is refused by name, never served as this code's
+                "code": harness.fingerprint(*(pathlib.Path(m.__file__) for m in (sys.modules[__name__], linear, llama, train)))}
     best = None if checkpoint is None else pathlib.Path(f"{checkpoint}.best")
     run = train._resume(checkpoint, params, opt, settings, log)
     evaluate = lambda: held_out_loss(train.detached(build), maps, dev)
@@ -593,10 +597,18 @@ def use_linear(path) -> None:
     path = pathlib.Path(path)
     if not path.is_file():
         raise SystemExit(f"error: --linear {path}: no such file")
+    if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose
+        results = pathlib.Path(os.environ["MSRNN_RESULTS"])
+    elif path.resolve().parent.name == "t2r":  # the course's layout: course/work/t2r/linear.py -> course/work/results
+        results = path.resolve().parent.parent / "results"
+    else:
+        raise SystemExit(f"error: --linear {path}: its results go beside its t2r/ folder (course/work/t2r/linear.py -> "
+                         "course/work/results/), and this file is in no t2r/ folder; move it, or set MSRNN_RESULTS")
     spec = importlib.util.spec_from_file_location("student_linear", path)
     linear = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(linear)
-    harness.RESULTS = path.resolve().parent.parent / "results"  # course/work/results, never the repository's
+    harness.RESULTS = results  # never the repository's results/
+    print(f"t2r.mini: the rows run {path}; results go to {results}/", flush=True)
 
 
 def preflight(p: dict):
@@ -611,7 +623,7 @@ def preflight(p: dict):
             llama.forward(model, x, attention_of(maps))
             linear.state_bytes(model, maps)
     except NotImplementedError:
-        where = traceback.extract_tb(__import__("sys").exc_info()[2])[-1]
+        where = traceback.extract_tb(sys.exc_info()[2])[-1]
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} is not written yet (it raises "
                          f"NotImplementedError, line {where.lineno}); the rows need it") from None
 

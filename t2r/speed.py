@@ -144,6 +144,8 @@ def map_spec(text: str) -> str:
     if kind not in linear.FeatureMaps.KINDS or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
                                          f"r >= 1 features (even and >= 4 for hedgehog), e.g. relu:64; got {text!r}")
+    if kind != "elu" and not r:  # no default r: it was 64 here, 16 in demo.py ppl's --tail, under one label
+        raise argparse.ArgumentTypeError(f"{kind} needs its features: {kind}:r, e.g. {kind}:64; got {text!r}")
     if kind == "elu" and r:  # ELU(x) + 1 has the head's own features: a row labelled elu:5 would hold 64
         raise argparse.ArgumentTypeError(f"elu takes no r: its features are x's own (r = head_dim); got {text!r}")
     return text

@@ -101,7 +101,9 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     if kind == "elu" and r:  # its features are x's own: an r would be dropped, and the label would lie
         raise ValueError(f"elu takes no r: its features are x's own (r = head_dim); got {spec!r}")
-    maps = linear.FeatureMaps(model.config, int(r or 16), kind, dtype=model.dtype).to(model.device)
+    if kind != "elu" and not r:  # no default: t2r.speed's was 64, this one's 16, under one label
+        raise ValueError(f"a tail of {kind} needs its features: {kind}:r, e.g. {kind}:16; got {spec!r}")
+    maps = linear.FeatureMaps(model.config, int(r or 0), kind, dtype=model.dtype).to(model.device)
     return maps, (f"tail: UNTRAINED {maps.kind} maps of r={maps.r} (their initial values; python demo.py t2r "
                   f"trains a tail and saves results/t2r_tail_*-maps.safetensors: pass it with --tail-maps)")
 
@@ -264,11 +266,21 @@ class Teacher:
                       "the chunks not cached are streamed from the model", file=sys.stderr)
 
     def _read(self, c: int):
-        """Chunk c's [(q, k, v, o)] per layer from its file (mapped, not copied), or None."""
+        """Chunk c's [(q, k, v, o)] per layer from its file (mapped, not copied), or None: missing, or not
+        what this model makes of this chunk (shapes, dtype, finite), which is computed again."""
         file = self.folder / f"{c}.safetensors"
+        cfg, T = self.model.config, self.chunks[c].shape[-1]
+        H, G, hd = cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
+        want = {"q": (1, H, G, T, hd), "k": (1, H, 1, T, hd), "v": (1, H, 1, T, hd), "o": (1, H, G, T, hd)}
         try:
             got = load_file(file, device=str(self.model.device))
-            return [tuple(got[f"{i}.{n}"] for n in "qkvo") for i in range(len(self.model.layers))]
+            layers = [tuple(got[f"{i}.{n}"] for n in "qkvo") for i in range(len(self.model.layers))]
+            for i, qkvo in enumerate(layers):
+                for n, t in zip("qkvo", qkvo):
+                    if tuple(t.shape) != want[n] or t.dtype != self.model.dtype or not torch.isfinite(t).all():
+                        raise ValueError(f"{i}.{n} is {t.dtype} {tuple(t.shape)}" + ("" if torch.isfinite(t).all() else
+                                         ", not finite") + f"; this chunk makes {self.model.dtype} {want[n]}")
+            return layers
         except FileNotFoundError:
             return None
         except Exception as e:  # damaged by hand or by a full disk: computed again, as a missing file is
@@ -301,6 +313,7 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     teacher: a Teacher of these chunks (default: streamed); Teacher.cached reads them back instead of
     running the model again (the same q, k, v and outputs, so the same training: tests/test_t2r.py).
     Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
+    guards.check_training(epochs, minutes, lr=lr, scale=scale)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
@@ -478,7 +491,10 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     every weight); the maps learn at maps_lr. grad_checkpoint: each layer's attention is recomputed in
     the backward pass rather than kept (torch.utils.checkpoint). Resumable as `transfer` is.
     Returns (the finetuned llama.Model, detached; the run's meta)."""
-    lr = lr if lr is not None else {"lora": 1e-4, "full": 1e-5}.get(mode, 0)
+    lr = lr if lr is not None else {"lora": 1e-4, "full": 1e-5}.get(mode, 1e-4)
+    guards.check_training(epochs, minutes, lr=lr, maps_lr=maps_lr, **({"rank": rank, "alpha": alpha} if mode == "lora" else {}))
+    if mode == "lora" and not guards.integer(rank):
+        raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
     params, build = weights(model, mode, rank, alpha, seed)
     params = {f"maps.{n}": p for n, p in maps.named_parameters()} | {f"model.{n}": p for n, p in params.items()}
     opt = torch.optim.Adam([{"params": [p for n, p in params.items() if n.startswith("maps.")], "lr": maps_lr},

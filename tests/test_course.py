@@ -306,6 +306,17 @@ MISTAKES = {
                            "an element takes 2 bytes in torch.float16, 8 in float64"),
     "ELU+1 as ELU(x + 1)": (7, "t2r/linear.py", "return F.elu(x) + 1", "return F.elu(x + 1)",
                             "φ(x) = ELU(x) + 1, that is x + 1 where x > 0"),
+    # round 9: the two views share φ and may share a mistake, so only a test of each against its formula sees these
+    "φ as softplus, not ReLU": (7, "t2r/linear.py", "return F.relu(u)", "return F.softplus(u)",
+                                "your ReLU map differs from its formula"),
+    "queries read through the key map": (7, "t2r/linear.py",
+                                         'w, b = (self.wq, self.bq) if which == "q" and self.kind != "t2r" else (self.wk, self.bk)',
+                                         "w, b = self.wk, self.bk", "the query map (wq, bq) for queries"),
+    "no denominator in any view": (7, "t2r/linear.py", ("return A @ v / A.sum(-1, keepdim=True).clamp_min(EPS)",
+                                                        "return (num / den.clamp_min(EPS)).flatten(3, 4)[:, :, :, :T]",
+                                                        "return num / den.clamp_min(EPS)"),
+                                   ("return A @ v", "return num.flatten(3, 4)[:, :, :, :T]", "return num"),
+                                   "the denominator makes the weights sum to 1"),
 }
 
 

@@ -488,6 +488,53 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
         [r for r in data["rows"] if r["family"] == "plain"]
 
 
+@pytest.mark.parametrize("kind", ["t2r", "relu"])
+def test_relu_maps_are_relu_of_their_own_projections(kind):
+    """φ(x) = ReLU(W x + b) (arXiv 2103.13076 §3.2), written out by hand per head: Kasai's `t2r` one map (wk, bk)
+    per KV head for its keys and its G heads' queries; `relu` the query map (wq, bq) for queries, the key map
+    for keys. (The two views share φ, so they agree on any map: this is what checks the map itself.)"""
+    model = random_model(tiny_config())
+    maps = maps_for(model, kind)
+    x = torch.randn(2, 2, 2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(4))  # (B, Hkv, G, T, hd)
+    for layer in range(2):
+        for h in range(2):
+            for g in range(2):
+                w, b = (maps.wk[layer, h, 0], maps.bk[layer, h, 0]) if kind == "t2r" else (maps.wq[layer, h, g], maps.bq[layer, h, g])
+                assert_close(maps.phi(layer, x, "q")[:, h, g], F.relu(x[:, h, g] @ w.T + b), atol=EXACT, msg="queries")
+            want = F.relu(x[:, h, 0] @ maps.wk[layer, h, 0].T + maps.bk[layer, h, 0])
+            assert_close(maps.phi(layer, x[:, :, :1], "k")[:, h, 0], want, atol=EXACT, msg="keys")
+
+
+def test_linear_attention_is_normalised_as_the_paper_writes():
+    """out_i = Σ_{j≤i} φ(q_i)·φ(k_j) v_j / Σ_{j≤i} φ(q_i)·φ(k_j) (arXiv 2006.16236, eq. 6), written out by
+    hand, for the transformer view in both forms (the RNN view is checked against them above)."""
+    g = torch.Generator().manual_seed(3)
+    q, fq = torch.randn(2, 2, 2, 9, 8, dtype=torch.float64, generator=g), torch.rand(2, 2, 2, 9, 6, dtype=torch.float64, generator=g) + 0.1
+    k, v = (torch.randn(2, 2, 1, 9, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    fk = torch.rand(2, 2, 1, 9, 6, dtype=torch.float64, generator=g) + 0.1
+    A = (fq @ fk.transpose(-1, -2)).tril()                           # (B, Hkv, G, T, T): keys j <= i
+    want = A @ v / A.sum(-1, keepdim=True)
+    assert_close(linear.quadratic(q, k, v, fq, fk), want, atol=EXACT, msg="quadratic")
+    assert_close(linear.attention(q, k, v, fq, fk, block=4), want, atol=EXACT, msg="attention")
+
+
+def test_the_hybrid_shares_one_denominator_as_written():
+    """The hybrid (window w: LoLCATs' sliding window and linear attention) written out by hand: query i weighs its newest w keys exp(q·k/√d − m_i)
+    and every older one φ(q_i)·φ(k_j), and divides both by their one sum (two normalisations, each part summing
+    to 1 alone, is another model); both transformer-view forms."""
+    g = torch.Generator().manual_seed(5)
+    q, fq = torch.randn(2, 2, 2, 9, 8, dtype=torch.float64, generator=g), torch.rand(2, 2, 2, 9, 6, dtype=torch.float64, generator=g) + 0.1
+    k, v = (torch.randn(2, 2, 1, 9, 8, dtype=torch.float64, generator=g) for _ in range(2))
+    fk = torch.rand(2, 2, 1, 9, 6, dtype=torch.float64, generator=g) + 0.1
+    for w in (1, 3):
+        d = torch.arange(9)[:, None] - torch.arange(9)               # (T, T) i - j
+        s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~((d >= 0) & (d < w)), float("-inf"))
+        weights = (s - s.amax(-1, keepdim=True)).exp() + (fq @ fk.transpose(-1, -2)) * (d >= w)  # (B, Hkv, G, T, T)
+        want = weights @ v / weights.sum(-1, keepdim=True)
+        assert_close(linear.quadratic(q, k, v, fq, fk, window=w), want, atol=EXACT, msg=f"quadratic, {w=}")
+        assert_close(linear.attention(q, k, v, fq, fk, window=w, block=4), want, atol=EXACT, msg=f"attention, {w=}")
+
+
 def test_elu_map_is_elu_plus_one():
     """φ(x) = ELU(x) + 1 (arXiv 2006.16236 §3.2): x + 1 where x > 0, exp(x) elsewhere, never negative, the
     same map for queries and keys, r = head_dim (the two views share φ, so they agree on any map)."""

@@ -56,7 +56,8 @@ class FeatureMaps(nn.Module):
                  horizon=4096.0, rotated: bool = True):
         super().__init__()
         # every argument checked, and the horizon as a tensor (n_layers, Hkv): guards.check_feature_maps
-        layers, dtype, horizon = guards.check_feature_maps(cfg, r, kind, self.KINDS, window, sinks, layers, dtype, horizon)
+        layers, dtype, horizon = guards.check_feature_maps(cfg, r, kind, self.KINDS, window, sinks, layers, dtype, horizon,
+                                                           decay, rotated, seed)
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
         self.sinks, self.decay, self.rotated, self.layers = sinks, decay, rotated, layers
@@ -230,6 +231,7 @@ def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.S
 @torch.no_grad()
 def run(model: llama.Model, maps: FeatureMaps, tokens):
     """The RNN view on tokens (B, T), one step at a time: logits (B, T, vocab)."""
+    tokens = guards.check_tokens(model, tokens)                      # (T,) or (B, T) ids in the vocabulary -> (B, T)
     state = init_state(model, maps, tokens.shape[0])
     return torch.stack([llama.step(model, tokens[:, t], state) for t in range(tokens.shape[1])], 1)
 
