@@ -659,6 +659,9 @@ def main(argv=None):
     path = harness.save(name, data, about, printed.getvalue(), draw)
     if args.cmd == "view":  # the page itself, beside its data
         print(f"page: {write_page(data, path.with_suffix('.html'))}")
+        if not args.screenshot and path.with_suffix(".png").exists():  # an earlier run's picture of another page
+            path.with_suffix(".png").unlink()
+            print(f"removed {path.with_suffix('.png')}: an earlier run's screenshot (--screenshot makes this run's)")
         if args.screenshot:
             harness.browse(path.with_suffix(".html"), f"layer=15&step={len(data['tokens']) * 2 // 3}",
                            screenshot=path.with_suffix(".png"))

@@ -205,7 +205,9 @@ def check_policy(policy, size):
 def check_multistate(state, size="any"):
     """A state handed to msrnn.run or feed: a multi-state in every layer, of `size` if one is asked for
     (check_state, at the step, checks that it fits the model)."""
-    odd = next((ms for ms in getattr(state, "layers", []) if not (hasattr(ms, "free") and hasattr(ms, "size"))), None)
+    if not isinstance(getattr(state, "layers", None), (list, tuple)):
+        raise ValueError(f"state must be an msrnn.State (msrnn.init_state), got {type(state).__name__}")
+    odd = next((ms for ms in state.layers if not (hasattr(ms, "free") and hasattr(ms, "size"))), None)
     if odd is not None:
         raise ValueError(f"the state holds a {type(odd).__name__}, not a multi-state: a T2R state is read by "
                          f"t2r.linear.run (or llama.step), not by msrnn.run or feed")

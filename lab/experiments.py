@@ -447,6 +447,8 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
+    if specs.FULL in chosen:
+        raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
     prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}

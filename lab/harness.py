@@ -12,6 +12,7 @@ import math
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -187,7 +188,7 @@ def check_writable(name: str) -> pathlib.Path:
         theirs = program(json.loads((RESULTS / f"{name}.json").read_text())["about"]["command"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         theirs = None  # no such file, or not one of ours: nothing to keep apart
-    ours = program(spelled("python " + " ".join(sys.argv)))
+    ours = program(spelled(shlex.join(["python", *sys.argv])))
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
                          f"choose another --name")
@@ -208,7 +209,7 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
     results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
-    about = {"command": spelled("python " + " ".join(sys.argv)), **about}
+    about = {"command": spelled(shlex.join(["python", *sys.argv])), **about}  # quoted: "my file.txt" pastes back
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))
     if log:
@@ -307,6 +308,7 @@ def fingerprint(*parts) -> str:
     """A short hash of tensors, strings and files: a cache key that changes when any of them does."""
     h = hashlib.sha1()
     for p in parts:
+        h.update(f"|{type(p).__name__}|".encode())  # each part apart: the parts (1, 23) and (12, 3) are two keys
         if isinstance(p, torch.Tensor):
             h.update(str((p.dtype, tuple(p.shape))).encode())
             h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too

@@ -67,10 +67,14 @@ def _reads(fn) -> tuple[list, list]:
     names, an instance's fields, its class's attributes: by their contents, `_value`)."""
     code, values, todo, seen = [], [], [fn], set()
     while todo:
-        f = inspect.unwrap(todo.pop())
+        f = todo.pop()
         if id(f) in seen:
             continue
         seen.add(id(f))
+        if hasattr(f, "__wrapped__"):  # functools.wraps: the wrapped function, and the wrapper's own closure too
+            todo.append(f.__wrapped__)
+            if not (inspect.isfunction(f) or isinstance(f, functools.partial)):  # functools.cache: the wrapped is the code
+                continue
         if isinstance(f, functools.partial):
             values += [v for a in f.args for v in _value(a)]
             todo.append(f.func)

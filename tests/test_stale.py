@@ -1108,3 +1108,47 @@ def test_check_runs_a_policy_at_the_sizes_it_accepts():
     from lab import checker
     named = specs.named("sink:12")
     assert checker.contract(named)[0] == "pass" and checker.causal(named)[0] == "pass"
+
+
+def test_round_9_keys_keep_their_parts_apart_and_see_through_wraps(tmp_path):
+    """Round 9: the fingerprint joined its parts with no separator (closures over (1, 23) and (12, 3) shared a
+    key); a decorator made with functools.wraps hid the wrapper's closure values; a tensor in a dict was keyed
+    by its printed form (4 decimals)."""
+    import sys
+    assert harness.fingerprint("1", "23") != harness.fingerprint("12", "3")
+    (tmp_path / "pol_r9b.py").write_text(
+        "import functools\n"
+        "def make(a, b):\n    def mixed(rows):\n        return rows.pos[:, :1].double() * (a - b)\n    return mixed\n"
+        "def scaled(k):\n    def deco(f):\n        @functools.wraps(f)\n        def wrapper(rows):\n            return f(rows) * k\n"
+        "        return wrapper\n    return deco\n"
+        "def base(rows):\n    return rows.pos[:, :1].double()\n"
+        "def by(w):\n    def f(rows):\n        return rows.pos[:, :1].double() * float(w['w'][0])\n    return f\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pol_r9b as p
+    finally:
+        sys.path.remove(str(tmp_path))
+    import torch as t
+    for a, b in [(p.make(1, 23), p.make(12, 3)), (p.scaled(1)(p.base), p.scaled(-1)(p.base)),
+                 (p.by({"w": t.tensor([1.00002])}), p.by({"w": t.tensor([1.000001])}))]:
+        assert specs.named(a).key != specs.named(b).key
+
+
+def test_round_9_api_misuse_is_named_and_commands_are_recorded_quoted(monkeypatch, tmp_path):
+    """Round 9: feed(state=None) was an AttributeError; prefill(last="no") returned the last logits and
+    compile="no" compiled; `passkey --policies full` failed after the work; a recorded command did not quote
+    "my file.txt", so pasting it back read another file."""
+    import sys
+    import msrnn
+    from engine import fast
+    with pytest.raises(ValueError, match="state must be an msrnn.State"):
+        msrnn.feed(MODEL, tokens(1, 4), None)
+    for kw in (dict(last="no"), dict(compile="no")):
+        with pytest.raises(ValueError, match="must be True or False"):
+            fast.prefill(MODEL, tokens(1, 4), **kw)
+    with pytest.raises(ValueError, match="passkey reads the full cache first"):
+        experiments.passkey(MODEL, None, names=["full", "tova"])
+    monkeypatch.setattr(sys, "argv", ["demo.py", "view", "--text", "my file.txt"])
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    saved = json.loads(harness.save("view", {}, {}).read_text())
+    assert saved["about"]["command"] == "python demo.py view --text 'my file.txt'", saved
