@@ -452,6 +452,9 @@ def cmd_report(args):
     for page in sorted(p for pattern in PAGES for p in harness.ROOT.glob(pattern)):
         name = page.relative_to(harness.ROOT)
         text = page.read_text()
+        if b"\r" in page.read_bytes():  # a Windows checkout: read_text hides \r, and the rewrite would drop every one
+            raise ValueError(f"{name} has Windows line ends (CRLF): convert it to LF (git config core.autocrlf false) "
+                             "before the report writes it")
         try:
             new = reported(text)
         except ValueError as e:

@@ -35,7 +35,7 @@ LAYER_NAMES = {
 
 
 def cache_root():
-    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn")
+    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn").expanduser()  # '~/x' quoted
 
 
 class CacheError(RuntimeError):

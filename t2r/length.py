@@ -369,6 +369,7 @@ def main(argv=None):
         published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
         args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
     harness.check_writable(args.name)  # before an hour of training, not after
+    speed_rows = speed()  # read before the work too: a damaged file is named now, not after the hour
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         log = lambda s: print(s, flush=True)
@@ -379,7 +380,7 @@ def main(argv=None):
             got = family(which, model, tok, text, args, log, data["families"])
             data["rows"] += named_apart(data["rows"], got.pop("rows"), which)
             data["families"][which] = got
-        data |= {"r": args.r, "tail_r": args.tail_r, "train_length": args.train_length, "speed": speed()}
+        data |= {"r": args.r, "tail_r": args.tail_r, "train_length": args.train_length, "speed": speed_rows}
         print("\n" + table(data) + "\n\n" + costs(data))
     path = harness.save(args.name, data, {"code_version": version, "seconds": round(time.time() - t0, 1)}, printed.getvalue(), draw)
     print(f"t2r.length: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
@@ -405,8 +406,15 @@ def speed() -> dict | None:
     file = harness.RESULTS / "t2r_speed.json"
     if not file.exists():
         return None
-    got = json.loads(file.read_text())
-    return {"command": got["about"]["command"], "rows": got["results"]}
+    try:
+        got = json.loads(file.read_text())
+        rows = got["results"]
+        if not all(isinstance(r, dict) and {"label", "tokens_read", "tokens_per_s"} <= r.keys() for r in rows):
+            raise KeyError("a row without label, tokens_read or tokens_per_s")
+        return {"command": got["about"]["command"], "rows": rows}
+    except (OSError, ValueError, LookupError, TypeError, RecursionError) as e:
+        raise ValueError(f"{file} is not t2r.speed's results ({type(e).__name__}: {e}): run python -m t2r.speed, "
+                         "or move the file") from None
 
 
 def recipe(row, r: int, tail_r: int) -> str:

@@ -607,6 +607,11 @@ def use_linear(path) -> None:
     spec = importlib.util.spec_from_file_location("student_linear", path)
     linear = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(linear)
+    missing = [n for n in ("FeatureMaps", "quadratic", "attention", "LinearState", "init_state", "run", "state_bytes")
+               if not hasattr(linear, n)]
+    if missing:
+        raise SystemExit(f"error: --linear {path} has no {', '.join(missing)}: it is not a copy of t2r/linear.py "
+                         "(course/skeleton/t2r/linear.py is the one to fill)")
     harness.RESULTS = results  # never the repository's results/
     print(f"t2r.mini: the rows run {path}; results go to {results}/", flush=True)
 

@@ -252,6 +252,10 @@ def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: 
                progress=None) -> dict:
     """Perplexity of tokens ids (T,) cut into chunks of `chunk` tokens, each read from scratch by the
     transformer view (a bad policy fails before any work); the keys of lab.experiments.perplexity."""
+    if not guards.integer(chunk) or chunk < 2:
+        raise ValueError(f"chunk is a number of tokens >= 2, got {chunk!r}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1:  # a (1, T) text would be read as 1 token
+        raise ValueError(f"ids are one text's token ids, (T,); got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     pieces = [p for p in ids.split(chunk) if len(p) > 1]
     if not pieces:
         raise ValueError(f"the text has {len(ids)} token(s): perplexity needs at least 2")

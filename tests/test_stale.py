@@ -1152,3 +1152,33 @@ def test_round_9_api_misuse_is_named_and_commands_are_recorded_quoted(monkeypatc
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
     saved = json.loads(harness.save("view", {}, {}).read_text())
     assert saved["about"]["command"] == "python demo.py view --text 'my file.txt'", saved
+
+
+def test_round_9_raw_ones_are_named(tmp_path, monkeypatch):
+    """Round 9: MSRNN_CACHE='~/x' (quoted) made a folder named ~; tail.perplexity(chunk=0) failed in torch's
+    split and a (1, T) text was read as 1 token; a damaged results/t2r_speed.json failed t2r.length after
+    the work; `t2r.mini --linear` of a file with no FeatureMaps was an AttributeError; a page with CRLF
+    line ends was told its markers were not markers."""
+    import demo
+    from data import default_model
+    from t2r import length, linear, mini, tail
+    monkeypatch.setenv("MSRNN_CACHE", "~/msrnn-x")
+    assert "~" not in str(default_model.cache_root())
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    for ids, chunk, says in ((tokens(1, 8)[0], 0, "chunk is a number of tokens >= 2"), (tokens(1, 8), 4, r"one text's token ids, \(T,\)")):
+        with pytest.raises(ValueError, match=says):
+            tail.perplexity(MODEL, maps, ids, specs.named("tova"), 4, chunk)
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "t2r_speed.json").write_text('{"about": {"command": "x"}, "results": [{"kind": "t2r"}]}')
+    with pytest.raises(ValueError, match="is not t2r.speed's results"):
+        length.speed()
+    (tmp_path / "t2r").mkdir()
+    (tmp_path / "t2r" / "linear.py").write_text("x = 1\n")
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    with pytest.raises(SystemExit, match="has no FeatureMaps"):
+        mini.use_linear(tmp_path / "t2r" / "linear.py")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_bytes(b"<!-- results: memory -->\r\nold\r\n<!-- /results -->\r\n")
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    with pytest.raises(ValueError, match="Windows line ends"):
+        demo.cmd_report(type("Args", (), {"check": False})())
