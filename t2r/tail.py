@@ -101,9 +101,9 @@ def check(model: llama.Model, maps, size):
         raise TypeError(f"maps must be t2r.linear.FeatureMaps, got {type(maps).__name__}")
     if size is None or isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a tail needs a finite MSRNN: size must be a positive integer, got {size!r}")
-    if maps.sinks or maps.window:
-        raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks or window (they have sinks "
-                         f"{maps.sinks}, window {maps.window}: a hybrid's); keep them with the policy, e.g. sink:4")
+    if maps.sinks:
+        raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
+                         f"keep sinks with the policy, e.g. sink:4")
     guards.check_maps(model, maps)
 
 

@@ -92,6 +92,9 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     kind, _, r = (spec or "").partition(":")
     if path is not None:
         maps = load(path, model)
+        if maps.window:  # a tail reads no window of its own (the policy's rows are its exact ones): said, not ignored
+            raise ValueError(f"{path} holds a hybrid's maps (window {maps.window}): a tail's exact rows are the policy's, "
+                             f"and it would ignore the window; pass a tail's maps (demo.py t2r saves them as t2r_tail_*)")
         if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
             raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
         if spec and (maps.kind != kind or (r and maps.r != int(r))):

@@ -80,5 +80,5 @@ def test_a_policy_that_refuses_small_sizes_is_checked_at_the_sizes_it_takes():
     out = checker.check("sink:8", log=lambda *_: None)
     for what in ("exact", "causal", "contract"):
         assert out[what][0] == "pass", (what, out[what])
-    assert "(sizes 12)" in out["causal"][1]
+    assert "(sizes 12, 16, 20)" in out["causal"][1]
     assert checker.failed(specs.named("sink:8"), out) == []

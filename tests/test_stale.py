@@ -937,13 +937,14 @@ def test_t2r_length_and_speed_refuse_lengths_that_measure_nothing_and_one_length
     assert head.count("|") == rule.count("|") == row.count("|") == 3, (head, rule, row)
 
 
-def test_a_hybrids_maps_are_refused_as_a_tail():
-    """Round 9: a hybrid's maps (window 5) read as a tail ignored the window, under a label that hid it;
-    maps with sinks were already refused for the same reason."""
-    from t2r import linear, tail
-    maps = linear.FeatureMaps(MODEL.config, 4, "relu", window=5)
-    with pytest.raises(ValueError, match="its maps take no sinks or window .* window 5"):
-        tail.forward(MODEL, maps, tokens(1, 12), specs.named("tova").fn, 4)
+def test_a_hybrids_maps_are_refused_as_a_tail(tmp_path):
+    """Round 9: `demo.py ppl --tail-maps` of a hybrid's maps (window 5) ignored the window under a label that hid
+    it (a tail's exact rows are the policy's: tests/test_tail.py reads a hybrid as Window w - 1 + its tail)."""
+    from t2r import linear, train
+    model = random_model(tiny_config(), dtype=torch.float32)
+    train.save(linear.FeatureMaps(model.config, 4, "relu", window=5), tmp_path / "hybrid.safetensors")
+    with pytest.raises(ValueError, match="holds a hybrid's maps \\(window 5\\)"):
+        train.maps_from(model, None, tmp_path / "hybrid.safetensors")
 
 
 def test_a_cache_folder_of_ones_own_is_never_deleted_for_a_download(tmp_path, monkeypatch):
