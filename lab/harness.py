@@ -458,5 +458,5 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     finally:
         if main:
             signal.signal(signal.SIGINT, before)
-    with pool:
+    with _terminate_as_exit(), pool:  # a SIGTERM leaves the `with` too: the workers end with the parent
         yield from pool.imap_unordered(_job, jobs, chunksize=1)

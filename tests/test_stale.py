@@ -1183,3 +1183,30 @@ def test_round_9_raw_ones_are_named(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "ROOT", tmp_path)
     with pytest.raises(ValueError, match="Windows line ends"):
         demo.cmd_report(type("Args", (), {"check": False})())
+
+
+def test_a_sigterm_ends_the_pools_workers_with_the_parent():
+    """Round 9: SIGTERM to `sweep --jobs 2` ended the parent at once; its workers ran on as orphans, then
+    printed broken-pipe tracebacks."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    code = "from lab import harness\nimport time\nfor _ in harness.pool_map(time.sleep, (), [(60,), (60,)], 2):\n    pass\n"
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=harness.ROOT, stderr=subprocess.PIPE, text=True)
+    children = []
+    for _ in range(300):  # the workers start (spawn imports torch): at most 30 s
+        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+        if len(children) >= 2:
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=30)
+    time.sleep(2)
+    alive = [c for c in children if os.path.exists(f"/proc/{c}") and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
+    assert len(children) >= 2 and not alive, (children, alive, parent.stderr.read()[-500:])
