@@ -305,6 +305,8 @@ def cmd_t2r(args):
 # "<!-- results: NAME -->" ... "<!-- /results -->"; `python demo.py report` rewrites every block,
 # and tests/test_readme.py fails when a page differs from what its results give.
 table_only = lambda fn: lambda data: "\n".join(line for line in fn(data).splitlines() if line.startswith("|"))
+
+
 def fenced(fn):
     """A table of plain text, shown as printed, in a fence longer than any run of backticks it holds."""
     def write(data):
@@ -313,6 +315,8 @@ def fenced(fn):
         return f"{fence}\n{text}\n{fence}"
     write.fenced = True  # nothing in a fence renders as HTML: the report leaves its '<' as they are
     return write
+
+
 REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(compare.table)),
           "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
