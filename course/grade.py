@@ -294,23 +294,23 @@ def owned(record, test):
 
 def verdict(part: Part, records, tests, folder=None):
     """(passed, failed, skipped, hint, what the checks on the real model printed) for one part."""
-    for r in records:  # the folder could not be loaded, or pytest never ran: the part cannot be graded
+    for r in records:  # the folder could not be loaded, or pytest never ran: none of the part's tests passed
         if "load_error" in r:
-            return 0, 1, 0, load_hint(r), []
+            return 0, len(tests), 0, load_hint(r), []
         if "timeout" in r:
-            return 0, 1, 0, (f"its {r.get('what', 'tests')} did not finish in {r['timeout']} s and were stopped: a loop "
+            return 0, len(tests), 0, (f"its {r.get('what', 'tests')} did not finish in {r['timeout']} s and were stopped: a loop "
                              f"that never ends, or cores too busy (the reference passes every part offline in about a "
                              f"minute on 2 idle cores; `--only {part.number}` grades this part alone)"), []
         if "collect_error" in r and any(t.startswith(r["collect_error"]) for t in tests):
             whose = "your code" if r["mine"] else "the repository's code, not yours"
-            return 0, 1, 0, f"{r['collect_error']} does not import ({whose}): {r['message']}", []
+            return 0, len(tests), 0, f"{r['collect_error']} does not import ({whose}): {r['message']}", []
         if "crash" in r:
             last = (r["crash"].strip().splitlines() or [""])[-1]
-            return 0, 1, 0, ("the tests did not start: " + last if last else
+            return 0, len(tests), 0, ("the tests did not start: " + last if last else
                              f"the test process ended without a word (exit status {r.get('status')}): does your code "
                              f"call os._exit or sys.exit, or was the process killed?"), []
         if "died" in r:
-            return 0, 1, 0, (f"the test process stopped before its tests were done (exit status {r['died']}): does "
+            return 0, len(tests), 0, (f"the test process stopped before its tests were done (exit status {r['died']}): does "
                              f"your code call os._exit or sys.exit, or was the process killed?"), []
     mine = [r for r in records if any(owned(r, t) for t in tests)]
     missing = [t for t in tests if not any(owned(r, t) for r in mine)]
