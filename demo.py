@@ -397,10 +397,10 @@ def outside_code(text: str) -> str:
         if block:
             block = not line.startswith("<!-- /results -->")
         elif fence is not None:
-            if s.startswith(fence[1]) and (fence[1] == "</pre>" or not s.strip(fence[1][0])):
+            if "</pre>" in s.lower() if fence[1] == "</pre>" else s.startswith(fence[1]) and not s.strip(fence[1][0]):
                 out[fence[0]:pos + len(line)] = blank(fence[0], pos + len(line))
                 fence = None
-        elif s.startswith(("```", "~~~")):
+        elif s.startswith(("```", "~~~")) and not (s[0] == "`" and "`" in s.lstrip("`")):  # ```x``` is a code span
             fence = (pos, s[0] * (len(s) - len(s.lstrip(s[0]))))
         elif s.lower().startswith("<pre"):
             fence = (pos, "</pre>")
@@ -455,7 +455,10 @@ def cmd_report(args):
     stale = []
     for page in sorted(p for pattern in PAGES for p in harness.ROOT.glob(pattern)):
         name = page.relative_to(harness.ROOT)
-        text = page.read_text()
+        try:
+            text = page.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start})") from None
         if b"\r" in page.read_bytes():  # a Windows checkout: read_text hides \r, and the rewrite would drop every one
             raise ValueError(f"{name} has Windows line ends (CRLF): convert it to LF (git config core.autocrlf false) "
                              "before the report writes it")
@@ -469,10 +472,15 @@ def cmd_report(args):
         if page.is_symlink():
             raise ValueError(f"{page.relative_to(harness.ROOT)} is a link to {page.resolve()}: the report writes only "
                              "the repository's own pages (replace the link by the file)")
+        if page.stat().st_nlink > 1:  # a rewrite is a new file: the other links would keep the old text
+            raise ValueError(f"{page.relative_to(harness.ROOT)} has {page.stat().st_nlink} hard links: the report would "
+                             "rewrite this one only; copy it to a file of its own")
         if not page.stat().st_mode & stat.S_IWUSR:  # by its mode: root may write a read-only file, and should not
             raise ValueError(f"{page.relative_to(harness.ROOT)} is read-only: the report does not change its mode")
     for page, new in stale if not args.check else ():
+        mode = stat.S_IMODE(page.stat().st_mode)
         harness.atomic_write(page, new)
+        os.chmod(page, mode)  # the page's own mode, not a new file's
     print(("stale: " if args.check else "rewritten: ") + (", ".join(str(p.relative_to(harness.ROOT)) for p, _ in stale) or "none"))
     if args.check and stale:
         raise SystemExit(1)

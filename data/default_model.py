@@ -99,6 +99,8 @@ def replaceable(folder: pathlib.Path, names) -> None:
     if folder.is_symlink() or folder.exists() and not folder.is_dir():
         raise RuntimeError(f"{folder} is not a folder msrnn wrote: move it, or set MSRNN_CACHE to another folder")
     others = sorted(p.name for p in folder.iterdir() if p.name not in names) if folder.is_dir() else []
+    if not others and folder.is_dir() and RECORD in names and any(folder.iterdir()) and not (folder / RECORD).is_file():
+        others = ["no sha256.json: not a conversion of msrnn's"]  # one's own model of the same three files
     if others:
         raise RuntimeError(f"{folder} holds files msrnn did not write ({', '.join(others[:5])}"
                            f"{', ...' if len(others) > 5 else ''}), and msrnn would replace the folder: move them, "

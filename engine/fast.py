@@ -34,7 +34,7 @@ import msrnn
 FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
 PROBE = 8        # drops a compiled run makes eagerly first, under the guards the graph skips
-_PROBED = weakref.WeakSet()  # the policies whose first drops passed them in this process
+_PROBED = weakref.WeakKeyDictionary()  # policy -> the sizes at which its first drops passed them in this process
 
 
 @torch.no_grad()
@@ -51,12 +51,12 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
-    if compile and policy is not None and T > f and policy not in _PROBED:
+    if compile and policy is not None and T > f and size not in _PROBED.get(policy, ()):  # per size: a policy may fail at one
         # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
         # first drops run eagerly first, where the guards see them, on the first sequence; once a process
         prefill(model, ids[:1, :f + PROBE], policy, size, oneshot, last=True)
         with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
-            _PROBED.add(policy)
+            _PROBED.setdefault(policy, set()).add(size)
     step = compiled(scored_step) if compile else scored_step
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)

@@ -518,6 +518,8 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     for size in list(sizes) + [None]:
         per_seq = msrnn.state_bytes(model, context if size is None else size + 1)  # a bounded state has size + 1 slots
         batch = int(budget // per_seq)
+        # a step's activations beside the cache: the (batch, vocab) logits, the one the budget does not count
+        guards.check_memory(batch * model.config.vocab_size * model.embed.element_size() * 2, f"the logits of a batch of {batch:,}")
         tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else 0.0
         results.append({"size": size or context, "policy": "full" if size is None else "tova",
                      "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})

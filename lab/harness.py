@@ -186,8 +186,11 @@ def check_writable(name: str) -> pathlib.Path:
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
     try:
         theirs = program(json.loads((RESULTS / f"{name}.json").read_text())["about"]["command"])
+    except FileNotFoundError:
+        theirs = None  # no such file: nothing to keep apart
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        theirs = None  # no such file, or not one of ours: nothing to keep apart
+        raise ValueError(f"results/{name}.json is not the results of a run of this project (no about.command): "
+                         "choose another --name, or move the file") from None
     ours = program(spelled(shlex.join(["python", *sys.argv])))
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
@@ -311,7 +314,7 @@ def fingerprint(*parts) -> str:
         h.update(f"|{type(p).__name__}|".encode())  # each part apart: the parts (1, 23) and (12, 3) are two keys
         if isinstance(p, torch.Tensor):
             h.update(str((p.dtype, tuple(p.shape))).encode())
-            h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too
+            h.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):
             h.update(p.read_bytes())
         elif isinstance(p, bytes):

@@ -85,8 +85,9 @@ def _reads(fn) -> tuple[list, list]:
             code.append(f)
             cells = [_contents(c) for c in f.__closure__ or ()]
             values += [v for x in cells if not inspect.isfunction(x) for v in _value(x)]
-            values += _value(f.__defaults__) + _value(f.__kwdefaults__) + _globals(f)
-            todo += [x for x in cells if inspect.isfunction(x)]
+            parts, helpers = _globals(f)
+            values += _value(f.__defaults__) + _value(f.__kwdefaults__) + parts
+            todo += [x for x in cells if inspect.isfunction(x)] + helpers
         else:  # a class, or a callable instance: its class, its fields and its __call__
             cls = f if inspect.isclass(f) else type(f)
             code.append(cls)
@@ -96,21 +97,42 @@ def _reads(fn) -> tuple[list, list]:
 
 
 def _fields(obj, data_only=False) -> list:
-    """An object's fields (a class's attributes, with data_only: its settings, not its methods) as key parts."""
-    fields = vars(obj) if hasattr(obj, "__dict__") else {k: getattr(obj, k, None) for k in getattr(obj, "__slots__", ())}
+    """An object's fields (a class's attributes, its bases' too, with data_only: its settings, not its methods)
+    as key parts."""
+    if inspect.isclass(obj):
+        fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()}  # a base's, then its own
+    else:
+        fields = vars(obj) if hasattr(obj, "__dict__") else {k: getattr(obj, k, None) for k in getattr(obj, "__slots__", ())}
     return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) and not k.startswith("__"))
             for x in (k, *_value(v))]
 
 
-def _globals(f) -> list:
+def _globals(f) -> tuple[list, list]:
     """The module globals f's code names that hold data (not modules, functions or classes, whose files
-    the key hashes already): a constant changed in a notebook between two sweeps changes the key."""
+    the key hashes already), and the data attributes it names of the modules it names (`helper.SIGN`): a
+    constant changed in a notebook between two sweeps changes the key (not a _private one: a cache of the
+    module's own, as lookahead's last capture). Also the functions of f's own
+    module that it calls, whose globals count too. Returns (key parts, those functions)."""
     names, todo = set(), [f.__code__]
     while todo:  # the code of f's comprehensions and inner functions names globals too
         c = todo.pop()
         names |= set(c.co_names)
         todo += [k for k in c.co_consts if inspect.iscode(k)]
-    return [x for n in sorted(names) if n in f.__globals__ and _data(f.__globals__[n]) for x in (n, *_value(f.__globals__[n]))]
+    g, parts, helpers = f.__globals__, [], []
+    for n in sorted(n for n in names & g.keys() if not n.startswith("_")):  # _NAME: a module's private cache
+        if _data(g[n]):
+            parts += [n, *_value(g[n])]
+        elif inspect.ismodule(g[n]):
+            for a in sorted(names):
+                try:
+                    x = getattr(g[n], a)
+                except Exception:  # a module's own __getattr__ may raise anything
+                    continue
+                if _data(x):
+                    parts += [f"{n}.{a}", *_value(x)]
+        elif inspect.isfunction(g[n]) and g[n].__module__ == f.__module__:
+            helpers.append(g[n])
+    return parts, helpers
 
 
 def _data(x) -> bool:  # a value, not code: modules, functions, classes and descriptors (a property) are code
@@ -136,6 +158,8 @@ def _value(x, depth: int = 0) -> list:
         return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1)))]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
+    if depth < 8 and hasattr(x, "__dict__") and not isinstance(x, (str, bytes, int, float, complex, bool)):
+        return [type(x).__qualname__, *_value(vars(x), depth + 1)]  # a dataclass, a namespace: its fields, all of them
     return [repr(x)]
 
 

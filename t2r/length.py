@@ -409,8 +409,9 @@ def speed() -> dict | None:
     try:
         got = json.loads(file.read_text())
         rows = got["results"]
-        if not all(isinstance(r, dict) and {"label", "tokens_read", "tokens_per_s"} <= r.keys() for r in rows):
-            raise KeyError("a row without label, tokens_read or tokens_per_s")
+        if not all(isinstance(r, dict) and isinstance(r.get("label"), str) and type(r.get("tokens_read")) is int
+                   and type(r.get("tokens_per_s")) in (int, float) for r in rows):
+            raise TypeError("a row without a label, an integer tokens_read and a number tokens_per_s")
         return {"command": got["about"]["command"], "rows": rows}
     except (OSError, ValueError, LookupError, TypeError, RecursionError) as e:
         raise ValueError(f"{file} is not t2r.speed's results ({type(e).__name__}: {e}): run python -m t2r.speed, "

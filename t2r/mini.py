@@ -597,8 +597,8 @@ def use_linear(path) -> None:
     path = pathlib.Path(path)
     if not path.is_file():
         raise SystemExit(f"error: --linear {path}: no such file")
-    if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose
-        results = pathlib.Path(os.environ["MSRNN_RESULTS"])
+    if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose (harness.RESULTS: ~ expanded)
+        results = harness.RESULTS
     elif path.resolve().parent.name == "t2r":  # the course's layout: course/work/t2r/linear.py -> course/work/results
         results = path.resolve().parent.parent / "results"
     else:
@@ -663,8 +663,7 @@ def main(argv=None):
         data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
         data["claims"], data["conversions"] = claims(data), conversions(data)
         print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
-    about = {"code_version": version, "command": "python -m t2r.mini" + " --quick" * args.quick
-             + (f" --linear {args.linear}" if args.linear else ""), "jobs": args.jobs,
+    about = {"code_version": version, "jobs": args.jobs,  # the command as typed (harness.save), quoted
              "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")

@@ -539,7 +539,7 @@ def test_a_compiled_run_refuses_what_the_eager_one_does(policy, says, path):
     Its first drops now run eagerly first (fast.PROBE)."""
     from engine import fast
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(fast, "_PROBED", fast.weakref.WeakSet())
+    monkey.setattr(fast, "_PROBED", fast.weakref.WeakKeyDictionary())
     try:
         with pytest.raises(guards.PolicyError, match=says):
             if path == "prefill":  # what nll, perplexity, the sweep and the board call
@@ -1210,3 +1210,99 @@ def test_a_sigterm_ends_the_pools_workers_with_the_parent():
     time.sleep(2)
     alive = [c for c in children if os.path.exists(f"/proc/{c}") and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
     assert len(children) >= 2 and not alive, (children, alive, parent.stderr.read()[-500:])
+
+
+# ---------------------------------------------------------------- round 10 (a helper, on round 9's fixes)
+
+def test_round_10_keys_see_helpers_bases_objects_and_zero_dim_tensors(tmp_path):
+    """Round 10: a global read by a helper the policy calls, a helper module's global (`helper.SIGN`), a base
+    class's attribute, a dataclass or namespace holding a tensor (or a field with repr=False) changed between
+    sweeps kept the key; a 0-dim tensor global could not be hashed."""
+    import sys
+    (tmp_path / "helper_r10.py").write_text("SIGN = 1.0\n")
+    (tmp_path / "pol_r10.py").write_text(
+        "import dataclasses, types, torch\nimport helper_r10\nSIGN = 1.0\nZERO = torch.tensor(1.0)\n"
+        "def helper(rows):\n    return rows.pos[:, :1].double() * SIGN\n"
+        "def newest(rows):\n    return helper(rows)\n"
+        "def by_module(rows):\n    return rows.pos[:, :1].double() * helper_r10.SIGN\n"
+        "def by_zero(rows):\n    return rows.pos[:, :1].double() * float(ZERO)\n"
+        "class Base:\n    sign = 1.0\n"
+        "class Pol(Base):\n    def __call__(self, rows):\n        return rows.pos[:, :1].double() * self.sign\n"
+        "@dataclasses.dataclass\nclass Cfg:\n    w: torch.Tensor = dataclasses.field(repr=False, default=None)\n"
+        "CFG = Cfg(torch.zeros(2000))\nNS = types.SimpleNamespace(w=torch.zeros(2000))\n"
+        "def by_cfg(rows):\n    return rows.pos[:, :1].double() * float(CFG.w[500] + NS.w[500])\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pol_r10 as p
+        import helper_r10
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert specs.named(p.by_zero).key
+    for fn, change in ((p.newest, lambda: setattr(p, "SIGN", -1.0)), (p.by_module, lambda: setattr(helper_r10, "SIGN", -1.0)),
+                       (p.Pol(), lambda: setattr(p.Base, "sign", -1.0)), (p.by_cfg, lambda: p.CFG.w.__setitem__(500, 1.0)),
+                       (p.by_cfg, lambda: p.NS.w.__setitem__(500, 1.0))):
+        before = specs.named(fn).key
+        change()
+        assert specs.named(fn).key != before, fn
+
+
+def test_round_10_the_report_and_the_writes(tmp_path, monkeypatch):
+    """Round 10: a <pre> closed mid-line, or a ```x``` code span at a line's start, blanked the rest of the
+    page (later blocks never rewritten, `--check` said none stale); a latin-1 page was a decode error naming
+    no file; a page's mode became 0644; a hard-linked page was detached from its other link; `--name notes`
+    replaced a results/notes.json of one's own; MSRNN_CACHE's model folder of the three files alone (one's
+    own finetune) was replaced; a t2r_speed.json row with tokens_read "1024" failed after the work."""
+    import os
+    import demo
+    from data import default_model
+    from t2r import length
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    block = "<!-- results: memory -->\nold\n<!-- /results -->\n"
+    for before in ("<pre>\nan example</pre>\n", "```x``` is code\n"):
+        assert "old" not in demo.reported(before + block, results=tmp_path)
+    monkeypatch.setattr(harness, "ROOT", tmp_path)
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_bytes("café\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="docs/page.md is not UTF-8 text"):
+        demo.cmd_report(type("Args", (), {"check": False})())
+    page.write_text("<!-- results: bench -->\nold\n<!-- /results -->\n")  # the published bench.json fills it
+    page.chmod(0o600)
+    os.link(page, tmp_path / "other.md")
+    with pytest.raises(ValueError, match="has 2 hard links"):
+        demo.cmd_report(type("Args", (), {"check": False})())
+    (tmp_path / "other.md").unlink()
+    demo.cmd_report(type("Args", (), {"check": False})())
+    assert "old" not in page.read_text() and page.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "notes.json").write_text('{"mine": 1}')
+    with pytest.raises(ValueError, match="not the results of a run of this project"):
+        harness.check_writable("notes")
+    (tmp_path / "t2r_speed.json").write_text('{"about": {"command": "x"}, "results": [{"label": "a", "tokens_read": "1024", "tokens_per_s": 1.0}]}')
+    with pytest.raises(ValueError, match="is not t2r.speed's results"):
+        length.speed()
+    mine = tmp_path / "cache" / default_model.NAME
+    mine.mkdir(parents=True)
+    for f in default_model.FILES:
+        (mine / f).write_text("one's own")
+    with pytest.raises(RuntimeError, match="no sha256.json"):
+        default_model.replaceable(mine, (*default_model.FILES, default_model.RECORD))
+
+
+def test_round_10_a_compiled_run_probes_each_size_and_memory_counts_its_logits():
+    """Round 10: a policy probed (eagerly, under the guards) at one size ran compiled and unguarded at another,
+    where the eager run refuses it; `memory` on a small model chose a batch whose logits could not be held."""
+    from engine import fast, guards
+    calls = []
+
+    def picky(rows):
+        calls.append(rows.size)
+        if rows.size == 4:
+            return rows.pos[:, :1].double() * float("nan")
+        return rows.pos[:, :1].double()
+    fast.prefill(MODEL, tokens(1, 24), picky, 8, compile=True)
+    with pytest.raises(guards.PolicyError, match="NaN"):
+        fast.prefill(MODEL, tokens(1, 24), picky, 4, compile=True)
+    with pytest.raises(MemoryError, match="the logits of a batch of"):
+        experiments.memory(random_model(tiny_config(vocab_size=50_000)), context=16, sizes=(8,), budget_gib=64.0)
