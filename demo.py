@@ -369,15 +369,21 @@ def not_finite(name):
     raise ValueError(f"holds {name}: a published number must be finite")
 
 
+SHARES = ("recent_share", "sum_share", "sink_share")  # parts of a whole (on_off_share is a difference: it may be negative)
+
+
 def plausible(data, where="") -> None:
-    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), negative bytes, seconds
-    or tokens/s. Walks the whole results file (nested objects and lists)."""
+    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), negative bytes, MiB,
+    batches, seconds or tokens/s, a share outside 0..1. Walks the whole results file (nested objects and lists)."""
     if isinstance(data, dict):
         for k, v in data.items():
             key = str(k)
-            floor = 1 if key.endswith("ppl") else 0 if key.endswith(("bytes", "seconds", "per_s", "_s")) else None
-            if floor is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and v < floor:
+            floor = 1 if key.endswith("ppl") else 0 if key.endswith(("bytes", "seconds", "per_s", "_s", "MiB", "batch")) else None
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            if number and floor is not None and v < floor:
                 raise ValueError(f"{where}{key} is {v}: a published {key} is at least {floor}")
+            if number and key.endswith(SHARES) and not 0 <= v <= 1:
+                raise ValueError(f"{where}{key} is {v}: a published {key} is from 0 to 1")
             plausible(v, f"{where}{key}.")
     elif isinstance(data, list):
         for i, v in enumerate(data):
@@ -393,14 +399,14 @@ def outside_code(text: str) -> str:
     pos = 0
     blank = lambda a, b: [c if c == "\n" else " " for c in text[a:b]]
     for line in text.splitlines(keepends=True):
-        s = line.strip()
+        s, indent = line.strip(), len(line) - len(line.lstrip(" "))
         if block:
             block = not line.startswith("<!-- /results -->")
-        elif fence is not None:
-            if "</pre>" in s.lower() if fence[1] == "</pre>" else s.startswith(fence[1]) and not s.strip(fence[1][0]):
+        elif fence is not None:  # a fence closes at a run as long, indented less than 4 spaces (CommonMark)
+            if "</pre>" in s.lower() if fence[1] == "</pre>" else indent < 4 and s.startswith(fence[1]) and not s.strip(fence[1][0]):
                 out[fence[0]:pos + len(line)] = blank(fence[0], pos + len(line))
                 fence = None
-        elif s.startswith(("```", "~~~")) and not (s[0] == "`" and "`" in s.lstrip("`")):  # ```x``` is a code span
+        elif indent < 4 and s.startswith(("```", "~~~")) and not (s[0] == "`" and "`" in s.lstrip("`")):  # ```x```: a span
             fence = (pos, s[0] * (len(s) - len(s.lstrip(s[0]))))
         elif s.lower().startswith("<pre"):
             fence = (pos, "</pre>")
@@ -674,9 +680,8 @@ def main(argv=None):
     path = harness.save(name, data, about, printed.getvalue(), draw)
     if args.cmd == "view":  # the page itself, beside its data
         print(f"page: {write_page(data, path.with_suffix('.html'))}")
-        if not args.screenshot and path.with_suffix(".png").exists():  # an earlier run's picture of another page
-            path.with_suffix(".png").unlink()
-            print(f"removed {path.with_suffix('.png')}: an earlier run's screenshot (--screenshot makes this run's)")
+        if not args.screenshot and path.with_suffix(".png").exists():  # kept (the pages embed the published one), but said
+            print(f"{path.with_suffix('.png')} is an earlier run's screenshot, not this page's: --screenshot remakes it")
         if args.screenshot:
             harness.browse(path.with_suffix(".html"), f"layer=15&step={len(data['tokens']) * 2 // 3}",
                            screenshot=path.with_suffix(".png"))

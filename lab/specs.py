@@ -92,6 +92,7 @@ def _reads(fn) -> tuple[list, list]:
             cls = f if inspect.isclass(f) else type(f)
             code.append(cls)
             values += _fields(cls, data_only=True) + ([] if inspect.isclass(f) else _fields(f))
+            todo += [v for v in getattr(f, "__dict__", {}).values() if inspect.isfunction(v)]  # a class-made decorator's function
             todo += [c for c in [getattr(cls, "__call__", None)] if inspect.isfunction(c) and c.__module__ == cls.__module__]
     return code, values
 

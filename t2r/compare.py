@@ -44,6 +44,11 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
         raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
+    if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
+        raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
+    if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
+        raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
+                         f"would learn from no folded row; give a size below the tail's chunk length")
     if window >= length:  # every row exact: the "hybrid" would be the full cache under the hybrid's name
         raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so below the {length} tokens "
                          f"it is read on, or nothing is folded into its linear state")

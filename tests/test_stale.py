@@ -1306,3 +1306,34 @@ def test_round_10_a_compiled_run_probes_each_size_and_memory_counts_its_logits()
         fast.prefill(MODEL, tokens(1, 24), picky, 4, compile=True)
     with pytest.raises(MemoryError, match="the logits of a batch of"):
         experiments.memory(random_model(tiny_config(vocab_size=50_000)), context=16, sizes=(8,), budget_gib=64.0)
+
+
+def test_round_10_t2r_sizes_a_class_decorator_indented_fences_and_shares(tmp_path, monkeypatch):
+    """Round 10: `demo.py t2r --sizes 8 8` published each row twice and `--tail-size 600 --tail-length 500` a tail
+    that folded nothing; a decorator written as a class keyed the function by its name; an indented ``` opened
+    (or closed) a fence; a share of 170% was published."""
+    import demo
+    from t2r import compare
+    for kw, says in ((dict(sizes=(8, 8)), "sizes name a size twice"), (dict(tail_size=600, tail_length=500), "--tail-size 600")):
+        with pytest.raises(ValueError, match=says):
+            compare.experiment(MODEL, None, **kw)
+    (tmp_path / "deco_r10.py").write_text("class Deco:\n    def __init__(self, f):\n        self.f = f\n"
+                                          "    def __call__(self, rows):\n        return self.f(rows)\n")
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import deco_r10
+    finally:
+        sys.path.remove(str(tmp_path))
+    (tmp_path / "a.py").write_text("def f(rows):\n    return rows.pos[:, :1].double()\n")
+    before = specs.named(deco_r10.Deco(specs.named(f"{tmp_path}/a.py:f").fn)).key
+    (tmp_path / "a.py").write_text("def f(rows):\n    return -rows.pos[:, :1].double()\n")  # the wrapped function edited
+    assert specs.named(deco_r10.Deco(specs.named(f"{tmp_path}/a.py:f").fn)).key != before
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    block = "<!-- results: memory -->\nold\n<!-- /results -->\n"
+    assert "old" not in demo.reported("    ```\n" + block, results=tmp_path)  # an indented code line, not a fence
+    example = "```\n    ```\n" + block + "```\n"  # an indented ``` inside a fence does not close it
+    assert demo.reported(example, results=tmp_path) == example
+    with pytest.raises(ValueError, match="recent_share is 1.7"):
+        demo.plausible({"recent_share": 1.7})
