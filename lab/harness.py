@@ -186,9 +186,9 @@ def check_writable(name: str) -> pathlib.Path:
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
     try:
         theirs = program(json.loads((RESULTS / f"{name}.json").read_text())["about"]["command"])
-    except FileNotFoundError:
-        theirs = None  # no such file: nothing to keep apart
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except OSError:
+        theirs = None  # no such file (or no folder to hold one: named below): nothing to keep apart
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(f"results/{name}.json is not the results of a run of this project (no about.command): "
                          "choose another --name, or move the file") from None
     ours = program(spelled(shlex.join(["python", *sys.argv])))
