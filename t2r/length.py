@@ -360,7 +360,7 @@ def main(argv=None):
     for flag, r in (("--r", args.r), ("--tail-r", args.tail_r)):
         if r % 2 or r < 4:  # every family is Hedgehog's: r/2 features of Wx, r/2 of -Wx, each a softmax
             ap.error(f"{flag}: Hedgehog's features need an even r of at least 4, got {r}")
-    held = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes), "sinks": SINKS, "plain": 0}
+    held = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": SINKS, "plain": 0}  # TOVA s: s + 1
     most = max(held[f] for f in (FAMILIES if args.sets == "all" else [args.sets]))
     if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most:  # before the training, not after
         ap.error(f"--lengths must be distinct and each exceed the {most} rows these families hold exact "

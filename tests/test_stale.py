@@ -924,7 +924,7 @@ def test_t2r_length_and_speed_refuse_lengths_that_measure_nothing_and_one_length
     if something had been dropped or folded; `t2r.speed --lengths 300 300` showed one cell as two and a flat
     1.00x; one length gave a header with a third, empty column."""
     from t2r import length, speed
-    for argv, says in ((["--lengths", "32"], "each exceed the 256 rows"), (["--sets", "sinks", "--lengths", "4"], "exceed the 4 rows"),
+    for argv, says in ((["--lengths", "32"], "each exceed the 257 rows"), (["--sets", "sinks", "--lengths", "4"], "exceed the 4 rows"),
                        (["--sets", "plain", "--lengths", "300", "300"], "must be distinct")):
         with pytest.raises(SystemExit):
             length.main(argv)
