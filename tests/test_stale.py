@@ -22,6 +22,17 @@ def results_in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+def imported(folder, *names):
+    """The modules `names` of a test's own folder, imported (its policy files), the folder off the path after."""
+    import importlib
+    import sys
+    sys.path.insert(0, str(folder))
+    try:
+        return [importlib.import_module(n) for n in names]
+    finally:
+        sys.path.remove(str(folder))
+
+
 POLICY_FILE = '''
 import helper
 LATEST = {latest}
@@ -668,7 +679,6 @@ def test_a_policys_key_covers_the_values_its_code_reads(tmp_path):
     """Scaled(1.0) and Scaled(-1.0), make(1) and make(-1), partial(f, 1) and partial(f, -1), Inst(1).score and
     Inst(-1).score shared a key: the second was served the first's number."""
     import functools
-    import sys
     (tmp_path / "pol_r7.py").write_text(
         "import dataclasses\n@dataclasses.dataclass\nclass Scaled:\n    factor: float = 1.0\n"
         "    def __call__(self, rows):\n        return rows.pos[:, :1].double() * self.factor\n"
@@ -676,11 +686,7 @@ def test_a_policys_key_covers_the_values_its_code_reads(tmp_path):
         "def f(k, rows):\n    return rows.pos[:, :1].double() * k\n"
         "class Inst:\n    def __init__(self, k):\n        self.k = k\n"
         "    def score(self, rows):\n        return rows.pos[:, :1].double() * self.k\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import pol_r7 as p
-    finally:
-        sys.path.remove(str(tmp_path))
+    p, = imported(tmp_path, "pol_r7")
     for a, b in [(p.Scaled(1.0), p.Scaled(-1.0)), (p.make(1), p.make(-1)), (functools.partial(p.f, 1), functools.partial(p.f, -1)),
                  (p.Inst(1).score, p.Inst(-1).score), (p.make(torch.ones(3)), p.make(torch.tensor([1.0, 1.0, -1.0])))]:
         assert specs.named(a).key != specs.named(b).key, (a, b)
@@ -813,8 +819,6 @@ def test_a_policys_key_covers_defaults_modules_containers_arrays_globals_and_cla
     """Round 9: each pair shared a key, so a sweep served the first's number for the second: a default
     argument (the loop-variable idiom), an nn.Module's weights, a tensor inside a list (its repr elides
     the middle), a numpy array, a module global changed between two sweeps, a class attribute."""
-    import sys
-    import numpy as np
     (tmp_path / "pol_r9.py").write_text(
         "import torch\nSIGN = 1.0\n"
         "def make(s):\n    def newest(rows, s=s):\n        return rows.pos[:, :1].double() * s\n    return newest\n"
@@ -823,11 +827,7 @@ def test_a_policys_key_covers_defaults_modules_containers_arrays_globals_and_cla
         "class Learned:\n    def __init__(self, seed):\n        torch.manual_seed(seed)\n        self.net = torch.nn.Linear(2, 1)\n"
         "    def __call__(self, rows):\n        return rows.pos[:, :1].double() * float(self.net.weight[0, 0])\n"
         "class Setting:\n    sign = 1.0\n    def __call__(self, rows):\n        return rows.pos[:, :1].double() * self.sign\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import pol_r9 as p
-    finally:
-        sys.path.remove(str(tmp_path))
+    p, = imported(tmp_path, "pol_r9")
     w1, w2 = torch.zeros(2000), torch.zeros(2000)
     w2[500] = 1.0
     pairs = [(p.make(1.0), p.make(-1.0)), (p.Learned(0), p.Learned(1)), (p.over([w1]), p.over([w2])),
@@ -1115,7 +1115,6 @@ def test_round_9_keys_keep_their_parts_apart_and_see_through_wraps(tmp_path):
     """Round 9: the fingerprint joined its parts with no separator (closures over (1, 23) and (12, 3) shared a
     key); a decorator made with functools.wraps hid the wrapper's closure values; a tensor in a dict was keyed
     by its printed form (4 decimals)."""
-    import sys
     assert harness.fingerprint("1", "23") != harness.fingerprint("12", "3")
     (tmp_path / "pol_r9b.py").write_text(
         "import functools\n"
@@ -1124,11 +1123,7 @@ def test_round_9_keys_keep_their_parts_apart_and_see_through_wraps(tmp_path):
         "        return wrapper\n    return deco\n"
         "def base(rows):\n    return rows.pos[:, :1].double()\n"
         "def by(w):\n    def f(rows):\n        return rows.pos[:, :1].double() * float(w['w'][0])\n    return f\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import pol_r9b as p
-    finally:
-        sys.path.remove(str(tmp_path))
+    p, = imported(tmp_path, "pol_r9b")
     import torch as t
     for a, b in [(p.make(1, 23), p.make(12, 3)), (p.scaled(1)(p.base), p.scaled(-1)(p.base)),
                  (p.by({"w": t.tensor([1.00002])}), p.by({"w": t.tensor([1.000001])}))]:
@@ -1218,7 +1213,6 @@ def test_round_10_keys_see_helpers_bases_objects_and_zero_dim_tensors(tmp_path):
     """Round 10: a global read by a helper the policy calls, a helper module's global (`helper.SIGN`), a base
     class's attribute, a dataclass or namespace holding a tensor (or a field with repr=False) changed between
     sweeps kept the key; a 0-dim tensor global could not be hashed."""
-    import sys
     (tmp_path / "helper_r10.py").write_text("SIGN = 1.0\n")
     (tmp_path / "pol_r10.py").write_text(
         "import dataclasses, types, torch\nimport helper_r10\nSIGN = 1.0\nZERO = torch.tensor(1.0)\n"
@@ -1231,12 +1225,7 @@ def test_round_10_keys_see_helpers_bases_objects_and_zero_dim_tensors(tmp_path):
         "@dataclasses.dataclass\nclass Cfg:\n    w: torch.Tensor = dataclasses.field(repr=False, default=None)\n"
         "CFG = Cfg(torch.zeros(2000))\nNS = types.SimpleNamespace(w=torch.zeros(2000))\n"
         "def by_cfg(rows):\n    return rows.pos[:, :1].double() * float(CFG.w[500] + NS.w[500])\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import pol_r10 as p
-        import helper_r10
-    finally:
-        sys.path.remove(str(tmp_path))
+    p, helper_r10 = imported(tmp_path, "pol_r10", "helper_r10")
     assert specs.named(p.by_zero).key
     for fn, change in ((p.newest, lambda: setattr(p, "SIGN", -1.0)), (p.by_module, lambda: setattr(helper_r10, "SIGN", -1.0)),
                        (p.Pol(), lambda: setattr(p.Base, "sign", -1.0)), (p.by_cfg, lambda: p.CFG.w.__setitem__(500, 1.0)),
@@ -1319,12 +1308,7 @@ def test_round_10_t2r_sizes_a_class_decorator_indented_fences_and_shares(tmp_pat
             compare.experiment(MODEL, None, **kw)
     (tmp_path / "deco_r10.py").write_text("class Deco:\n    def __init__(self, f):\n        self.f = f\n"
                                           "    def __call__(self, rows):\n        return self.f(rows)\n")
-    import sys
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import deco_r10
-    finally:
-        sys.path.remove(str(tmp_path))
+    deco_r10, = imported(tmp_path, "deco_r10")
     (tmp_path / "a.py").write_text("def f(rows):\n    return rows.pos[:, :1].double()\n")
     before = specs.named(deco_r10.Deco(specs.named(f"{tmp_path}/a.py:f").fn)).key
     (tmp_path / "a.py").write_text("def f(rows):\n    return -rows.pos[:, :1].double()\n")  # the wrapped function edited
