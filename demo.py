@@ -25,7 +25,7 @@ from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is
 
 import torch
 
-from engine import fast
+from engine import fast, guards
 from lab import bench
 from lab import board
 from lab import busy
@@ -379,7 +379,7 @@ def plausible(data, where="") -> None:
         for k, v in data.items():
             key = str(k)
             floor = 1 if key.endswith("ppl") else 0 if key.endswith(("bytes", "seconds", "per_s", "_s", "MiB", "batch")) else None
-            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            number = guards.number(v)
             if number and floor is not None and v < floor:
                 raise ValueError(f"{where}{key} is {v}: a published {key} is at least {floor}")
             if number and key.endswith(SHARES) and not 0 <= v <= 1:

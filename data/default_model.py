@@ -64,7 +64,7 @@ def default_model_dir(progress=True):
         _VERIFIED.add(final)
         return final
     writable(root)
-    replaceable(final, (*FILES, RECORD))  # before the download, not after
+    replaceable(final, (*FILES, RECORD), RECORD)  # before the download, not after
     # An interrupted run leaves only a `.tmp-` folder, which the check above never accepts.
     # Remove the stale ones (older than an hour, so a concurrent run keeps its own).
     for old in root.glob(f".{NAME}.tmp-*"):
@@ -82,7 +82,7 @@ def default_model_dir(progress=True):
         # Rename as the last step: the folder appears complete or not at all. If a concurrent run
         # finished first we keep its folder; an incomplete or corrupt one is replaced.
         if not _intact(final):
-            replaceable(final, (*FILES, RECORD))
+            replaceable(final, (*FILES, RECORD), RECORD)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(out, final)
     finally:
@@ -92,15 +92,17 @@ def default_model_dir(progress=True):
     return final
 
 
-def replaceable(folder: pathlib.Path, names) -> None:
-    """Refuse to replace `folder` if it holds anything but the files msrnn writes there (`names`): a folder
-    of one's own under MSRNN_CACHE (a finetune named like the default model, one's own texts) is never
-    deleted to make room for the download."""
+def replaceable(folder: pathlib.Path, names, record=None) -> None:
+    """Refuse to replace `folder` if it holds anything but the files msrnn writes there (`names`), or, with
+    `record`, holds files but not that one (msrnn writes it last): a folder of one's own under MSRNN_CACHE (a
+    finetune named like the default model, one's own texts) is never deleted to make room for the download."""
     if folder.is_symlink() or folder.exists() and not folder.is_dir():
         raise RuntimeError(f"{folder} is not a folder msrnn wrote: move it, or set MSRNN_CACHE to another folder")
-    others = sorted(p.name for p in folder.iterdir() if p.name not in names) if folder.is_dir() else []
-    if not others and folder.is_dir() and RECORD in names and any(folder.iterdir()) and not (folder / RECORD).is_file():
-        others = ["no sha256.json: not a conversion of msrnn's"]  # one's own model of the same three files
+    if not folder.is_dir():
+        return
+    others = sorted(p.name for p in folder.iterdir() if p.name not in names)
+    if record and not others and any(folder.iterdir()) and not (folder / record).is_file():
+        others = [f"no {record}: not a conversion of msrnn's"]
     if others:
         raise RuntimeError(f"{folder} holds files msrnn did not write ({', '.join(others[:5])}"
                            f"{', ...' if len(others) > 5 else ''}), and msrnn would replace the folder: move them, "

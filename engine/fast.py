@@ -43,9 +43,7 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     """msrnn.run from an empty state, faster: (logits, state), logits (B, T, vocab) or (T, vocab).
     compile: each step compiled (`compiled`), a few graphs for every layer, position and block.
     last: only the last position's logits (llama.forward)."""
-    for name, flag in (("compile", compile), ("last", last)):  # "no" is true to Python
-        if not isinstance(flag, bool):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    guards.check_flags(compile=compile, last=last)
     guards.check_policy(policy, size)
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)

@@ -70,11 +70,10 @@ def check_training(epochs, minutes, **positive):
     a finite number > 0 (a negative rate climbs the loss), before any step."""
     if not integer(epochs) or epochs < 1:
         raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
-    if minutes is not None and not (isinstance(minutes, (int, float)) and not isinstance(minutes, bool)
-                                    and math.isfinite(minutes) and minutes > 0):
+    if minutes is not None and not (number(minutes) and minutes > 0):
         raise ValueError(f"minutes is a time budget > 0, or None for no limit; got {minutes!r}")
     for name, x in positive.items():
-        if not (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0):
+        if not (number(x) and x > 0):
             raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
 
 
@@ -90,9 +89,7 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if kind == "hedgehog" and (r % 2 or r < 4):  # r = 2: a softmax over one feature is 1, whatever x is
         raise ValueError(f"Hedgehog's map has r/2 features of Wx and r/2 of -Wx, each a softmax: r must be even "
                          f"and at least 4 (r = 2 makes every feature a constant 1), got {r}")
-    for name, flag in (("decay", decay), ("rotated", rotated)):  # the string "False" is true to Python
-        if not isinstance(flag, bool):
-            raise ValueError(f"{name} must be True or False, got {flag!r}")
+    check_flags(decay=decay, rotated=rotated)
     if not (integer(seed) and 0 <= seed < 2**63):
         raise ValueError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
     if not (integer(sinks) and sinks >= 0 and integer(window) and window >= 0):  # True is no window of 1
@@ -178,6 +175,17 @@ def check_dtype(dtype) -> torch.dtype:
 
 def integer(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)  # True is an int to Python, not a size
+
+
+def number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)  # not True, NaN or inf
+
+
+def check_flags(**flags):
+    """Each flag True or False: the string "False" (or "no") is true to Python."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be True or False, got {flag!r}")
 
 
 def check_state_args(batch, size, oneshot=0, model=None):

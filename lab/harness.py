@@ -169,6 +169,12 @@ def changed_options(args, parser, ignore=()) -> list:
     return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]
 
 
+def typed() -> str:
+    """This process's command as a user types it (spelled), each word quoted as the shell needs: "my file.txt"
+    pastes back as one word."""
+    return spelled(shlex.join(["python", *sys.argv]))
+
+
 def program(command: str) -> str:
     """The script or module a spelled command runs: 'demo.py', 't2r.mini'."""
     words = command.split(" ")
@@ -191,7 +197,7 @@ def check_writable(name: str) -> pathlib.Path:
     except (ValueError, KeyError, TypeError, AttributeError):
         raise ValueError(f"results/{name}.json is not the results of a run of this project (no about.command): "
                          "choose another --name, or move the file") from None
-    ours = program(spelled(shlex.join(["python", *sys.argv])))
+    ours = program(typed())
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
                          f"choose another --name")
@@ -212,7 +218,7 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
     results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
-    about = {"command": spelled(shlex.join(["python", *sys.argv])), **about}  # quoted: "my file.txt" pastes back
+    about = {"command": typed(), **about}
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))
     if log:

@@ -42,8 +42,11 @@ class FutureAttention:
 
     def __init__(self, model, tokens, horizon=0):
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
-        self.T, self.horizon, self.layer, self.sums, self.built = tokens.shape[1], horizon, None, None, {}
+        self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
         c, (B, T) = model.config, tokens.shape
+        # read token by token, the layers alternate at every step: every layer's sums kept where they fit
+        self.keep = c.n_layers * B * (T + 1) * T * llama.wide(model.dtype).itemsize <= self.KEEP_BYTES
+        self.kept, self.built, self.warned = {}, set(), False
         guards.check_memory(((c.n_heads + c.n_kv_heads) * c.head_dim * c.n_layers + T + 1) * B * T * model.embed.element_size(),
                            f"the lookahead of {T} tokens (every layer's queries and keys, one layer's sums)")
         self.mask = llama.causal_mask(self.T, model.config.sliding_window, model.device)  # (T, T) the model's own, sliding window too
@@ -56,6 +59,23 @@ class FutureAttention:
         a = s.masked_fill(~self.mask[i0:i1, :i1], -math.inf).softmax(-1, dtype=llama.wide(s.dtype)).mean((1, 2))
         return torch.nn.functional.pad(a, (0, self.T - i1))         # later positions receive nothing
 
+    def summed(self, layer):
+        """sums[:, i] = the attention layer's positions receive from queries i .. T-1, built from the end."""
+        q = self.qk[layer][0]
+        sums = q.new_zeros(q.shape[0], self.T + 1, self.T, dtype=llama.wide(q.dtype))  # (B, T + 1, T)
+        for i0 in range(self.T - (self.T - 1) % self.BLOCK - 1, -1, -self.BLOCK):
+            i1 = min(i0 + self.BLOCK, self.T)
+            sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + sums[:, i1:i1 + 1]
+        if self.keep:
+            self.kept[layer] = sums
+        elif layer in self.built and not self.warned:  # built again: read token by token, O(L·T³)
+            self.warned = True
+            print(f"[msrnn] the lookahead is read token by token and every layer's sums do not fit in "
+                  f"{self.KEEP_BYTES / 2**30:.0f} GiB: each layer's are built again at every step, about "
+                  f"{len(self.qk)}·T³ operations; fast.prefill or msrnn.masked_forward read it layer by layer", file=sys.stderr)
+        self.built.add(layer)
+        return sums
+
     # Looked up by position in Python, not a tensor operation: torch.compile (prefill's compile=True)
     # leaves it out of the graph, where it would otherwise be specialised to each step's t
     @torch.compiler.disable
@@ -65,21 +85,8 @@ class FutureAttention:
         end = self.T if not self.horizon else min(self.T, t + 1 + self.horizon)
         if self.layer != layer and self.T - t - 1 <= self.BLOCK:  # near the end of the text: sum directly
             return self.attention(layer, t + 1, end).sum(1)              # no queries after the last step: zeros
-        if self.layer != layer and layer in self.built:  # read token by token, layer after layer: kept (KEEP_BYTES)
-            self.sums, self.layer = self.built[layer], layer
-        if self.layer != layer:  # sums[:, i] = attention received from queries i .. T-1, built from the end
-            q = self.qk[layer][0]
-            self.sums = q.new_zeros(q.shape[0], self.T + 1, self.T, dtype=llama.wide(q.dtype))
-            for i0 in range(self.T - (self.T - 1) % self.BLOCK - 1, -1, -self.BLOCK):
-                i1 = min(i0 + self.BLOCK, self.T)
-                self.sums[:, i0:i1] = self.attention(layer, i0, i1).flip(1).cumsum(1).flip(1) + self.sums[:, i1:i1 + 1]
-            if self.layer is not None and self.sums.nbytes * len(self.qk) > self.KEEP_BYTES and not self.built.get("said"):
-                self.built["said"] = True  # a token-by-token run rebuilds a layer's sums at every layer of every step
-                print(f"[msrnn] the lookahead is read token by token, and every layer's sums ({self.sums.nbytes * len(self.qk) / 2**30:.1f} "
-                      f"GiB) do not fit in {self.KEEP_BYTES / 2**30:.0f} GiB: each layer's are rebuilt at every step, about "
-                      f"{len(self.qk)}·T³ operations; fast.prefill or msrnn.masked_forward read it layer by layer", file=sys.stderr)
-            elif self.sums.nbytes * len(self.qk) <= self.KEEP_BYTES:
-                self.built[layer] = self.sums
+        if self.layer != layer:
+            self.sums = self.kept[layer] if layer in self.kept else self.summed(layer)
             self.layer = layer
         return self.sums[:, t + 1] - self.sums[:, end]
 

@@ -177,7 +177,7 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
     settings = {"label": label, "steps": steps, "peak": peak, "batch": batch, "seed": seed, "chunks": list(chunks.shape),
                 "maps": None if maps is None else train.describe(maps),
                 # the code that trains: a run saved by other code is refused by name, never served as this code's
-                "code": harness.fingerprint(*(pathlib.Path(m.__file__) for m in (sys.modules[__name__], linear, llama, train)))}
+                "code": train.code_key(pathlib.Path(__file__), pathlib.Path(linear.__file__))}  # and a student's linear.py
     best = None if checkpoint is None else pathlib.Path(f"{checkpoint}.best")
     run = train._resume(checkpoint, params, opt, settings, log)
     evaluate = lambda: held_out_loss(train.detached(build), maps, dev)

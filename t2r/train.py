@@ -169,7 +169,7 @@ def _load_run(path, params: dict, opt, settings: dict) -> dict:
     except Exception as e:
         raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
     kinds = {"settings": dict, "step": int, "seconds": (int, float), "tokens": int, "losses": list, "curve": list}
-    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    number = guards.number
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool)
                                          for k, t in kinds.items()) or meta["step"] < 0 or meta["tokens"] < 0 \
             or not number(meta["seconds"]) or meta["seconds"] < 0 or len(meta["losses"]) != meta["step"] \

@@ -1276,7 +1276,7 @@ def test_round_10_the_report_and_the_writes(tmp_path, monkeypatch):
     for f in default_model.FILES:
         (mine / f).write_text("one's own")
     with pytest.raises(RuntimeError, match="no sha256.json"):
-        default_model.replaceable(mine, (*default_model.FILES, default_model.RECORD))
+        default_model.replaceable(mine, (*default_model.FILES, default_model.RECORD), default_model.RECORD)
 
 
 def test_round_10_a_compiled_run_probes_each_size_and_memory_counts_its_logits():
