@@ -142,7 +142,7 @@ def test_bench_quick(real_model, tmp_path, monkeypatch):
     out = bench.main(["--quick", "--threads", "1"])
     assert (tmp_path / "runs" / "bench_quick-threads_1.json").is_file()  # not the published quick run's name
     assert out["decode"]["ours_tokens_per_s"] > 0 and out["reading"]["prefill_s"] > 0
-    assert set(out["guards"]) == {"unbounded", "TOVA 32"} and len(out["guards"]["TOVA 32"]["ms_per_step"]) == 5
+    assert set(out["guards"]) == {"unbounded", "TOVA 32"} and len(out["guards"]["TOVA 32"]["ms_per_step"]) == 6
 
 
 # ---------------------------------------------------------------- your own policy, end to end
