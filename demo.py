@@ -188,6 +188,8 @@ def cmd_ppl(args):
     with_tail = args.tail is not None or args.tail_maps is not None
     if with_tail and (policy is specs.FULL or args.prompt != "step" or args.prompt_len):
         raise SystemExit("error: --tail folds what a policy drops at every step: it needs a policy, --size, --prompt step")
+    if policy.reads_ahead and args.compile:  # experiments.nll reads a bound eagerly (faster so): said, not dropped
+        raise SystemExit("error: a lookahead runs eagerly (its table lookup splits a compiled step in two): leave out --compile")
     if with_tail and args.compile:  # tail.perplexity has no compiled path: said, not dropped without a word
         raise SystemExit("error: --tail runs eagerly (t2r/tail.py has no compiled path): leave out --compile")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
@@ -215,6 +217,8 @@ def cmd_ppl(args):
 
 def cmd_check(args):
     named = specs.distinct([specs.named(p) for p in args.policy])
+    if specs.FULL in named:  # nothing to score: every check would fail on calling None
+        raise SystemExit("error: check takes policies; 'full' keeps every row and has nothing to check")
     model, tok = (None, None) if args.quick else load(args)
     more = {"tail": train.tail_check(args.tail)} if args.tail else None  # t2r/ stands on lab/, not under it
     results = [checker.check(p, model, tok, more=more) for p in named]
@@ -280,6 +284,8 @@ CPU_BUDGET = dict(minutes=20.0, finetune_minutes=7.0, tail_minutes=10.0)  # demo
 def cmd_t2r(args):
     if "hedgehog" in args.kinds + ["hedgehog"] * bool(args.window) and (args.r % 2 or args.r < 4):  # before loading
         raise ValueError(f"--r {args.r}: Hedgehog's map (--kinds hedgehog, and the hybrid) needs an even r of at least 4")
+    if args.tail_r % 2 or args.tail_r < 4:  # the tail's map is Hedgehog's too: said before the training
+        raise ValueError(f"--tail-r {args.tail_r}: the tail's Hedgehog map needs an even r of at least 4")
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tok = load(args)
@@ -331,6 +337,7 @@ REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=p
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"^(<!-- results: (\w+) -->\n)(.*?)^(<!-- /results -->)", re.S | re.M)  # markers at a line's start
 MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")
+RAW = ("pre", "textarea", "script", "style")  # HTML whose content is shown or run as written, never read as Markdown
 PUBLISHED = harness.ROOT / "results"  # what every page cites, whatever MSRNN_RESULTS says
 
 
@@ -351,7 +358,7 @@ def reported(text: str, results=None) -> str:
             plausible(data)
             body = write(data)
             command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")
-        except (OSError, ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as e:
+        except (OSError, ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError, StopIteration) as e:
             raise ValueError(f"results/{file}.json (block {m.group(2)}): {type(e).__name__}: {e}") from None
         # a code span that no run of backticks in the command can end (CommonMark: a longer run delimits it)
         tick = "`" * (1 + max((len(r) for r in re.findall("`+", command)), default=0))
@@ -369,19 +376,26 @@ def not_finite(name):
     raise ValueError(f"holds {name}: a published number must be finite")
 
 
-SHARES = ("recent_share", "sum_share", "sink_share")  # parts of a whole (on_off_share is a difference: it may be negative)
+SHARES = ("recent_share", "sum_share", "sink_share", "share_of_limit", "share_kept")  # parts of a whole (on_off_share
+# is a difference: it may be negative)
+COUNTS = ("bytes", "seconds", "per_s", "_s", "MiB", "batch", "per_seq", "size", "length", "layers", "count", "tokens",
+          "vs_transformers", "loss", "std")  # sizes, counts, times, speeds, their ratios, losses, spreads: never negative
 
 
 def plausible(data, where="") -> None:
-    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), negative bytes, MiB,
-    batches, seconds or tokens/s, a share outside 0..1. Walks the whole results file (nested objects and lists)."""
+    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), a negative size, count,
+    time, speed or speed ratio (COUNTS), a share outside 0..1. Walks the whole results file (nested objects and lists)."""
     if isinstance(data, dict):
         for k, v in data.items():
             key = str(k)
-            floor = 1 if key.endswith("ppl") else 0 if key.endswith(("bytes", "seconds", "per_s", "_s", "MiB", "batch")) else None
+            floor = 1 if key.endswith("ppl") else 0 if key.endswith(COUNTS) else None
             number = guards.number(v)
+            if isinstance(v, bool) and (floor is not None or key.endswith(SHARES)):  # json's true would print as 1.00
+                raise ValueError(f"{where}{key} is {json.dumps(v)}: a published {key} is a number")
             if number and floor is not None and v < floor:
                 raise ValueError(f"{where}{key} is {v}: a published {key} is at least {floor}")
+            if number and key.endswith("tokens") and v != int(v):
+                raise ValueError(f"{where}{key} is {v}: a published count of tokens is whole")
             if number and key.endswith(SHARES) and not 0 <= v <= 1:
                 raise ValueError(f"{where}{key} is {v}: a published {key} is from 0 to 1")
             plausible(v, f"{where}{key}.")
@@ -393,29 +407,31 @@ def plausible(data, where="") -> None:
 def outside_code(text: str) -> str:
     """text with every code example outside a results block blanked (newlines kept, so line numbers
     hold): the markers a page shows as an example are not blocks. An example is a fence (``` or ~~~,
-    closed by a run of the same character at least as long, CommonMark's rule), a <pre>, an indented
-    code block or a quote. A block's own fences stay."""
+    closed by a run of the same character at least as long, CommonMark's rule), a <pre>, <textarea>,
+    <script> or <style> (CommonMark's raw HTML blocks), an indented code block (a tab is 4 columns) or a
+    quote. A block's own fences stay."""
     out, fence, block = list(text), None, False
     pos = 0
     blank = lambda a, b: [c if c == "\n" else " " for c in text[a:b]]
     for line in text.splitlines(keepends=True):
-        s, indent = line.strip(), len(line) - len(line.lstrip(" "))
+        columns = line.expandtabs(4)  # CommonMark's tab stops: a tab indents as far as 4 spaces
+        s, indent = line.strip(), len(columns) - len(columns.lstrip(" "))
         if block:
             block = not line.startswith("<!-- /results -->")
         elif fence is not None:  # a fence closes at a run as long, indented less than 4 spaces (CommonMark)
-            if "</pre>" in s.lower() if fence[1] == "</pre>" else indent < 4 and s.startswith(fence[1]) and not s.strip(fence[1][0]):
+            if fence[1] in s.lower() if fence[1].startswith("</") else indent < 4 and s.startswith(fence[1]) and not s.strip(fence[1][0]):
                 out[fence[0]:pos + len(line)] = blank(fence[0], pos + len(line))
                 fence = None
         elif indent < 4 and s.startswith(("```", "~~~")) and not (s[0] == "`" and "`" in s.lstrip("`")):  # ```x```: a span
             fence = (pos, s[0] * (len(s) - len(s.lstrip(s[0]))))
-        elif s.lower().startswith("<pre"):
-            fence = (pos, "</pre>")
-            if "</pre>" in s.lower():  # a <pre> of one line
+        elif indent < 4 and (raw := next((t for t in RAW if re.match(rf"<{t}(\s|>|$)", s.lower())), None)):
+            fence = (pos, f"</{raw}>")
+            if fence[1] in s.lower():  # one line
                 out[pos:pos + len(line)] = blank(pos, pos + len(line))
                 fence = None
         elif line.startswith("<!-- results:"):
             block = True
-        elif line.startswith(("    ", "\t", ">")):  # an indented code block or a quote: an example
+        elif indent >= 4 or s.startswith(">"):  # an indented code block or a quote: an example
             out[pos:pos + len(line)] = blank(pos, pos + len(line))
         pos += len(line)
     if fence is not None:  # a fence never closed runs to the end of the page
@@ -428,6 +444,11 @@ def paired(text: str):
     opened = None
     for m in MARKER.finditer(text):
         line = text.count("\n", 0, m.start()) + 1
+        # BLOCK reads markers at a line's start only: an indented one would pair here, be skipped there, and
+        # the block before it would run on to the next block's closing, over the prose between
+        if m.start() and text[m.start() - 1] != "\n":
+            raise ValueError(f"line {line}: a results marker must begin its line: {m.group(0).strip()!r} "
+                             "follows other text or indentation")
         if m.group(0) == "<!-- /results -->":
             if opened is None:
                 raise ValueError(f"line {line}: a '<!-- /results -->' closes no block")
@@ -518,8 +539,9 @@ def parser():
     dtype_help = "the float the model computes in: float32 (default), bfloat16, float16 or float64"
     device_help = "cpu (default), cuda, cuda:N, mps, or auto (cuda where there is a GPU)"
     fresh_help = ("measure every setting again, ignoring results/'s cached numbers (their keys cover the model's "
-                  "config and weights, the tokens, the code, and a policy's file, its imports and the data files its "
-                  "source names beside it; not a file it reads by a name built at run time, nor code outside the repository)")
+                  "config and weights, the tokens, the code, and a policy's file, its imports, the data files its "
+                  "source names beside it and the values its code reads; not a file it reads by a name built at run time, "
+                  "nor code outside the repository and the state only such code reaches)")
     compile_help = ("read each text's steps with torch.compile: the same numbers to float32 rounding, faster "
                     "once compiled (a C++ compiler is needed; up to minutes of compiling the first time, far less once "
                     "cached: python -m lab.bench, line 1d)")
@@ -664,9 +686,12 @@ def main(argv=None):
         load_weights.checkpoint_folder(args.model)
     load_weights.device(args.device)  # and the device
     harness.FRESH = getattr(args, "fresh", False)
+    for option, values in vars(args).items():  # a size or regime given twice: measured twice, shown as two rows
+        if isinstance(values, list) and option not in ("policies", "policy") and len(set(map(str, values))) < len(values):
+            raise SystemExit(f"error: --{option.replace('_', '-')} names a value twice: {' '.join(map(str, values))}")
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
-    for spec in [chosen] if isinstance(chosen, str) else chosen:
-        specs.named(spec)  # a bad policy name or file fails before the model is loaded
+    # a bad policy name or file, or two policies of one display name, fail before the model is loaded
+    specs.distinct([specs.named(spec) for spec in ([chosen] if isinstance(chosen, str) else chosen)])
     command, draw = COMMANDS[args.cmd]
     if args.cmd in ("ppl", "report"):  # tools, not experiments: nothing to save
         return command(args)

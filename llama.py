@@ -237,6 +237,7 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
     ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
     T, window = ids.shape[1], model.config.sliding_window
     guards.check_positions(model, T)
+    guards.check_flags(last=last)
     if attention is None:  # None: the fused kernel's own causal mask
         causal = None if window is None else causal_mask(T, window, model.device)
         attention = lambda i, q, k, v: softmax_attention(q, k, v, causal)

@@ -442,7 +442,7 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
             bad = problems(folder, modules)
             if bad:
                 for p in ps:
-                    results[p.number] = (p, 0, 1, 0, "; ".join(bad), [])
+                    results[p.number] = (p, 0, len(p.tests + (p.model if model else ())), 0, "; ".join(bad), [])  # none ran
                 continue
             tests = list(dict.fromkeys(t for p in ps for t in p.tests))
             runs[modules] = pool.submit(run_tests, folder, modules, tests)

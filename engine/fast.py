@@ -34,7 +34,7 @@ import msrnn
 FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
 PROBE = 8        # drops a compiled run makes eagerly first, under the guards the graph skips
-_PROBED = weakref.WeakKeyDictionary()  # policy -> the sizes at which its first drops passed them in this process
+_PROBED = weakref.WeakKeyDictionary()  # policy -> the (model, size) at which its first drops passed them in this process
 
 
 @torch.no_grad()
@@ -49,12 +49,14 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
-    if compile and policy is not None and T > f and size not in _PROBED.get(policy, ()):  # per size: a policy may fail at one
+    probed = _PROBED.get(policy, []) if compile and policy is not None and T > f else None
+    if probed is not None and not any(m() is model and s == size for m, s in probed):  # per model and size
         # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
-        # first drops run eagerly first, where the guards see them, on the first sequence; once a process
-        prefill(model, ids[:1, :f + PROBE], policy, size, oneshot, last=True)
+        # first drops run eagerly first, where the guards see them, on every sequence; once a process
+        # for this model and size (a policy may fail at one size, or in a layer another model lacks)
+        prefill(model, ids[:, :f + PROBE], policy, size, oneshot, last=True)
         with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
-            _PROBED.setdefault(policy, set()).add(size)
+            _PROBED.setdefault(policy, []).append((weakref.ref(model), size))
     step = compiled(scored_step) if compile else scored_step
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -134,9 +136,10 @@ def generate(model, prompt, max_new: int, policy=None, size=None, temperature: f
              seed: int = 0, regime: str = "step", compile: bool = False):
     """msrnn.generate, the same tokens, with all but the prompt's last token read by prefill, and,
     with compile, each new token decoded by `compiled_step`: worth it only for long generations, since
-    the first call compiles (python -m lab.bench, line 1d: about 2 minutes on a 2-core CPU the first
-    time, about 35 s in a later process, which reads inductor's cache; the message says which)."""
+    the first call compiles (python -m lab.bench, line 1d: 77 s on a 2-core CPU the first time, 29 s in
+    a later process, which reads inductor's cache; the message says what the last bench measured)."""
     ids = guards.check_tokens(model, prompt)                         # (B, T)
+    guards.check_flags(compile=compile)
     guards.check_sampling(model, max_new, temperature, top_k, seed, regime, None)
     guards.check_policy(policy, size)
     B, T = ids.shape

@@ -112,8 +112,9 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)
         raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
                          f"({n_layers}, {H}); got {horizon if horizon is None else tuple(horizon.shape)}")
-    if not (horizon > 1).all():
-        raise ValueError(f"the decay's starting horizon must be more than 1 token, got {horizon.amin().item()!r}")
+    if not ((horizon > 1) & horizon.isfinite()).all():  # inf: γ = 1, a "decay" that never decays
+        raise ValueError(f"the decay's starting horizon must be a finite number of tokens above 1, got "
+                         f"{horizon[~((horizon > 1) & horizon.isfinite())].flatten()[0].item()!r}")
     return layers, dtype, horizon.expand(n_layers, H)
 
 

@@ -56,7 +56,8 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
 
 
 DEPTHS, KEYS = (0.1, 0.5, 0.9), (71432, 50918)  # experiments.passkey's prompts
-CELLS = {"step": {"found": (int, 0)}, "full": {"found": (int, 0)},  # what each cell holds (harness.read_cached checks it)
+PROMPTS = len(DEPTHS) * len(KEYS)
+CELLS = {"step": {"found": (int, 0, PROMPTS)}, "full": {"found": (int, 0, PROMPTS)},  # what each cell holds (harness.read_cached checks it)
          "checked": {"contract": str, "exact": str, "causal": str, "cost": str}}
 
 

@@ -212,12 +212,13 @@ def cost(named, size=256, calls=200):
     return f"{mine:.0f} µs per call", f"size {size}; TOVA {micros(policies.tova):.0f} µs, Window {micros(policies.window):.0f} µs"
 
 
-def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cache=None):
+def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cache=None, log=lambda line: None):
     """Perplexity of the second half of the first `length` tokens of a book, after its first half as the
     prompt, read per step or in full then cut once; next to Window+4 and TOVA (cached, as the sweep's
     settings are, by experiments.cache_dir). {(column, size, regime): perplexity}: a column per policy,
     by what it is (its key), not its label: a copy of TOVA edited and still labelled "TOVA" is a column
-    of its own, beside "TOVA (built-in)"."""
+    of its own, beside "TOVA (built-in)". Each setting measured is logged as it ends (a slow policy shows
+    its pace rather than minutes of nothing)."""
     ids = experiments.book_chunks(tok, 1, length, books=(book,))[0]
     cache = cache or experiments.cache_dir("check", model, ids, code=(__file__,))  # this file measures: its code is in the key
     table, columns = {}, {}  # policy key -> its column
@@ -228,11 +229,13 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
         for size in sizes:
             for regime in ("step", "full"):
                 file = cache / f"{book}-{length}-{p.key}-{size}-{regime}.json"
-                ppl = harness.read_cached(file, float)
+                ppl = harness.read_cached(file, (float, 1))  # a perplexity below 1 is no run's
                 if ppl is None:
+                    t0 = time.time()
                     ppl = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime,
                                                  prompt_len=length // 2)["ppl"]
                     harness.atomic_write(file, json.dumps(ppl))
+                    log(f"  quality   {column} {size} {regime}: {ppl:.2f} ({time.time() - t0:.0f} s)")
                 table[column, size, regime] = ppl
     return table
 
@@ -259,7 +262,7 @@ def check(policy, model=None, tok=None, log=print, more=None) -> dict:
         log(f"  {name:<9} {out[name][0]:<26} {out[name][1]}")
     if model is not None:
         length = 2048
-        table = out["quality"] = quality(named, model, tok, length=length)
+        table = out["quality"] = quality(named, model, tok, length=length, log=log)
         labels = list(dict.fromkeys(label for label, _, _ in table))
         log(f"  quality   perplexity of tokens {length // 2:,}-{length - 1:,} of alice29 after the first {length // 2:,} "
             f"as the prompt; 'step' evicts while reading it, 'full' reads it in full then cuts once")

@@ -3,6 +3,7 @@ JSON), and has a `*_table(data)` that formats it for printing and a `draw_*(plt,
 figure; demo.py runs them, prints the table and saves everything under results/. Progress goes to
 `log` when one is given.
 """
+import functools
 import itertools
 import json
 import math
@@ -80,6 +81,10 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
     to `size` once (regime "full", the one-shot regime)."""
     if regime not in ("step", "full"):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
+        raise ValueError(f"perplexity reads one text, token ids (T,), got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
+    if not (guards.integer(chunk) and guards.integer(prompt_len)):
+        raise ValueError(f"chunk and prompt_len are numbers of tokens, integers: got {chunk!r} and {prompt_len!r}")
     if not 0 <= prompt_len < chunk:
         raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
     oneshot = prompt_len if regime == "full" and size is not None else 0
@@ -287,8 +292,9 @@ def drops(model, ids, named, size):
     score = torch.full((n_layers, T), math.nan, dtype=torch.float64)
     scored = named.on(model, ids)
 
+    @functools.wraps(scored)  # what the policy raises or returns wrong is named as the policy's, at its own line
     def recording(rows):
-        scores = scored(rows)
+        scores = guards.check_scores(scored, rows, scored(rows))
         gone = oneshot.lowest(scores[:1, :1], rows.pos[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop
         where = (rows.layer, rows.pos[0, 0, gone].cpu())
         dropped_at[where], score[where] = rows.t, scores[0, 0, gone].double().cpu()
@@ -331,8 +337,7 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
         raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
     data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
             "policies": []}
-    for name in names:
-        named = specs.named(name)
+    for named in specs.distinct([specs.named(name) for name in names]):  # the page shows them by name
         if named is specs.FULL:
             raise ValueError("view needs policies: with every row kept there is nothing to see")
         dropped_at, score = drops(model, ids, named, size)
@@ -352,7 +357,9 @@ def held_rows(dropped_at) -> torch.Tensor:
 
 
 def retention_table(data) -> str:
-    n_layers = len(data["first_tokens_kept_to_end_per_layer"])
+    n_layers, held = len(data["first_tokens_kept_to_end_per_layer"]), data["first_token_kept_to_end_layers"]
+    if not 0 <= held <= n_layers:
+        raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers")
     return (f"{data['policy']}, size {data['size']}, {data['length']} tokens of {data['book']}: "
             f"{data['recent_share']:.0%} of kept rows are among the {data['size']} most recent\n"
             f"the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{n_layers} layers\n"
@@ -520,7 +527,7 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
         batch = int(budget // per_seq)
         # a step's activations beside the cache: the (batch, vocab) logits, the one the budget does not count
         guards.check_memory(batch * model.config.vocab_size * model.embed.element_size() * 2, f"the logits of a batch of {batch:,}")
-        tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else 0.0
+        tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else None  # none fits
         results.append({"size": size or context, "policy": "full" if size is None else "tova",
                      "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
         log(memory_table({"results": results[-1:]}))
@@ -533,5 +540,6 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
 
 def memory_table(data) -> str:
     return "\n".join(f"{('TOVA ' if r['policy'] == 'tova' else 'full ') + str(r['size']):>10}: "
-                     f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, {r['tokens_per_s']:7.1f} tokens/s"
+                     f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, " +
+                     (f"{r['tokens_per_s']:7.1f} tokens/s" if r["tokens_per_s"] is not None else "no sequence fits: not measured")
                      for r in data["results"])

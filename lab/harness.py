@@ -82,7 +82,7 @@ def read_cached(path: pathlib.Path, shape=None, fresh=None):
     """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
     measured again: a file damaged by hand or by a crash of an older version must not block every
     later run), or when FRESH. shape: a type (float means any finite number), (type, low) for one of at
-    least low (a perplexity below 1 is no run's), or a dict {key: type} of what it must hold. fresh=False
+    least low (a perplexity below 1 is no run's), (type, low, high) for one from low to high, or a dict {key: type} of what it must hold. fresh=False
     reads what this run has just measured, even under --fresh."""
     if FRESH if fresh is None else fresh:
         return None
@@ -111,9 +111,10 @@ def _not_of_shape(data, shape) -> str:
         if missing:
             return f"it has no {', '.join(map(repr, missing))}"
         return next((f"{k!r}: {w}" for k, t in shape.items() if (w := _not_of_shape(data[k], t))), "")
-    if isinstance(shape, tuple):  # (type, low): at least low
+    if isinstance(shape, tuple):  # (type, low) or (type, low, high)
         wrong = _not_of_shape(data, shape[0])
-        return wrong or ("" if data >= shape[1] else f"expected at least {shape[1]}, got {data!r:.40}")
+        high = shape[2] if len(shape) > 2 else math.inf
+        return wrong or ("" if shape[1] <= data <= high else f"expected {shape[1]} to {high}, got {data!r:.40}")
     if shape is float:  # a number, not a bool, not NaN or infinite (json reads NaN)
         ok = isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data)
     elif shape is int:
@@ -137,17 +138,23 @@ def code_version() -> str:
 
 def spelled(command: str) -> str:
     """A command as a user types it: `python -m t2r.speed ...` for the `python /path/to/t2r/speed.py ...`
-    that sys.argv holds under -m (a results file must not name this machine's folders). The path may
-    be another checkout's: its tail that names a file of this repository is what counts."""
-    words = command.split(" ")
+    that sys.argv holds under -m (a results file must not name this machine's folders), `python demo.py`
+    for `python ./demo.py`. The path may be another checkout's (a folder with a space in it too): its tail
+    that names a file of this repository is what counts."""
+    try:
+        words = shlex.split(command)
+    except ValueError:  # an unbalanced quote: not a command this module wrote
+        return command
     script = pathlib.Path(words[1]) if len(words) > 1 else None
-    if script is not None and script.is_absolute() and script.suffix == ".py":
-        tails = [pathlib.Path(*script.parts[i:]) for i in range(1, len(script.parts))]
+    if script is not None and script.suffix == ".py":
+        script = script if script.is_absolute() else pathlib.Path.cwd() / script
+        tails = [pathlib.Path(*script.resolve().parts[i:]) for i in range(1, len(script.resolve().parts))]
         rel = next((t for t in tails if (ROOT / t).is_file()), None)
-        if rel is not None:
-            rel = rel.with_suffix("")
-            words[1:2] = [str(rel) + ".py"] if len(rel.parts) == 1 else ["-m", ".".join(rel.parts)]
-    return " ".join(words)
+        rel = rel and rel.with_suffix("")
+        said = None if rel is None else [str(rel) + ".py"] if len(rel.parts) == 1 else ["-m", ".".join(rel.parts)]
+        if said is not None and said != words[1:2]:
+            return shlex.join([words[0], *said, *words[2:]])
+    return command  # as it was written
 
 
 def run_name(name: str, changed: list) -> str:
@@ -177,7 +184,10 @@ def typed() -> str:
 
 def program(command: str) -> str:
     """The script or module a spelled command runs: 'demo.py', 't2r.mini'."""
-    words = command.split(" ")
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split(" ")
     return " ".join(words[1:3] if words[1:2] == ["-m"] else words[1:2])
 
 
@@ -292,9 +302,9 @@ def sources(*files: pathlib.Path) -> list[pathlib.Path]:
 
 
 def data_files(*files: pathlib.Path) -> list[pathlib.Path]:
-    """The files beside `files` that their code names in a string ("weights.pt", "data/w.pt"): what a
-    policy loads from its folder, for its cache key. Modules are left to `sources`; a folder or a name
-    built at run time is not followed (--fresh measures again)."""
+    """The files beside `files` that their code names in a string ("weights.pt", "data/w.pt", "settings.py"
+    read by runpy): what a policy loads from its folder, for its cache key. A folder or a name built at
+    run time is not followed (--fresh measures again)."""
     found = set()
     for f in files:
         try:
@@ -306,7 +316,7 @@ def data_files(*files: pathlib.Path) -> list[pathlib.Path]:
             if 0 < len(name) < 256 and "\n" not in name and "\0" not in name and not os.path.isabs(name):
                 near = f.parent / name
                 try:
-                    if near.suffix != ".py" and near.is_file():
+                    if near.is_file():
                         found.add(near.resolve())
                 except OSError:  # a name too long for this file system
                     pass
@@ -319,8 +329,9 @@ def fingerprint(*parts) -> str:
     for p in parts:
         h.update(f"|{type(p).__name__}|".encode())  # each part apart: the parts (1, 23) and (12, 3) are two keys
         if isinstance(p, torch.Tensor):
-            h.update(str((p.dtype, tuple(p.shape))).encode())
-            h.update(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if p.numel() else b"")  # a GPU's too
+            p = p.detach().to_dense() if p.layout != torch.strided else p.detach()  # a sparse tensor by its values
+            h.update(str((p.dtype, tuple(p.shape), p.device.type == "meta")).encode())  # a meta tensor has no values
+            h.update(p.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if p.numel() and not p.is_meta else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):
             h.update(p.read_bytes())
         elif isinstance(p, bytes):

@@ -25,6 +25,8 @@ def lookahead(model, tokens, horizon=0):
     future = FutureAttention(model, tokens, horizon)
 
     def lookahead_policy(rows):
+        if rows.pos.shape[0] != future.B:
+            raise ValueError(f"this lookahead was built for {future.B} sequence(s), and is run on {rows.pos.shape[0]}")
         return future.after(rows.layer, rows.t).gather(1, rows.pos[:, 0])[:, None]  # (B, T) -> (B, 1, n)
     return lookahead_policy
 
@@ -41,9 +43,12 @@ class FutureAttention:
     KEEP_BYTES = 2**30  # every layer's sums kept when they fit in this; else one layer's at a time
 
     def __init__(self, model, tokens, horizon=0):
+        if not guards.integer(horizon) or horizon < 0:
+            raise ValueError(f"horizon must be an integer of at least 0 (0: to the end of the text), got {horizon!r}")
         tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
         self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
         c, (B, T) = model.config, tokens.shape
+        self.B = B
         # read token by token, the layers alternate at every step: every layer's sums kept where they fit
         self.keep = c.n_layers * B * (T + 1) * T * llama.wide(model.dtype).itemsize <= self.KEEP_BYTES
         self.kept, self.built, self.warned = {}, set(), False
@@ -91,22 +96,14 @@ class FutureAttention:
         return self.sums[:, t + 1] - self.sums[:, end]
 
 
-_LATEST = {}  # the last capture, with its model and tokens
-
-
 def captured(model, tokens, mask):
-    """Every layer's (queries, keys) of the full-cache model on tokens (B, T), RoPE applied. The last
-    one is kept: a sweep builds its bounds on the same chunks at every size and horizon."""
-    versions = [t._version for t in (model.embed, model.norm, model.inv_freq, *(t for L in model.layers for t in vars(L).values()
-                                                                              if isinstance(t, torch.Tensor)))]
-    if _LATEST.get("model") is model and torch.equal(_LATEST["tokens"], tokens) and _LATEST["versions"] == versions:
-        return _LATEST["qk"]  # the same model, weights not changed in place since, the same tokens
+    """Every layer's (queries, keys) of the full-cache model on tokens (B, T), RoPE applied: one forward
+    pass, made again for every lookahead (a bound costs far more than it; a kept copy was served after the
+    weights changed in ways no version counter sees, `.data` or a tensor replaced)."""
     qk = []
 
     def keep_qk(layer, q, k, v):                                     # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         qk.append((q, k))
         return llama.softmax_attention(q, k, v, mask if model.config.sliding_window else None)
     llama.forward(model, tokens, keep_qk, last=True)
-    _LATEST.clear()
-    _LATEST.update(model=model, tokens=tokens.clone(), qk=qk, versions=versions)
     return qk

@@ -7,8 +7,10 @@ import hashlib
 import importlib.util
 import inspect
 import math
+import os
 import pathlib
 import sys
+import sysconfig
 
 import numpy as np
 import torch
@@ -42,9 +44,10 @@ class Named:
         """A file name for this policy's results that changes when its parameters, its whole file or
         anything that file imports from its own folder or the repository does (harness.sources): a
         helper or a constant beside the function counts, not only the function's own lines; and so do
-        the data files those sources name beside them (harness.data_files: weights it loads).
-        Not covered: what it imports from anywhere else (an installed package, a folder on PYTHONPATH)
-        and a file it reads by a name its source does not spell: after changing those, run with
+        the data files those sources name beside them (harness.data_files: weights it loads), and the
+        values its code reads (_reads). Not covered: what it imports from anywhere else (an installed
+        package, a folder on PYTHONPATH), the state only such code reaches, and a file it reads by a name
+        its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
         runs, held = _reads(self.fn)
         try:
@@ -52,7 +55,7 @@ class Named:
                              for f in runs for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
         except (OSError, TypeError):
             source = repr(self.fn)
-        bound = repr(sorted(getattr(self.fn, "keywords", {}).items()))  # the parameters, as bound
+        bound = harness.fingerprint(*_value(dict(getattr(self.fn, "keywords", {}))))  # the parameters, as bound, by contents
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
@@ -112,8 +115,9 @@ def _globals(f) -> tuple[list, list]:
     """The module globals f's code names that hold data (not modules, functions or classes, whose files
     the key hashes already), and the data attributes it names of the modules it names (`helper.SIGN`): a
     constant changed in a notebook between two sweeps changes the key (not a _private one: a cache of the
-    module's own, as lookahead's last capture). Also the functions of f's own
-    module that it calls, whose globals count too. Returns (key parts, those functions)."""
+    module's own), and the settings of the classes and bound methods it names. Also the functions it calls of
+    its own module and of the modules it names (not installed ones: torch's, Python's), whose globals count
+    too. Returns (key parts, those functions)."""
     names, todo = set(), [f.__code__]
     while todo:  # the code of f's comprehensions and inner functions names globals too
         c = todo.pop()
@@ -131,9 +135,26 @@ def _globals(f) -> tuple[list, list]:
                     continue
                 if _data(x):
                     parts += [f"{n}.{a}", *_value(x)]
+                elif inspect.isfunction(x) and _users(x):  # helper.score: its globals
+                    helpers.append(x)
+        elif inspect.isclass(g[n]):  # Cfg.SIGN: a class's settings, read through its name
+            parts += [n, *_fields(g[n], data_only=True)]
+        elif inspect.ismethod(g[n]):  # SCORE = obj.score: the object's fields
+            parts += [n, *_value(g[n].__self__)]
         elif inspect.isfunction(g[n]) and g[n].__module__ == f.__module__:
             helpers.append(g[n])
     return parts, helpers
+
+
+INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
+                  {sys.base_prefix, sys.base_exec_prefix})  # where Python's own modules and installed packages live
+
+
+def _users(f) -> bool:
+    """f is code of the user's (a file of theirs, or a module made at run time), not Python's or a package's."""
+    file = f.__code__.co_filename
+    made = f.__module__ in sys.modules and getattr(sys.modules[f.__module__], "__file__", None) is None
+    return (os.path.isfile(file) and not file.startswith(INSTALLED)) or (made and not file.startswith("<frozen"))
 
 
 def _data(x) -> bool:  # a value, not code: modules, functions, classes and descriptors (a property) are code
@@ -149,8 +170,13 @@ def _value(x, depth: int = 0) -> list:
         return [x]
     if isinstance(x, np.ndarray):
         return [str((x.dtype, x.shape)), x.tobytes() if x.dtype != object else repr(x.tolist())]
-    if isinstance(x, torch.nn.Module):
-        return [type(x).__qualname__, *(p for k, v in x.state_dict().items() for p in (k, v))]
+    if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
+        own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
+        return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
+                *_value({k: v for k, v in vars(x).items() if not k.startswith("_")}, depth + 1),
+                *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
+    if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
+        return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
     if depth < 8 and isinstance(x, (list, tuple)):
         return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1))]
     if depth < 8 and isinstance(x, (set, frozenset)):
@@ -158,7 +184,10 @@ def _value(x, depth: int = 0) -> list:
     if depth < 8 and isinstance(x, dict):
         return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1)))]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
-        return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
+        try:
+            return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
+        except Exception:  # torch.classes answers any attribute by raising
+            return [type(x).__qualname__]
     if depth < 8 and hasattr(x, "__dict__") and not isinstance(x, (str, bytes, int, float, complex, bool)):
         return [type(x).__qualname__, *_value(vars(x), depth + 1)]  # a dataclass, a namespace: its fields, all of them
     return [repr(x)]
@@ -229,6 +258,10 @@ def named(spec) -> Named:
 
 def _bind(fn, args, spec) -> Named:
     fname = guards.policy_name(fn)
+    first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
+    if first == "rows" and fn.args:  # partial(sink, 8): 8 is bound to rows, not to sinks
+        raise ValueError(f"policy {fname}: functools.partial({fname}, {', '.join(map(repr, fn.args))}) binds its first "
+                         f"parameter, {first}, the rows a policy is called with: give its parameters by keyword")
     params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
     free = [p for p in (params[2:] if reads_ahead else params[1:])  # what a spec may set: not *args, **kwargs,
@@ -267,8 +300,8 @@ def _bind(fn, args, spec) -> Named:
         if kind is not None and not (number and kw[key] == kind(kw[key]) and lo <= kw[key] <= hi):
             want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
-        if kind is int:
-            kw[key] = int(kw[key])  # 'sink:4.0' is sink:4, one label and one cache key
+        if kind is not None:
+            kw[key] = kind(kw[key])  # 'sink:4.0' is sink:4, 'h2o:recent=1' is recent=1.0: one label and one cache key
     missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw]
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "

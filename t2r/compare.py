@@ -49,6 +49,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
         raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
                          f"would learn from no folded row; give a size below the tail's chunk length")
+    if window >= train_length:  # no row ever folded while training: its maps would get no gradient, and stay as made
+        raise ValueError(f"window {window}: the hybrid's linear part learns from rows older than its window, and chunks of "
+                         f"--train-length {train_length} tokens hold none; give a longer --train-length or a shorter --window")
     if window >= length:  # every row exact: the "hybrid" would be the full cache under the hybrid's name
         raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so below the {length} tokens "
                          f"it is read on, or nothing is folded into its linear state")
@@ -101,7 +104,7 @@ class Comparison:
 
     def measured(self, method, trained, nll, *code) -> dict:
         # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
-        return measured_row(method, trained, nll, self.test, self.model_key, code_key(), *code)
+        return measured_row(method, trained, nll, self.test, self.model_key, code_key(pathlib.Path(__file__)), *code)
 
     def record(self, method, family, maps, trained, model=None, **extra):
         """The row of `maps` (read by `model`, default the frozen one) on the held-out chunks."""

@@ -26,7 +26,6 @@ which writes every family into results/t2r_length.*, reads back what a family's 
 """
 import argparse
 import copy
-import inspect
 import json
 import math
 import pathlib
@@ -34,6 +33,7 @@ import statistics
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
+from engine import guards
 
 import torch
 
@@ -237,7 +237,11 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
     path, measured = cache_files(which, model, chunks, text, args, minutes, described)
     ft_minutes = args.finetune_minutes or FINETUNE_MINUTES.get(which, 0.0)
     lora = path.with_name(f"{path.stem}-lora{ft_minutes:g}.safetensors")
-    got = harness.read_cached(measured, {"rows": list, "training": dict})
+    got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "tokens": (int, 2)}], "training": dict})  # a damaged row: again
+    twins = [r["zeroed_ppl"] for r in got["rows"] if "zeroed_ppl" in r] if got is not None else []
+    if any(not (guards.number(x) and x >= 1) for x in twins):  # a twin's perplexity damaged: measured again
+        log(f"{which}: a zeroed twin's perplexity in results/t2r_rows/{measured.name} is no run's; measuring again")
+        got = None
     if got is not None:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
         return got
@@ -365,6 +369,13 @@ def main(argv=None):
     if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most:  # before the training, not after
         ap.error(f"--lengths must be distinct and each exceed the {most} rows these families hold exact "
                  f"(at fewer tokens nothing is dropped or folded, and every row is the full cache's), got {args.lengths}")
+    for flag, values in (("--sizes", args.sizes), ("--horizons", args.horizons)):
+        if len(set(values)) < len(values):  # each trained, calibrated and measured twice, every row stored twice
+            ap.error(f"{flag} names a value twice: {values}")
+    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes)}  # exact rows a training chunk must pass
+    if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
+        ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
+                 "keep exact fold nothing, so their linear parts (the tails: TOVA drops nothing) would learn from no row")
     if args.name is None:  # other settings than the published ones never overwrite the file the pages show
         published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
         args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
@@ -395,10 +406,8 @@ def named_apart(rows: list, new: list, which: str) -> list:
 
 def measuring() -> list:
     """What measures a family's rows, in its cache key beside the modules they call (a change measures them
-    again): these functions' code and the constants they read, the gains tried and the sets' settings."""
-    code = [inspect.getsource(f) for f in (gained, calibrate, by_length, perplexities, at_lengths, linear_rows, tail_rows,
-                                           held_out, lora_alone, controlled)]
-    return [*code, repr((GAINS, HYBRIDS, PLAIN, train.TAIL_GAIN))]
+    again): this file's code and the constants it reads, the gains tried and the sets' settings."""
+    return [pathlib.Path(__file__), repr((GAINS, HYBRIDS, PLAIN, train.TAIL_GAIN))]  # this whole file: a list of its functions missed family()
 
 
 def speed() -> dict | None:

@@ -653,17 +653,24 @@ def main(argv=None):
         raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
                          f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
                          f"name a new or empty folder")
+    if args.name is not None and not args.name.strip():
+        raise ValueError("--name is empty: give a name, or leave --name out for the default")
+    side_by_side = min(args.jobs, threads.cores())  # harness.pool_map runs no more processes than cores
+    if side_by_side < args.jobs:
+        print(f"[msrnn] --jobs {args.jobs}: {threads.cores()} core(s) here, so {side_by_side} run side by side", file=sys.stderr)
+    if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
+        torch.set_num_threads(1)
     # another number of jobs rounds differently (one thread each): not the published run, unless named
     name = args.name or harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
                                          [("jobs", args.jobs)] if args.jobs != 2 else [])
+    preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
     harness.check_writable(name)
-    preflight(PRESETS[preset])
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
         data["claims"], data["conversions"] = claims(data), conversions(data)
         print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
-    about = {"code_version": version, "jobs": args.jobs,  # the command as typed (harness.save), quoted
+    about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
              "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
     path = harness.save(name, data, about, printed.getvalue(), draw)
     print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")

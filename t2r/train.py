@@ -8,7 +8,6 @@ softmax output on the frozen model's own q, k, v. Then a finetune: LoRA (LoLCATs
 import copy
 import dataclasses
 import functools
-import inspect
 import json
 import math
 import os
@@ -317,8 +316,13 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     running the model again (the same q, k, v and outputs, so the same training: tests/test_t2r.py).
     Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
+    guards.check_tokens(model, chunks, dims=(2,))  # chunks (N, T): a text (T,) is one chunk, chunks[None]
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
+    for m in maps_list:  # a row older than the exact ones is what a linear part learns from
+        if m.window and m.window + m.sinks >= chunks.shape[1]:
+            raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} keep every row of {chunks.shape[1]}-token "
+                             "chunks exact: their linear part would learn from no row; train on longer chunks")
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
     students = [s or student_of(m) for s, m in zip(students, maps_list)]
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
@@ -539,13 +543,11 @@ def detached(build) -> llama.Model:
 
 # ---------------------------------------------------------------- what the runs are keyed by
 
-TRAINING_CODE = [inspect.getsource(f) for f in (training_sources, training_text, _save_run, _load_run, _resume, _order, student_of,
-                                                 transfer, _train, weights, finetune, detached)]  # read once, at import
-
-
 def code_key(*extra) -> str:
-    """A hash of the code that trains: the functions above, the method (t2r/linear.py), the decoder (llama.py)."""
-    return harness.fingerprint(*TRAINING_CODE, pathlib.Path(linear.__file__), pathlib.Path(llama.__file__), *extra)
+    """A hash of the code that trains and measures: this whole file (the Teacher, `zeroed` and the training
+    loop: a list of its functions missed the ones it did not name), the method (t2r/linear.py), the decoder
+    (llama.py)."""
+    return harness.fingerprint(pathlib.Path(__file__), pathlib.Path(linear.__file__), pathlib.Path(llama.__file__), *extra)
 
 
 def zeroed(maps: FeatureMaps) -> FeatureMaps:

@@ -405,3 +405,13 @@ def test_the_students_page_gives_no_solution_away():
                 body = ast.get_source_segment((ROOT / name).read_text(), theirs[q][0]).splitlines()[1:]
                 for line in (line.split("#")[0].strip() for line in body):
                     assert len(line) < 20 or line not in page, f"course/README.md shows {name}'s {q}: {line!r}"
+
+
+def test_a_part_that_cannot_start_counts_every_one_of_its_tests(tmp_path):
+    """Round 11: a part stopped before pytest ran (a syntax error, a missing file) said "0 of 1 tests"."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "policies.py").write_text("def tova(rows:\n")
+    part = next(p for p in grade.PARTS if p.modules == ("policies",))
+    (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
+    assert passed == 0 and failed == len(part.tests) > 1 and "policies.py" in why

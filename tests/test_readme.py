@@ -269,9 +269,15 @@ BLOCKS = "intro\n<!-- results: memory -->\nold\n<!-- /results -->\nprose between
 @pytest.mark.parametrize("damage, says", [
     (lambda t: t.replace("old\n<!-- /results -->\nprose", "old\nprose", 1), r"line 2: the block 'memory' has no .* before the next block \(line 5\)"),
     (lambda t: t.rsplit("<!-- /results -->", 1)[0] + "end\n", "line 6: the block 'retention' has no"),
-    (lambda t: t.replace("prose between", "prose <!-- /results --> between"), "line 5: a '<!-- /results -->' closes no block"),
+    (lambda t: t.replace("prose between", "prose\n<!-- /results -->\nbetween"), "line 6: a '<!-- /results -->' closes no block"),
     (lambda t: t.replace("<!-- results: memory -->\n", "<!-- results: memory -->  \n"), "line 2: '<!-- results: memory -->' is not a results marker"),
-], ids=["closing missing", "last closing missing", "stray closing", "opening not alone"])
+    # round 11: BLOCK reads markers at a line's start, so an indented one ran the block on to the next's closing
+    (lambda t: t.replace("prose between", "prose <!-- /results --> between"), "line 5: a results marker must begin its line"),
+    (lambda t: t.replace("old\n<!-- /results -->\nprose", "old\n  <!-- /results -->\nprose", 1), "line 4: a results marker must begin its line"),
+    (lambda t: t.replace("old\n<!-- /results -->\nprose", "old\n\t<!-- /results -->\nprose", 1), "line 4: a results marker must begin its line"),
+    (lambda t: t.replace("\n<!-- results: retention", "\n <!-- results: retention"), "line 6: a results marker must begin its line"),
+], ids=["closing missing", "last closing missing", "stray closing", "opening not alone", "closing mid-line", "closing indented",
+        "closing after a tab", "opening indented"])
 def test_a_page_whose_markers_do_not_pair_is_refused_by_name(damage, says, tmp_path, monkeypatch, capsys):
     """With one closing marker missing, the report replaced everything to the next block's closing marker
     (23 lines of prose) and said "rewritten"."""
@@ -391,7 +397,10 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
     (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
     markers = "<!-- results: memory -->\nan example\n<!-- /results -->\n"
     for example in ("".join("    " + line + "\n" for line in markers.splitlines()), "".join("> " + line + "\n" for line in markers.splitlines()),
-                    "````\n```\n" + markers + "```\n````\n", "<pre>\n" + markers + "</pre>\n"):
+                    "````\n```\n" + markers + "```\n````\n", "<pre>\n" + markers + "</pre>\n",
+                    # round 11: a tab is 4 columns (a tab then ``` neither opens nor closes a fence); raw HTML blocks
+                    "```text\n\t```\n" + markers + "```\n", "\tcode ```\n", "<textarea>\n" + markers + "</textarea>\n",
+                    "<script>\n" + markers + "</script>\n"):
         page = example + "<!-- results: memory -->\nold\n<!-- /results -->\n" + example
         text = demo.reported(page, results=tmp_path)
         assert text.startswith(example) and text.endswith(example) and "old" not in text, example
@@ -409,6 +418,8 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
 
 @pytest.mark.parametrize("old, new, says", [('"ppl": 33.878', '"ppl": -33.878', "results.0.ppl is -33.878"),
                                         ('"state_bytes": 1474560', '"state_bytes": -1', "results.0.state_bytes is -1"),
+                                        ('"state_bytes": 1474560', '"state_bytes": true', "results.0.state_bytes is true"),  # round 11
+                                        ('"tokens": 4096', '"tokens": -4096', "tokens is -4096"),
                                         ('"results": [', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "results": [', "RecursionError")])
 def test_round_9_the_report_refuses_numbers_no_run_makes_and_names_a_file_too_deep(old, new, says, tmp_path):
     """Round 9: a perplexity of -33.88 and negative bytes were published; JSON nested 100,000 deep ended the

@@ -1065,7 +1065,10 @@ def test_round_9_caches_and_writes(tmp_path, monkeypatch):
     first = lookahead.captured(model, x, None)[0][0].clone()
     with torch.no_grad():
         model.layers[0].w_qkv.mul_(3)
-    assert not torch.equal(lookahead.captured(model, x, None)[0][0], first)
+    tripled = lookahead.captured(model, x, None)[0][0].clone()
+    assert not torch.equal(tripled, first)
+    model.layers[0].w_qkv.data.mul_(2)  # no version counter sees a write through .data (round 11)
+    assert not torch.equal(lookahead.captured(model, x, None)[0][0], tripled)
     (tmp_path / "a file").write_text("not a folder")  # no folder can be made under it, even by root
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "a file" / "kernels"))
     monkeypatch.setattr(fast.shutil, "which", lambda name: "/usr/bin/g++")  # as where a compiler is
@@ -1321,3 +1324,173 @@ def test_round_10_t2r_sizes_a_class_decorator_indented_fences_and_shares(tmp_pat
     assert demo.reported(example, results=tmp_path) == example
     with pytest.raises(ValueError, match="recent_share is 1.7"):
         demo.plausible({"recent_share": 1.7})
+
+
+# ---------------------------------------------------------------- round 11 (two helpers, on round 10's fixes)
+
+def test_round_11_keys_see_modules_settings_classes_other_modules_partials_methods_and_py_data(tmp_path):
+    """Round 11: an nn.Module global's plain attribute or non-persistent buffer, a class read by its name
+    (Cfg.SIGN), a helper of another module reading its own global, a partial's 2,000-element tensor keyword
+    (repr cuts it to '...'), a .py settings file read beside the policy, a global partial and a global bound
+    method changed between sweeps kept the key; a sparse or meta tensor global could not be hashed."""
+    import functools
+    (tmp_path / "scoring_r11.py").write_text("SIGN = 1.0\ndef score(rows):\n    return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "settings_r11.py").write_text("SIGN = 1.0\n")
+    (tmp_path / "pol_r11.py").write_text(
+        "import functools, pathlib, runpy, torch\nimport scoring_r11\n"
+        "class Scorer(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.sign = 1.0\n"
+        "        self.register_buffer('b', torch.tensor(1.0, dtype=torch.float64), persistent=False)\n"
+        "    def forward(self, rows):\n        return rows.pos[:, :1].double() * self.sign * self.b\n"
+        "SCORER = Scorer()\ndef by_module(rows):\n    return SCORER(rows)\n"
+        "class Cfg:\n    SIGN = 1.0\ndef by_class(rows):\n    return rows.pos[:, :1].double() * Cfg.SIGN\n"
+        "def by_other(rows):\n    return scoring_r11.score(rows)\n"
+        "def weighted(rows, w):\n    return rows.pos[:, :1].double() * w[1000]\n"
+        "def by_file(rows):\n    return rows.pos[:, :1].double() * runpy.run_path(str(pathlib.Path(__file__).parent / 'settings_r11.py'))['SIGN']\n"
+        "def scaled(rows, k):\n    return rows.pos[:, :1].double() * k\nPART = functools.partial(scaled, k=1.0)\n"
+        "def by_partial(rows):\n    return PART(rows)\n"
+        "class Inst:\n    k = 1.0\n    def score(self, rows):\n        return rows.pos[:, :1].double() * self.k\n"
+        "OBJ = Inst()\nMETHOD = OBJ.score\ndef by_method(rows):\n    return METHOD(rows)\n"
+        "SPARSE, META = torch.eye(3).to_sparse(), torch.zeros(3, device='meta')\n"
+        "def by_odd(rows):\n    return rows.pos[:, :1].double() + 0 * SPARSE.to_dense().sum() + 0 * META.shape[0]\n")
+    p, scoring = imported(tmp_path, "pol_r11", "scoring_r11")
+    assert specs.named(p.by_odd).key  # hashed, not torch's error
+    w = torch.ones(2000, dtype=torch.float64)
+    cases = ((p.by_module, lambda: setattr(p.SCORER, "sign", -1.0)), (p.by_module, lambda: p.SCORER.b.fill_(-1.0)),
+             (p.by_class, lambda: setattr(p.Cfg, "SIGN", -1.0)), (p.by_other, lambda: setattr(scoring, "SIGN", -1.0)),
+             (functools.partial(p.weighted, w=w), lambda: w.__setitem__(1000, -1.0)),
+             (p.by_file, lambda: (tmp_path / "settings_r11.py").write_text("SIGN = -1.0\n")),
+             (p.by_partial, lambda: setattr(p, "PART", functools.partial(p.scaled, k=-1.0))),
+             (p.by_method, lambda: setattr(p.OBJ, "k", -1.0)))
+    for fn, change in cases:
+        before = specs.named(fn).key
+        change()
+        assert specs.named(fn).key != before, fn
+
+
+def test_round_11_a_compiled_run_probes_every_sequence_and_every_model(monkeypatch):
+    """Round 11: the compiled prefill probed the first sequence only, once per policy and size: NaN scores in
+    a batch's second sequence, or in a layer only a deeper model has, ran unguarded in the graph."""
+    from engine import fast, guards
+    from lab import lookahead
+    import policies
+
+    def nan_second(rows):
+        s = policies.tova(rows).clone()
+        s[1:] = float("nan")
+        return s
+
+    def nan_deep(rows):
+        return policies.tova(rows) * (float("nan") if rows.layer >= 2 else 1.0)
+    with pytest.raises(guards.PolicyError, match="NaN"):
+        fast.prefill(MODEL, tokens(2, 24), nan_second, 8, compile=True)
+    fast.prefill(MODEL, tokens(1, 24), nan_deep, 8, compile=True)  # two layers: passes, and is remembered
+    with pytest.raises(guards.PolicyError, match="NaN"):
+        fast.prefill(random_model(tiny_config(n_layers=3)), tokens(1, 24), nan_deep, 8, compile=True)
+    for horizon in (-5, True, 2.5):  # and the lookahead's own arguments
+        with pytest.raises(ValueError, match="horizon must be an integer"):
+            lookahead.lookahead(MODEL, tokens(1, 24), horizon)
+    with pytest.raises(guards.PolicyError, match="built for 1 sequence"):
+        fast.prefill(MODEL, tokens(2, 24), lookahead.lookahead(MODEL, tokens(1, 24)), 8)
+
+
+def test_round_11_cached_cells_labels_and_settings(tmp_path, monkeypatch, capsys):
+    """Round 11: a board cell of 99 found (of 6) and a check cell of -5 were served; h2o:recent=1 and 1.0
+    were two labels and two keys; partial(sink, 8) blamed the label; a size
+    named twice was measured twice; `view` and the tour showed two policies of one label; `check full`
+    failed four checks on calling None; a lookahead with --compile and `generate(compile="no")`,
+    `forward(last="no")` ran otherwise than asked; `memory` published the throughput of a batch of 0."""
+    import functools
+    import demo
+    import llama
+    import policies
+    from engine import fast
+    from lab import board, checker
+    cell = tmp_path / "cell.json"
+    cell.write_text(json.dumps({"found": 99, "seconds": 1.0}))
+    assert harness.read_cached(cell, board.CELLS["step"]) is None
+    monkeypatch.setattr(experiments, "book_chunks", lambda tok, n, length, **kw: tokens(n, length, seed=7))
+    monkeypatch.setattr(experiments, "perplexity", lambda *a, **k: {"ppl": 7.0})
+    cache = tmp_path / "check"
+    cache.mkdir()
+    (cache / f"alice29-48-{specs.named('tova').key}-8-step.json").write_text("-5.0")
+    got = checker.quality(specs.named("tova"), MODEL, None, sizes=(8,), length=48, cache=cache, log=print)
+    assert got["TOVA", 8, "step"] == 7.0 and "quality   TOVA 8 step: 7.00" in capsys.readouterr().out
+    assert specs.named("h2o:recent=1").key == specs.named("h2o:recent=1.0").key
+    with pytest.raises(ValueError, match="binds its first parameter, rows"):
+        specs.named(functools.partial(policies.sink, 8))
+    (tmp_path / "mine.py").write_text("from policies import tova\n")
+    for argv, says in ((["memory", "--sizes", "8", "8"], "--sizes names a value twice"),
+                       (["view", "--policy", "tova", f"{tmp_path}/mine.py:tova"], "share a display name"),
+                       (["check", "--quick", "full"], "'full' keeps every row"),
+                       (["ppl", "--policy", "lookahead", "--size", "8", "--compile"], "a lookahead runs eagerly")):
+        with pytest.raises((SystemExit, ValueError), match=says):
+            demo.main(argv)
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        fast.generate(MODEL, tokens(1, 4), 2, compile="no")
+    with pytest.raises(ValueError, match="last must be True or False"):
+        llama.forward(MODEL, tokens(1, 4), last="no")
+    data = experiments.memory(MODEL, context=10**9, sizes=(8,), budget_gib=0.001, steps=1)
+    assert data["results"][-1]["max_batch"] == 0 and data["results"][-1]["tokens_per_s"] is None
+    assert "not measured" in experiments.memory_table(data)
+
+
+def test_round_11_the_report_and_the_recorded_command(tmp_path, monkeypatch):
+    """Round 11: retention's '99/30 layers', a negative MiB per sequence or size, a share of the limit of -86%
+    and a speed ratio of -1.27x were published; `python ./demo.py` and a checkout in a folder with a space
+    were recorded as another program (a later `python demo.py` refused, "choose another --name")."""
+    import demo
+    for data, says in (({"first_tokens_kept_to_end_per_layer": [0] * 30, "first_token_kept_to_end_layers": 99}, "99 of 30 layers"),):
+        with pytest.raises(ValueError, match=says):
+            experiments.retention_table(data)
+    for data, says in (({"cache_MiB_per_seq": -11.3}, "at least 0"), ({"size": -256}, "at least 0"),
+                       ({"share_of_limit": -0.86}, "from 0 to 1"), ({"vs_transformers": -1.27}, "at least 0")):
+        with pytest.raises(ValueError, match=says):
+            demo.plausible(data)
+    assert harness.spelled("python ./demo.py memory --sizes 8") == "python demo.py memory --sizes 8"
+    assert harness.spelled("python '/tmp/x y/demo.py' memory") == "python demo.py memory"
+    assert harness.program(harness.spelled("python '/tmp/x y/lab/bench.py' --quick")) == "-m lab.bench"
+
+
+def test_round_11_t2r_runs_refuse_what_would_train_or_publish_nothing(tmp_path, monkeypatch):
+    """Round 11: a horizon of inf (γ = 1, "decayed" and never decaying), chunks given as one text, a hybrid whose
+    window holds every row of its training chunks (maps left as made, published as trained), `t2r.length
+    --sizes 8 8` or tails trained on chunks TOVA drops nothing of, `t2r.mini --name ''` (the published
+    file replaced), `demo.py t2r --tail-r 3` refused only after the training; the report published a
+    negative loss or spread and 1,024.5 tokens."""
+    import demo
+    from t2r import compare, length, linear, mini, train
+    with pytest.raises(ValueError, match="finite number of tokens above 1"):
+        linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=float("inf"))
+    maps = linear.FeatureMaps(MODEL.config, 4, "hedgehog", window=16)
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        train.transfer(MODEL, maps, tokens(1, 24)[0], minutes=1e-4, log=None)
+    with pytest.raises(ValueError, match="keep every row of 12-token chunks exact"):
+        train.transfer(MODEL, maps, tokens(2, 12), minutes=1e-4, log=None)
+    with pytest.raises(ValueError, match="--train-length 32 tokens hold none"):
+        compare.experiment(MODEL, None, train_length=32)
+    for argv, says in ((["--sizes", "8", "8"], "--sizes names a value twice"),
+                       (["--sets", "tails", "--sizes", "64", "--train-length", "64"], "fold nothing")):
+        with pytest.raises(SystemExit):
+            length.main(argv)
+        assert says in capsys_text(monkeypatch, length.main, argv)
+    with pytest.raises(ValueError, match="--name is empty"):
+        mini.main(["--quick", "--name", " "])
+    with pytest.raises(ValueError, match="--tail-r 3"):
+        demo.main(["t2r", "--tail-r", "3"])
+    for data, says in (({"dev_loss": -3.0}, "at least 0"), ({"ppl_std": -0.5}, "at least 0"), ({"tokens": 1024.5}, "is whole")):
+        with pytest.raises(ValueError, match=says):
+            demo.plausible(data)
+    page = "<preview>a tag, not a pre</preview>\n<!-- results: memory -->\nold\n<!-- /results -->\n"
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    assert "old" not in demo.reported(page, results=tmp_path)
+
+
+def capsys_text(monkeypatch, main, argv) -> str:
+    """What argparse's error printed for main(argv), as text."""
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
+        main(argv)
+    return err.getvalue()

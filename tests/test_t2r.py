@@ -450,7 +450,7 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     monkeypatch.setattr(load_weights, "load_model", lambda: random_model(tiny_config(), dtype=torch.float32))
     monkeypatch.setattr(load_weights, "load_tokenizer", Chars)
     argv = ["--minutes", "1e-4", "--finetune-minutes", "1e-4", "--r", "4", "--tail-r", "4", "--lengths", "70", "90",
-            "--train-length", "32", "--sizes", "4", "6", "--name", "t2r_length"]  # named: else runs/, as other settings go
+            "--train-length", "80", "--sizes", "4", "6", "--name", "t2r_length"]  # named: else runs/, as other settings go
     length.main(argv)
     data = json.loads((tmp_path / "t2r_length.json").read_text())
     methods = {(r["family"], r["method"]) for r in data["rows"]}
