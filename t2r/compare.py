@@ -49,12 +49,12 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
         raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
                          f"would learn from no folded row; give a size below the tail's chunk length")
-    if window >= train_length:  # no row ever folded while training: its maps would get no gradient, and stay as made
-        raise ValueError(f"window {window}: the hybrid's linear part learns from rows older than its window, and chunks of "
-                         f"--train-length {train_length} tokens hold none; give a longer --train-length or a shorter --window")
     if window >= length:  # every row exact: the "hybrid" would be the full cache under the hybrid's name
         raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so below the {length} tokens "
                          f"it is read on, or nothing is folded into its linear state")
+    if window >= train_length:  # no row ever folded while training: its maps would get no gradient, and stay as made
+        raise ValueError(f"window {window}: the hybrid's linear part learns from rows older than its window, and chunks of "
+                         f"--train-length {train_length} tokens hold none; give a longer --train-length or a shorter --window")
     train_ids = training_text(tok, train_length)
     test = experiments.book_chunks(tok, eval_chunks, length, books=("alice29", "asyoulik"))
     if transfer_tokens:
@@ -246,7 +246,9 @@ def table(data) -> str:
     for row in data["results"]:
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
-    full = next(row["ppl"] for row in data["results"] if row["family"] == "full")
+    full = next((row["ppl"] for row in data["results"] if row["family"] == "full"), None)
+    if full is None:
+        raise ValueError("no full-cache row: the table's gaps are measured against it")
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
              f"trained or measured again). Full cache: {full:.2f}.",

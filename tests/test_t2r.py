@@ -606,7 +606,7 @@ def test_a_horizon_per_layer_and_head_is_saved_and_loaded(tmp_path):
     for bad in ([[5.0] * (H + 1)] * 3, [[5.0] * H] * 2, "long", [5.0] * H):  # (Hkv,) is not taken for per layer
         with pytest.raises(ValueError, match="one per layer and KV head"):
             linear.FeatureMaps(model.config, 6, "hedgehog", decay=True, horizon=bad)
-    with pytest.raises(ValueError, match="more than 1 token"):
+    with pytest.raises(ValueError, match="above 1"):
         linear.FeatureMaps(model.config, 6, "hedgehog", decay=True, horizon=[[5.0] * H, [0.5] * H, [5.0] * H])
 
 
