@@ -34,7 +34,7 @@ import msrnn
 FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
 PROBE = 8        # drops a compiled run makes eagerly first, under the guards the graph skips
-_PROBED = weakref.WeakKeyDictionary()  # policy -> the (model, size) at which its first drops passed them in this process
+_PROBED = weakref.WeakKeyDictionary()  # policy -> the (model, (size, batch)) at which its first drops passed them in this process
 
 
 @torch.no_grad()
@@ -49,14 +49,20 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
     state = engine.oneshot.init_state(model, ids.shape[0], size, oneshot)
     T = ids.shape[1]
     f = T if size is None else min(max(size, oneshot), T)            # the steps before the first drop
-    probed = _PROBED.get(policy, []) if compile and policy is not None and T > f else None
-    if probed is not None and not any(m() is model and s == size for m, s in probed):  # per model and size
+    B, probed = ids.shape[0], None
+    if compile and policy is not None and T > f:
+        try:
+            probed = _PROBED.get(policy, [])
+        except TypeError:  # an unhashable policy (a dataclass instance): probed every time
+            probed = []
+    if probed is not None and not any(m() is model and s == (size, B) for m, s in probed):  # per model, size, batch
         # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
         # first drops run eagerly first, where the guards see them, on every sequence; once a process
-        # for this model and size (a policy may fail at one size, or in a layer another model lacks)
+        # for this model, size and batch (a policy may fail at one size, in a layer another model lacks, or
+        # in a sequence a smaller batch lacks)
         prefill(model, ids[:, :f + PROBE], policy, size, oneshot, last=True)
         with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
-            _PROBED.setdefault(policy, []).append((weakref.ref(model), size))
+            _PROBED.setdefault(policy, []).append((weakref.ref(model), (size, B)))
     step = compiled(scored_step) if compile else scored_step
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)

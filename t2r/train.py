@@ -320,9 +320,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
     for m in maps_list:  # a row older than the exact ones is what a linear part learns from
-        if m.window and m.window + m.sinks >= chunks.shape[1]:
-            raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} keep every row of {chunks.shape[1]}-token "
-                             "chunks exact: their linear part would learn from no row; train on longer chunks")
+        if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0
+            raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
+                             "chunks: their linear part would learn nothing; train on longer chunks")
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
     students = [s or student_of(m) for s, m in zip(students, maps_list)]
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
