@@ -378,30 +378,38 @@ def not_finite(name):
 
 SHARES = ("recent_share", "sum_share", "sink_share", "share_of_limit", "share_kept")  # parts of a whole (on_off_share
 # is a difference: it may be negative)
-COUNTS = ("bytes", "seconds", "per_s", "_s", "MiB", "batch", "per_seq", "size", "length", "layers", "count", "tokens",
-          "vs_transformers", "loss", "std")  # sizes, counts, times, speeds, their ratios, losses, spreads: never negative
+COUNTS = ("bytes", "seconds", "per_s", "_s", "MiB", "batch", "per_seq", "size", "length", "lengths", "layers", "count",
+          "tokens", "_read", "threads", "cores", "loops", "processes", "weights", "steps", "vs_transformers", "loss", "std",
+          "_r")  # sizes, counts, times, speeds, their ratios, losses, spreads: never negative
+WHOLE = ("tokens", "_read", "length", "lengths", "layers", "threads", "cores", "loops", "processes", "weights", "steps",
+         "batch", "_r")  # counted, never a fraction
 
 
-def plausible(data, where="") -> None:
+def plausible(data, where="", key="") -> None:
     """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), a negative size, count,
-    time, speed or speed ratio (COUNTS), a share outside 0..1. Walks the whole results file (nested objects and lists)."""
+    time, speed or speed ratio (COUNTS), a fraction of a count (WHOLE), a share outside 0..1. Walks the whole
+    results file (nested objects and lists; a list's numbers are its key's: "lengths": [1024, 4096])."""
     if isinstance(data, dict):
         for k, v in data.items():
-            key = str(k)
-            floor = 1 if key.endswith("ppl") else 0 if key.endswith(COUNTS) else None
-            number = guards.number(v)
-            if isinstance(v, bool) and (floor is not None or key.endswith(SHARES)):  # json's true would print as 1.00
-                raise ValueError(f"{where}{key} is {json.dumps(v)}: a published {key} is a number")
-            if number and floor is not None and v < floor:
-                raise ValueError(f"{where}{key} is {v}: a published {key} is at least {floor}")
-            if number and key.endswith("tokens") and v != int(v):
-                raise ValueError(f"{where}{key} is {v}: a published count of tokens is whole")
-            if number and key.endswith(SHARES) and not 0 <= v <= 1:
-                raise ValueError(f"{where}{key} is {v}: a published {key} is from 0 to 1")
-            plausible(v, f"{where}{key}.")
+            plausible(v, f"{where}.{k}" if where else str(k), str(k))
     elif isinstance(data, list):
+        if key == "conversions":  # [tokens, loss from scratch, loss converted, their difference] per row
+            data = [dict(zip(("tokens", "scratch_loss", "converted_loss"), row)) if isinstance(row, list) else row for row in data]
         for i, v in enumerate(data):
-            plausible(v, f"{where}{i}.")
+            plausible(v, f"{where}.{i}", key)
+    else:
+        named = f"_{key}"  # "r" and "tail_r" end in "_r" too
+        floor = 1 if key.endswith("ppl") else 0 if named.endswith(COUNTS) else None
+        if isinstance(data, bool) and (floor is not None or key.endswith(SHARES)):  # json's true would print as 1.00
+            raise ValueError(f"{where} is {json.dumps(data)}: a published {key} is a number")
+        if not guards.number(data):
+            return
+        if floor is not None and data < floor:
+            raise ValueError(f"{where} is {data}: a published {key} is at least {floor}")
+        if named.endswith(WHOLE) and data != int(data):
+            raise ValueError(f"{where} is {data}: a published {key} is a whole number")
+        if key.endswith(SHARES) and not 0 <= data <= 1:
+            raise ValueError(f"{where} is {data}: a published {key} is from 0 to 1")
 
 
 def outside_code(text: str) -> str:
@@ -433,6 +441,9 @@ def outside_code(text: str) -> str:
             block = True
         elif indent >= 4 or s.startswith(">"):  # an indented code block or a quote: an example
             out[pos:pos + len(line)] = blank(pos, pos + len(line))
+        else:  # a code span in prose: `<!-- results: NAME -->` quoted as an example
+            for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", line):
+                out[pos + m.start():pos + m.end()] = blank(pos + m.start(), pos + m.end())
         pos += len(line)
     if fence is not None:  # a fence never closed runs to the end of the page
         out[fence[0]:] = [c if c == "\n" else " " for c in text[fence[0]:]]

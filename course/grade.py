@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 from dataclasses import dataclass, replace
 
 from engine import threads  # noqa: F401  (the tests it starts inherit OpenMP's wait policy)
@@ -399,12 +400,18 @@ def problems(folder: pathlib.Path, modules):
         if not path.is_file():
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
             continue
+        try:  # decoded as Python decodes it: a byte-order mark, a coding line (PEP 263), else UTF-8
+            with open(path, "rb") as fh:
+                encoding = tokenize.detect_encoding(fh.readline)[0]
+        except SyntaxError:  # not UTF-8 in its first lines, and no coding line: the decoding below names the byte
+            encoding = "utf-8"
         try:
-            ast.parse(path.read_text(encoding="utf-8-sig"), str(path))  # a byte-order mark, as Python reads it
+            ast.parse(path.read_bytes().decode(encoding), str(path))
         except SyntaxError as e:
             out.append(f"{path}, line {e.lineno}: {e.msg}")
         except UnicodeDecodeError as e:
-            out.append(f"{path} is not UTF-8 text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): save it as UTF-8")
+            said = "UTF-8" if encoding.startswith("utf-8") else encoding
+            out.append(f"{path} is not {said} text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): save it as UTF-8")
         except (RecursionError, MemoryError):
             out.append(f"{path} is nested too deeply for Python to parse")
     return out

@@ -112,9 +112,10 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)
         raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
                          f"({n_layers}, {H}); got {horizon if horizon is None else tuple(horizon.shape)}")
-    if not ((horizon > 1) & horizon.isfinite()).all():  # inf: γ = 1, a "decay" that never decays
+    bad = ~(horizon > 1) | (~horizon.isfinite() if decay else False)  # inf decayed: γ = 1, a decay that never decays
+    if bad.any():
         raise ValueError(f"the decay's starting horizon must be a finite number of tokens above 1, got "
-                         f"{horizon[~((horizon > 1) & horizon.isfinite())].flatten()[0].item()!r}")
+                         f"{horizon[bad].flatten()[0].item()!r}")
     return layers, dtype, horizon.expand(n_layers, H)
 
 

@@ -119,11 +119,14 @@ def _not_of_shape(data, shape) -> str:
         ok = isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data)
     elif shape is int:
         ok = isinstance(data, int) and not isinstance(data, bool)
+    elif isinstance(shape, re.Pattern):  # a string of this form
+        ok = isinstance(data, str) and shape.fullmatch(data)
     elif isinstance(shape, list):  # [float]: a non-empty list of them
         ok = isinstance(data, list) and data and not any(_not_of_shape(x, shape[0]) for x in data)
     else:
         ok = isinstance(data, shape)
-    return "" if ok else f"expected {shape if isinstance(shape, list) else shape.__name__}, got {data!r:.40}"
+    want = shape.pattern if isinstance(shape, re.Pattern) else shape if isinstance(shape, list) else shape.__name__
+    return "" if ok else f"expected {want}, got {data!r:.40}"
 
 
 def code_version() -> str:
@@ -196,8 +199,9 @@ def check_writable(name: str) -> pathlib.Path:
     run that could not save its results says so before it starts, naming the folder. A name (a user's
     --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
     replaced what `demo.py sweep` wrote, and the pages published it)."""
-    if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts:
-        raise ValueError(f"a results name is a name inside {RESULTS}, not a path out of it: got {name!r}")
+    if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts or \
+            name.endswith(("/", os.sep)) or pathlib.PurePath(name).name in ("", "."):  # "./", "x/": a hidden ".json"
+        raise ValueError(f"a results name is a file name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
     if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
     try:
@@ -210,10 +214,10 @@ def check_writable(name: str) -> pathlib.Path:
     ours = program(typed())
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
-                         f"choose another --name")
+                         f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
     if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.log").exists():  # results/tests.log, a log of its own
         raise ValueError(f"results/{name}.log is a log no run of this kind wrote (it has no {name}.json beside it): "
-                         f"choose another --name")
+                         f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
     folder = (RESULTS / f"{name}.json").parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ def lookahead(model, tokens, horizon=0):
     keep the rows that the full-cache model's same layer will attend to most over the rest of `tokens`
     (or the next `horizon` steps), averaged over its query heads. It reads the future, which no
     policy can (`demo.py check` says so), so it is built for one text: lookahead(model, tokens) is the
-    policy for that text. It is not guaranteed optimal for perplexity; it is a reference point."""
+    policy for that text and that model (run on another text of the same length, or with another model, it
+    cannot tell: the rows it is shown carry no tokens; `specs.Named.on` builds it for each text). It is not guaranteed optimal for perplexity; it is a reference point."""
     future = FutureAttention(model, tokens, horizon)
 
     def lookahead_policy(rows):
@@ -45,7 +46,7 @@ class FutureAttention:
     def __init__(self, model, tokens, horizon=0):
         if not guards.integer(horizon) or horizon < 0:
             raise ValueError(f"horizon must be an integer of at least 0 (0: to the end of the text), got {horizon!r}")
-        tokens = tokens.view(1, -1) if tokens.dim() == 1 else tokens
+        tokens = guards.check_tokens(model, tokens)                 # (B, T): a list or (1, 1, T) named here
         self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
         c, (B, T) = model.config, tokens.shape
         self.B = B

@@ -141,7 +141,7 @@ def _globals(f) -> tuple[list, list]:
             parts += [n, *_fields(g[n], data_only=True)]
         elif inspect.ismethod(g[n]):  # SCORE = obj.score: the object's fields
             parts += [n, *_value(g[n].__self__)]
-        elif inspect.isfunction(g[n]) and g[n].__module__ == f.__module__:
+        elif inspect.isfunction(g[n]) and (g[n].__module__ == f.__module__ or _users(g[n])):  # `from scoring import score` too
             helpers.append(g[n])
     return parts, helpers
 
@@ -316,6 +316,9 @@ def _bind(fn, args, spec) -> Named:
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
+    if shown.startswith("_"):  # matplotlib leaves such a line out of its legend: drawn, but not named
+        raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
+                         "leave out; give it another with policies.label(\"...\")")
     policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)
 

@@ -237,7 +237,11 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
     path, measured = cache_files(which, model, chunks, text, args, minutes, described)
     ft_minutes = args.finetune_minutes or FINETUNE_MINUTES.get(which, 0.0)
     lora = path.with_name(f"{path.stem}-lora{ft_minutes:g}.safetensors")
-    got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "tokens": (int, 2)}], "training": dict})  # a damaged row: again
+    got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "tokens": (int, 2), "method": str}], "training": dict,
+                                         "horizons": dict})  # a damaged row: measured again
+    if got is not None and {r["tokens"] for r in got["rows"]} != set(lengths):  # a length missing or one too many
+        log(f"{which}: results/t2r_rows/{measured.name} holds other lengths than {sorted(lengths)}; measuring again")
+        got = None
     twins = [r["zeroed_ppl"] for r in got["rows"] if "zeroed_ppl" in r] if got is not None else []
     if any(not (guards.number(x) and x >= 1) for x in twins):  # a twin's perplexity damaged: measured again
         log(f"{which}: a zeroed twin's perplexity in results/t2r_rows/{measured.name} is no run's; measuring again")
@@ -372,7 +376,7 @@ def main(argv=None):
     for flag, values in (("--sizes", args.sizes), ("--horizons", args.horizons)):
         if len(set(values)) < len(values):  # each trained, calibrated and measured twice, every row stored twice
             ap.error(f"{flag} names a value twice: {values}")
-    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes)}  # exact rows a training chunk must pass
+    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes), "sinks": SINKS + 1, "plain": 1}  # rows a chunk must pass
     if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
         ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
                  "keep exact fold nothing, so their linear parts (the tails: TOVA drops nothing) would learn from no row")

@@ -175,6 +175,7 @@ def fit(model, maps, chunks, dev, *, steps, peak, batch, seed, checkpoint, eval_
               {"params": [p for p in params.values() if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=peak, betas=(0.9, 0.95), weight_decay=0.1)
     settings = {"label": label, "steps": steps, "peak": peak, "batch": batch, "seed": seed, "chunks": list(chunks.shape),
+                "text": harness.fingerprint(chunks, dev),  # by their tokens: other text of one shape is another run
                 "maps": None if maps is None else train.describe(maps),
                 # the code that trains: a run saved by other code is refused by name, never served as this code's
                 "code": train.code_key(pathlib.Path(__file__), pathlib.Path(linear.__file__))}  # and a student's linear.py

@@ -320,6 +320,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
     for m in maps_list:  # a row older than the exact ones is what a linear part learns from
+        guards.check_maps(model, m)  # layers, shapes and dtype that fit the model
+        if not m.layers:
+            raise ValueError("maps that swap no layer have nothing to learn: give FeatureMaps some layers")
         if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0
             raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
                              "chunks: their linear part would learn nothing; train on longer chunks")

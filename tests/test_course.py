@@ -137,6 +137,8 @@ def test_a_file_python_cannot_read_is_named(tmp_path):
     assert len(said) == 2 and "llama.py is not UTF-8 text" in said[0] and "nested too deeply" in said[1], said
     (folder / "policies.py").write_bytes(b"\xef\xbb\xbf" + (ROOT / "policies.py").read_bytes())  # "UTF-8 with BOM"
     assert grade.problems(folder, ["policies"]) == []  # Python runs it: round 9 found it graded 0 of 15
+    (folder / "policies.py").write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + (ROOT / "policies.py").read_bytes())
+    assert grade.problems(folder, ["policies"]) == []  # a coding line, as Python reads it (round 12: 0 of 5)
 
 
 def test_init_copies_the_skeletons_and_never_overwrites(tmp_path):

@@ -1494,3 +1494,72 @@ def capsys_text(monkeypatch, main, argv) -> str:
     with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
         main(argv)
     return err.getvalue()
+
+
+# ---------------------------------------------------------------- round 12 (a helper, on round 11's fixes)
+
+def test_round_12_probes_transfers_keys_cells_names_and_report(tmp_path, monkeypatch):
+    """Round 12: a compiled prefill probed at batch 1 ran a batch of 2 unguarded, and an unhashable policy
+    failed in the probe; `transfer` of maps with sinks and no window, or one-token chunks, or no layer,
+    "trained" nothing, and float32 maps on a float64 model failed in einsum; a helper imported by name
+    (`from scoring import score`) kept the key; a board cost of "-5 µs per call" was served; `--name ./`
+    wrote a hidden results/.json; a label "_mine" was drawn but left out of the legend; lists of lengths,
+    threads, r and conversions were published negative or fractional; a code span quoting a marker was
+    refused; the lookahead took a list of tokens; `demo.py t2r` published "TOVA 4096" on 4,096-token chunks."""
+    import dataclasses
+    import demo
+    import policies
+    from engine import fast, guards
+    from lab import board, lookahead
+    from t2r import compare, linear, train
+
+    def nan_second(rows):
+        s = policies.tova(rows).clone()
+        s[1:] = float("nan")
+        return s
+    fast.prefill(MODEL, tokens(1, 24), nan_second, 8, compile=True)  # one sequence: passes, remembered
+    with pytest.raises(guards.PolicyError, match="NaN"):
+        fast.prefill(MODEL, tokens(2, 24), nan_second, 8, compile=True)
+
+    @dataclasses.dataclass
+    class Newest:
+        sign: float = 1.0
+
+        def __call__(self, rows):
+            return rows.pos[:, :1].double() * self.sign
+    fast.prefill(MODEL, tokens(1, 24), Newest(), 8, compile=True)
+    f64 = dict(dtype=MODEL.dtype)
+    for maps, chunks, says in ((linear.FeatureMaps(MODEL.config, 4, "relu", sinks=4, **f64), tokens(2, 4), "fold no row"),
+                               (linear.FeatureMaps(MODEL.config, 4, "relu", **f64), tokens(2, 1), "fold no row"),
+                               (linear.FeatureMaps(MODEL.config, 4, "relu", layers=[], **f64), tokens(2, 8), "swap no layer"),
+                               (linear.FeatureMaps(MODEL.config, 4, "relu", dtype=torch.float16), tokens(2, 8), "do not fit|features")):
+        with pytest.raises(ValueError, match=says):
+            train.transfer(MODEL, maps, chunks, minutes=1e-4, log=None)
+    (tmp_path / "scoring_r12.py").write_text("SIGN = 1.0\ndef score(rows):\n    return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "pol_r12.py").write_text("from scoring_r12 import score\ndef newest(rows):\n    return score(rows)\n")
+    p, scoring = imported(tmp_path, "pol_r12", "scoring_r12")
+    before = specs.named(p.newest).key
+    scoring.SIGN = -1.0
+    assert specs.named(p.newest).key != before
+    cell = tmp_path / "checked.json"
+    cell.write_text(json.dumps({"contract": "pass", "exact": "pass", "causal": "pass", "cost": "-5 µs per call"}))
+    assert harness.read_cached(cell, board.CELLS["checked"]) is None
+    for name in ("./", "x/", "."):
+        with pytest.raises(ValueError, match="a results name is a file name"):
+            harness.check_writable(name)
+    with pytest.raises(ValueError, match="starts with '_'"):
+        specs.named(policies.label("_mine")(lambda rows: rows.pos[:, :1].double()))
+    for data, says in (({"lengths": [1024, -4096]}, "lengths.1 is -4096"), ({"lengths": [1024.5]}, "a whole number"),
+                       ({"settings": {"x": {"threads": -2}}}, "threads is -2"), ({"r": -64}, "r is -64"),
+                       ({"cores": 2.5}, "a whole number"), ({"conversions": [[-614400, 4.2, 4.0, -0.2]]}, "tokens is -614400")):
+        with pytest.raises(ValueError, match=says):
+            demo.plausible(data)
+    demo.plausible({"conversions": [[614400, 4.2, 4.0, -0.2]], "on_off_share": -0.03})  # a difference may be negative
+    monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
+    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    page = "Write `<!-- results: memory -->` on a line of its own.\n<!-- results: memory -->\nold\n<!-- /results -->\n"
+    assert "old" not in demo.reported(page, results=tmp_path)
+    with pytest.raises(ValueError, match="integer tensor"):
+        lookahead.lookahead(MODEL, [1, 2, 3])
+    with pytest.raises(ValueError, match="drops nothing in the 4096-token chunks"):
+        compare.experiment(MODEL, None, sizes=(32, 4096))

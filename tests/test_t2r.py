@@ -111,6 +111,8 @@ def test_state_size_is_constant(name):
             swapped = [state.layers[i] for i in maps.layers]
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             assert held * 8 == 2 * linear.state_bytes(model, maps), (layers, t)  # 8 bytes: float64
+        small = random_model(tiny_config(n_layers=3), dtype=torch.float32)  # the model's own bytes, not a fixed 8
+        assert 2 * linear.state_bytes(small, maps_for(small, name, layers=layers)) == linear.state_bytes(model, maps)
 
 
 def test_swap_and_swap_back():
