@@ -201,7 +201,7 @@ def check_writable(name: str) -> pathlib.Path:
     replaced what `demo.py sweep` wrote, and the pages published it)."""
     if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts or \
             name.endswith(("/", os.sep)) or pathlib.PurePath(name).name in ("", "."):  # "./", "x/": a hidden ".json"
-        raise ValueError(f"a results name is a file name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
+        raise ValueError(f"a results name is a name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
     if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
     try:

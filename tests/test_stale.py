@@ -1461,7 +1461,7 @@ def test_round_11_t2r_runs_refuse_what_would_train_or_publish_nothing(tmp_path, 
     from t2r import compare, length, linear, mini, train
     with pytest.raises(ValueError, match="finite number of tokens above 1"):
         linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=float("inf"))
-    maps = linear.FeatureMaps(MODEL.config, 4, "hedgehog", window=16)
+    maps = linear.FeatureMaps(MODEL.config, 4, "hedgehog", window=16, dtype=MODEL.dtype)
     with pytest.raises(ValueError, match=r"shape \(B, T\)"):
         train.transfer(MODEL, maps, tokens(1, 24)[0], minutes=1e-4, log=None)
     with pytest.raises(ValueError, match="fold no row of 12-token chunks"):
@@ -1477,7 +1477,7 @@ def test_round_11_t2r_runs_refuse_what_would_train_or_publish_nothing(tmp_path, 
         mini.main(["--quick", "--name", " "])
     with pytest.raises(ValueError, match="--tail-r 3"):
         demo.main(["t2r", "--tail-r", "3"])
-    for data, says in (({"dev_loss": -3.0}, "at least 0"), ({"ppl_std": -0.5}, "at least 0"), ({"tokens": 1024.5}, "is whole")):
+    for data, says in (({"dev_loss": -3.0}, "at least 0"), ({"ppl_std": -0.5}, "at least 0"), ({"tokens": 1024.5}, "a whole number")):
         with pytest.raises(ValueError, match=says):
             demo.plausible(data)
     page = "<preview>a tag, not a pre</preview>\n<!-- results: memory -->\nold\n<!-- /results -->\n"
@@ -1545,7 +1545,7 @@ def test_round_12_probes_transfers_keys_cells_names_and_report(tmp_path, monkeyp
     cell.write_text(json.dumps({"contract": "pass", "exact": "pass", "causal": "pass", "cost": "-5 µs per call"}))
     assert harness.read_cached(cell, board.CELLS["checked"]) is None
     for name in ("./", "x/", "."):
-        with pytest.raises(ValueError, match="a results name is a file name"):
+        with pytest.raises(ValueError, match="a results name is a name inside"):
             harness.check_writable(name)
     with pytest.raises(ValueError, match="starts with '_'"):
         specs.named(policies.label("_mine")(lambda rows: rows.pos[:, :1].double()))
