@@ -22,7 +22,8 @@ def lookahead(model, tokens, horizon=0):
     (or the next `horizon` steps), averaged over its query heads. It reads the future, which no
     policy can (`demo.py check` says so), so it is built for one text: lookahead(model, tokens) is the
     policy for that text and that model (run on another text of the same length, or with another model, it
-    cannot tell: the rows it is shown carry no tokens; `specs.Named.on` builds it for each text). It is not guaranteed optimal for perplexity; it is a reference point."""
+    cannot tell: the rows it is shown carry no tokens; `specs.Named.on` builds it for each text). It is not
+    guaranteed optimal for perplexity; it is a reference point."""
     future = FutureAttention(model, tokens, horizon)
 
     def lookahead_policy(rows):
