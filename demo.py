@@ -697,9 +697,8 @@ def main(argv=None):
         load_weights.checkpoint_folder(args.model)
     load_weights.device(args.device)  # and the device
     harness.FRESH = getattr(args, "fresh", False)
-    for option, values in vars(args).items():  # a size or regime given twice: measured twice, shown as two rows
-        if isinstance(values, list) and option not in ("policies", "policy") and len(set(map(str, values))) < len(values):
-            raise SystemExit(f"error: --{option.replace('_', '-')} names a value twice: {' '.join(map(str, values))}")
+    if twice := harness.repeated(args, ignore=("policies", "policy")):  # policies: specs.distinct names them below
+        raise SystemExit(f"error: {twice}")
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
     # a bad policy name or file, or two policies of one display name, fail before the model is loaded
     specs.distinct([specs.named(spec) for spec in ([chosen] if isinstance(chosen, str) else chosen)])

@@ -234,10 +234,8 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
     (B, Hkv, 1, T, hd), replaces causal softmax attention: the finite MSRNN's masked view and its
     prefill (msrnn.py, engine/fast.py), the lookahead's capture and T2R's linear attention use it.
     """
-    ids = guards.check_tokens(model, tokens)                         # (B, T) on the model's device
+    ids = guards.check_forward(model, tokens, last)                  # (B, T) on the model's device
     T, window = ids.shape[1], model.config.sliding_window
-    guards.check_positions(model, T)
-    guards.check_flags(last=last)
     if attention is None:  # None: the fused kernel's own causal mask
         causal = None if window is None else causal_mask(T, window, model.device)
         attention = lambda i, q, k, v: softmax_attention(q, k, v, causal)

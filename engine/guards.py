@@ -36,6 +36,15 @@ def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
     return (tokens.view(1, -1) if tokens.dim() == 1 else tokens).to(model.device)
 
 
+def check_forward(model, tokens, last) -> torch.Tensor:
+    """llama.forward's arguments: tokens as check_tokens gives them, a length the model's RoPE was trained
+    for (check_positions warns past it), `last` True or False."""
+    check_flags(last=last)
+    ids = check_tokens(model, tokens)
+    check_positions(model, ids.shape[1])
+    return ids
+
+
 def check_logits(logits: torch.Tensor) -> torch.Tensor:
     """logits, checked finite: float16 overflows without a word (65504 is its largest number), and a
     policy's NaN check sees only the rows it is shown, which the full cache and Window never read."""

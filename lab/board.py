@@ -73,7 +73,7 @@ def step_cell(model, ids, policy, size, prompts, tok, compile, path):
     start, p = time.time(), specs.named(policy)
     k = found(tok, experiments.answer_ids(model, prompts, p.on(model, prompts), size, 6, compile=compile))
     harness.atomic_write(path, json.dumps({"found": k, "seconds": time.time() - start}))
-    return f"  {p.label:>12} {size:>5}: {k}/6 keys per step  ({time.time() - start:.0f} s)"
+    return f"  {p.label:>12} {size:>5}: {k}/{PROMPTS} keys per step  ({time.time() - start:.0f} s)"
 
 
 def oneshot_cells(model, ids, policies, sizes, prompts, tok, paths):
@@ -105,7 +105,7 @@ def table(data) -> str:
         bad = [k for k, v in r["verdicts"].items() if v != "pass"]
         lines.append(f"{label:<{width}}" + "".join(f"{r['ppl'][s]:>10.2f}" for s in sizes)
                      + "".join(f"{gap(s):>9}" for s in sizes)
-                     + "".join(f"{str(r['passkey'][f'{s} {g}']) + '/6':>14}" for s in ps for g in ("step", "full"))
+                     + "".join(f"{str(r['passkey'][f'{s} {g}']) + f'/{PROMPTS}':>14}" for s in ps for g in ("step", "full"))
                      + f"{r['us_per_call'] or 0:>6.0f}  " + ("pass" if not bad else "fails " + ", ".join(bad)))
     sweep = data["sweep"]["ppl"]
     bound = {s: min(sweep[specs.named(b).label][s]["ppl"] for b in BOUNDS) for s in sizes}

@@ -82,7 +82,8 @@ def read_cached(path: pathlib.Path, shape=None, fresh=None):
     """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
     measured again: a file damaged by hand or by a crash of an older version must not block every
     later run), or when FRESH. shape: a type (float means any finite number), (type, low) for one of at
-    least low (a perplexity below 1 is no run's), (type, low, high) for one from low to high, or a dict {key: type} of what it must hold. fresh=False
+    least low (a perplexity below 1 is no run's), (type, low, high) for one from low to high, or a dict {key: type} of what it must hold
+    ({"key?": type}: where it holds it). fresh=False
     reads what this run has just measured, even under --fresh."""
     if FRESH if fresh is None else fresh:
         return None
@@ -107,10 +108,11 @@ def _not_of_shape(data, shape) -> str:
     if isinstance(shape, dict):
         if not isinstance(data, dict):
             return f"expected an object with {', '.join(shape)}, got {type(data).__name__}"
-        missing = [k for k in shape if k not in data]
+        missing = [k for k in shape if not k.endswith("?") and k not in data]  # "key?": checked where it is there
         if missing:
             return f"it has no {', '.join(map(repr, missing))}"
-        return next((f"{k!r}: {w}" for k, t in shape.items() if (w := _not_of_shape(data[k], t))), "")
+        return next((f"{k!r}: {w}" for k, t in shape.items() if k.rstrip("?") in data
+                     and (w := _not_of_shape(data[k.rstrip("?")], t))), "")
     if isinstance(shape, tuple):  # (type, low) or (type, low, high)
         wrong = _not_of_shape(data, shape[0])
         high = shape[2] if len(shape) > 2 else math.inf
@@ -172,6 +174,15 @@ def run_name(name: str, changed: list) -> str:
     if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
         slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
     return f"runs/{name}-{slug}"
+
+
+def repeated(args, ignore=()) -> str:
+    """What a command line gives twice, said ("--sizes names a value twice: 8 8"), or "": a size or regime
+    named twice would be measured twice and shown as two rows."""
+    for option, values in vars(args).items():
+        if isinstance(values, list) and option not in ignore and len(set(map(str, values))) < len(values):
+            return f"--{option.replace('_', '-')} names a value twice: {' '.join(map(str, values))}"
+    return ""
 
 
 def changed_options(args, parser, ignore=()) -> list:

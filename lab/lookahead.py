@@ -48,9 +48,8 @@ class FutureAttention:
         if not guards.integer(horizon) or horizon < 0:
             raise ValueError(f"horizon must be an integer of at least 0 (0: to the end of the text), got {horizon!r}")
         tokens = guards.check_tokens(model, tokens)                 # (B, T): a list or (1, 1, T) named here
-        self.T, self.horizon, self.layer, self.sums = tokens.shape[1], horizon, None, None
+        (self.B, self.T), self.horizon, self.layer, self.sums = tokens.shape, horizon, None, None
         c, (B, T) = model.config, tokens.shape
-        self.B = B
         # read token by token, the layers alternate at every step: every layer's sums kept where they fit
         self.keep = c.n_layers * B * (T + 1) * T * llama.wide(model.dtype).itemsize <= self.KEEP_BYTES
         self.kept, self.built, self.warned = {}, set(), False

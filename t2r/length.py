@@ -33,7 +33,6 @@ import statistics
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
-from engine import guards
 
 import torch
 
@@ -237,14 +236,10 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
     path, measured = cache_files(which, model, chunks, text, args, minutes, described)
     ft_minutes = args.finetune_minutes or FINETUNE_MINUTES.get(which, 0.0)
     lora = path.with_name(f"{path.stem}-lora{ft_minutes:g}.safetensors")
-    got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "tokens": (int, 2), "method": str}], "training": dict,
-                                         "horizons": dict})  # a damaged row: measured again
+    got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "zeroed_ppl?": (float, 1), "tokens": (int, 2), "method": str}],
+                                         "training": dict, "horizons": dict})  # a damaged row: measured again
     if got is not None and {r["tokens"] for r in got["rows"]} != set(lengths):  # a length missing or one too many
         log(f"{which}: results/t2r_rows/{measured.name} holds other lengths than {sorted(lengths)}; measuring again")
-        got = None
-    twins = [r["zeroed_ppl"] for r in got["rows"] if "zeroed_ppl" in r] if got is not None else []
-    if any(not (guards.number(x) and x >= 1) for x in twins):  # a twin's perplexity damaged: measured again
-        log(f"{which}: a zeroed twin's perplexity in results/t2r_rows/{measured.name} is no run's; measuring again")
         got = None
     if got is not None:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
@@ -373,9 +368,8 @@ def main(argv=None):
     if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most:  # before the training, not after
         ap.error(f"--lengths must be distinct and each exceed the {most} rows these families hold exact "
                  f"(at fewer tokens nothing is dropped or folded, and every row is the full cache's), got {args.lengths}")
-    for flag, values in (("--sizes", args.sizes), ("--horizons", args.horizons)):
-        if len(set(values)) < len(values):  # each trained, calibrated and measured twice, every row stored twice
-            ap.error(f"{flag} names a value twice: {values}")
+    if twice := harness.repeated(args):  # each trained, calibrated and measured twice, every row stored twice
+        ap.error(twice)
     trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes), "sinks": SINKS + 1, "plain": 1}  # rows a chunk must pass
     if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
         ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
