@@ -211,7 +211,7 @@ def check_writable(name: str) -> pathlib.Path:
     --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
     replaced what `demo.py sweep` wrote, and the pages published it)."""
     if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts or \
-            name.endswith(("/", os.sep)) or pathlib.PurePath(name).name in ("", "."):  # "./", "x/": a hidden ".json"
+            name.replace(os.sep, "/").split("/")[-1] in ("", "."):  # "./", "x/", "x/.": a hidden ".json" or "..json"
         raise ValueError(f"a results name is a name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
     if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
@@ -254,19 +254,28 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:  # no plot: the previous run's is not left beside these numbers
-            png = RESULTS / f"{name}.png"
-            if png.exists():
-                png.unlink()
-                print(f"[msrnn] matplotlib is not installed: no plot, and the previous run's {png} was removed",
-                      file=sys.stderr)
+            _unplotted(RESULTS / f"{name}.png", "matplotlib is not installed")
             return path
-        plt.figure(figsize=(6.4, 4.2))
-        draw(plt, data)
-        plt.tight_layout()
-        with atomic(RESULTS / f"{name}.png") as tmp:
-            plt.savefig(tmp, dpi=120, format="png")
-        plt.close()
+        try:
+            plt.figure(figsize=(6.4, 4.2))
+            draw(plt, data)
+            plt.tight_layout()
+            with atomic(RESULTS / f"{name}.png") as tmp:
+                plt.savefig(tmp, dpi=120, format="png")
+        except Exception as e:  # a label matplotlib cannot draw, a full disk: the numbers are saved, the old plot goes
+            _unplotted(RESULTS / f"{name}.png", f"the plot failed ({type(e).__name__}: {(str(e).strip() or '?').splitlines()[0]})")
+            raise ValueError(f"{path} and its log are saved, but the plot failed: {type(e).__name__}") from None
+        finally:
+            plt.close("all")
     return path
+
+
+def _unplotted(png, why: str):
+    """No plot this run: the previous run's is not left beside the new numbers."""
+    old = png.exists()
+    if old:
+        png.unlink()
+    print(f"[msrnn] {why}: no plot" + (f", and the previous run's {png} was removed" if old else ""), file=sys.stderr)
 
 
 class _Tee(io.TextIOBase):

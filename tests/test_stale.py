@@ -1,6 +1,7 @@
 """Nothing stale, nothing half-done (issue 32): a cached number belongs to the code that made it, a
 step that fails leaves the state as it was, and the last silent inputs get named."""
 import json
+import pathlib
 import re
 
 import pytest
@@ -1563,3 +1564,91 @@ def test_round_12_probes_transfers_keys_cells_names_and_report(tmp_path, monkeyp
         lookahead.lookahead(MODEL, [1, 2, 3])
     with pytest.raises(ValueError, match="drops nothing in the 4096-token chunks"):
         compare.experiment(MODEL, None, sizes=(32, 4096))
+
+
+# ---------------------------------------------------------------- round 13 (two helpers, on round 12's fixes)
+
+def test_round13_keys_follow_cells_defaults_class_methods_and_any_container(tmp_path):
+    """Round 13: a policy closing over a class, a module or a bound method, a default argument that is a
+    class, a class imported by name whose method reads a constant, and a tensor in a deque, a set or nested
+    9 deep kept their key when the setting changed (the sweep served the old perplexity)."""
+    import collections
+    (tmp_path / "scoring_r13.py").write_text(
+        "SIGN = 1.0\nclass Scorer:\n    def score(self, rows):\n        return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "pol_r13.py").write_text(
+        "from scoring_r13 import Scorer\nimport scoring_r13\nclass Cfg:\n    SIGN = 1.0\n"
+        "def make(cfg):\n    def pol(rows):\n        return rows.pos[:, :1].double() * cfg.SIGN\n    return pol\n"
+        "by_class, by_module = make(Cfg), make(scoring_r13)\n"
+        "class Obj:\n    sign = 1.0\n    def score(self, rows):\n        return rows.pos[:, :1].double() * self.sign\n"
+        "OBJ = Obj()\ndef wrap(f):\n    def pol(rows):\n        return f(rows)\n    return pol\nby_method = wrap(OBJ.score)\n"
+        "def by_default(rows, cfg=Cfg):\n    return rows.pos[:, :1].double() * cfg.SIGN\n"
+        "def by_import(rows):\n    return Scorer().score(rows)\n"
+        "HOLD = {}\ndef by_container(rows):\n    return rows.pos[:, :1].double() * HOLD['w'][0].sum()\n")
+    pol, scoring = imported(tmp_path, "pol_r13", "scoring_r13")
+    w = torch.ones(2000, dtype=torch.float64)
+    for name, change in (("by_class", lambda: setattr(pol.Cfg, "SIGN", -pol.Cfg.SIGN)),
+                         ("by_module", lambda: setattr(scoring, "SIGN", -scoring.SIGN)),
+                         ("by_method", lambda: setattr(pol.OBJ, "sign", -pol.OBJ.sign)),
+                         ("by_default", lambda: setattr(pol.Cfg, "SIGN", -pol.Cfg.SIGN)),
+                         ("by_import", lambda: setattr(scoring, "SIGN", -scoring.SIGN))):
+        before = specs.named(getattr(pol, name)).key
+        change()
+        assert specs.named(getattr(pol, name)).key != before, name
+    for hold in (collections.deque([w]), {w}, [[[[[[[[[w]]]]]]]]]):
+        pol.HOLD["w"] = hold
+        before = specs.named(pol.by_container).key
+        w[1000] += 1
+        assert specs.named(pol.by_container).key != before, type(hold).__name__
+
+
+def test_round13_compiled_step_reused_probes_each_policy():
+    """Round 13: `fast.compiled_step()` spent its eager probe on the first policy; reused through
+    msrnn.generate(step=...) for another, that one's NaN scores ran in the graph unchecked."""
+    from engine import fast
+
+    def nan_scores(rows):
+        s = rows.pos[:, :1].double()
+        return (s - s) / (s - s)
+    step, prompt = fast.compiled_step(), tokens(1, 2)[0]
+    list(msrnn.generate(MODEL, prompt, 16, policies.tova, size=4, step=step))  # its 8 probe drops spent
+    with pytest.raises(guards.PolicyError, match="NaN scores"):
+        list(msrnn.generate(MODEL, prompt, 8, nan_scores, size=4, step=step))
+
+
+def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, monkeypatch):
+    """Round 13: the report published inf tokens/s (1e999 in the file), a size of 0, 256.5 or "-5"; a board
+    verdict "banana" was served; `--name x/.` wrote results/x/..json; a blank label or one matplotlib reads
+    as mathematics was accepted (its plot failed after the run, the old one left beside the new numbers);
+    ppl, sweep and passkey printed the full cache's numbers under TOVA's name at a size that drops nothing."""
+    from lab import board
+    for data, says in (({"tokens_per_s": 1e999}, "is inf"), ({"tokens_per_s": -1e999}, "is -inf"), ({"size": 0}, "at least 1"),
+                       ({"size": 256.5}, "whole number"), ({"size": "-5"}, "is a number"), ({"sizes": [64, 0]}, "at least 1")):
+        with pytest.raises(ValueError, match=says):
+            demo.plausible(data)
+    demo.plausible({"about": {"threads": "one per job"}, "tokens": ["\n\n", " the"]})  # words where words belong
+    cell = tmp_path / "checked.json"
+    cell.write_text(json.dumps({"contract": "", "exact": "banana", "causal": "pass", "cost": "3 µs per call"}))
+    assert harness.read_cached(cell, board.CELLS["checked"]) is None
+    cell.write_text(json.dumps({"contract": "pass", "exact": "fail", "causal": "lookahead (not a policy)", "cost": "fail"}))
+    assert harness.read_cached(cell, board.CELLS["checked"]) is not None
+    with pytest.raises(ValueError, match="a results name is a name inside"):
+        harness.check_writable("x/.")
+    for text, says in (("   ", "blank"), ("cost $x$", "matplotlib's mathematics")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            specs.named(policies.label(text)(lambda rows: rows.pos[:, :1].double()))
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "r13.png").write_bytes(b"OLD PLOT")
+    with pytest.raises(ValueError, match="the plot failed"):
+        harness.save("r13", {"x": 1}, {}, draw=lambda plt, data: plt.title("$\\x$") or plt.savefig(tmp_path / "probe.png"))
+    assert (tmp_path / "r13.json").exists() and not (tmp_path / "r13.png").exists()
+    for call in (lambda: experiments.sweep(MODEL, None, sizes=(4, 24), names=("tova",), n_chunks=1, chunk=24),
+                 lambda: experiments.passkey(MODEL, None, sizes=(300,), names=("tova",), length=300)):
+        with pytest.raises(ValueError, match="drops nothing"):
+            call()
+
+
+def test_round13_view_prints_the_share_its_page_shows():
+    """Round 10, left then: `view` printed 62% where its page shows 63% for 0.625 (format's `.0%` rounds a half
+    to even, the page's JavaScript `Math.round` up). Both now round a half up."""
+    assert "Math.round(100 * s.recent_share)" in (pathlib.Path(__file__).parents[1] / "lab" / "viewer.html").read_text()
+    assert [experiments.percent(x) for x in (0.625, 0.615, 0.125, 0.0, 1.0, 0.994)] == ["63%", "62%", "13%", "0%", "100%", "99%"]
