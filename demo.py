@@ -385,7 +385,7 @@ COUNTS = ("bytes", "seconds", "per_s", "_s", "MiB", "batch", "per_seq", "size", 
           "_r")  # sizes, counts, times, speeds, their ratios, losses, spreads: never negative
 WHOLE = ("tokens", "_read", "length", "lengths", "layers", "threads", "cores", "loops", "processes", "weights", "steps",
          "batch", "_r", "_size", "_sizes")  # counted, never a fraction
-SIZES = ("_size", "_sizes")  # a multi-state's rows: at least 1
+SIZES = ("_size", "_sizes", "_weights")  # a multi-state's rows, a model's weights: at least 1
 
 
 def plausible(data, where="", key="") -> None:
@@ -699,7 +699,7 @@ def main(argv=None):
     if "grade" in argv and argv[0].startswith("-"):  # `demo.py --model X grade`: the grader has options of its own
         raise SystemExit("error: grade takes no options before it: python demo.py grade [FOLDER] [--reference] "
                          "[--only N ...] [--model] (its --model is the real-model checks, not a checkpoint)")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.cmd is None:  # no command: the tour
         args = ap.parse_args([*argv, "tour"])
     if args.model is not None:  # check the folder before any work, with the loader's own message

@@ -185,6 +185,51 @@ def repeated(args, ignore=()) -> str:
     return ""
 
 
+def cells(rows, key, what: str) -> dict:
+    """{key(row): row}, refusing two rows of one key: the later would replace the earlier in a table, unsaid."""
+    out = {}
+    for r in rows:
+        k = key(r)
+        if k in out:
+            raise ValueError(f"two rows of {what} {k}: a table shows one")
+        out[k] = r
+    return out
+
+
+def parse(parser, argv=None):
+    """parser.parse_args(argv), refusing an option given twice (given_twice)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    if twice := given_twice(parser, argv):
+        parser.error(twice)
+    return args
+
+
+def given_twice(parser, argv) -> str:
+    """An option a command line gives twice, said ("--lengths is given twice: only its last value would count"),
+    or "": argparse keeps the last silently (`--lengths 70 --lengths 90` measured 90 alone). Words after a
+    subcommand's name are that subcommand's options; an abbreviation counts as its option."""
+    subs = {name: p for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name, p in a.choices.items()}
+    current, seen = parser, set()
+    for word in argv:
+        if word == "--":
+            break
+        if current is parser and word in subs:
+            current = subs[word]
+            continue
+        if not word.startswith("--"):
+            continue
+        name = word.split("=", 1)[0]
+        table = current._option_string_actions
+        found = table.get(name) or next(iter([a for o, a in table.items() if o.startswith(name)][:1]), None)
+        if found is None or isinstance(found, (argparse._AppendAction, argparse._CountAction)):
+            continue
+        if (id(current), found.dest) in seen:
+            return f"{found.option_strings[-1]} is given twice: only its last value would count; give it once"
+        seen.add((id(current), found.dest))
+    return ""
+
+
 def changed_options(args, parser, ignore=()) -> list:
     """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`."""
     return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]

@@ -49,6 +49,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                          "it is read on; give sizes below the length")
     if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
         raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
+    if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
+        raise ValueError(f"tail sizes {list(tail_sizes)}: each is read beside TOVA at that size, so each must be one of "
+                         f"the sizes {list(sizes)}")
     if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
         raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
                          f"would learn from no folded row; give a size below the tail's chunk length")
@@ -202,7 +205,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
     with torch.no_grad():
         maps.gq.fill_(TAIL_GAIN)
-    path = comp.cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
+    path = comp.cache("tail", tova.key, tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))  # trained under TOVA as it is
     comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
                    minutes=minutes, checkpoint=path, log=comp.log)
@@ -249,9 +252,10 @@ def table(data) -> str:
     for row in data["results"]:
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
-    full = next((row["ppl"] for row in data["results"] if row["family"] == "full"), None)
-    if full is None:
-        raise ValueError("no full-cache row: the table's gaps are measured against it")
+    full = [row["ppl"] for row in data["results"] if row["family"] == "full"]
+    if len(full) != 1:
+        raise ValueError(f"{len(full)} full-cache rows: the table's gaps are measured against one")
+    full = full[0]
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
              f"trained or measured again). Full cache: {full:.2f}.",

@@ -1652,3 +1652,126 @@ def test_round13_view_prints_the_share_its_page_shows():
     to even, the page's JavaScript `Math.round` up). Both now round a half up."""
     assert "Math.round(100 * s.recent_share)" in (pathlib.Path(__file__).parents[1] / "lab" / "viewer.html").read_text()
     assert [experiments.percent(x) for x in (0.625, 0.615, 0.125, 0.0, 1.0, 0.994)] == ["63%", "62%", "13%", "0%", "100%", "99%"]
+
+
+def test_round13_training_refuses_another_run_and_what_transfer_refuses(tmp_path):
+    """Round 13: a checkpoint saved for another model, other tokens or other starting maps (a horizon) was resumed
+    as this run; finetune and transfer_loss skipped transfer's checks (another model's maps, maps of no layer);
+    transfer dropped maps without a student and trained ELU+1's nothing; save_every=0 and seed=2.5 failed raw."""
+    from t2r import linear, train
+    f32 = dict(dtype=torch.float32)
+    model, other = random_model(tiny_config(), **f32), random_model(tiny_config(), seed=5, **f32)
+    chunks = tokens(2, 12)
+    make = lambda h=8.0: linear.FeatureMaps(model.config, 4, "hedgehog", decay=True, horizon=h, **f32)
+    ck = tmp_path / "run.safetensors"
+    train.transfer(model, make(), chunks, epochs=1, checkpoint=ck, log=None)
+    for m, mm, says in ((other, make(), "saved with model="), (model, make(4096.0), "saved with start=")):
+        with pytest.raises(ValueError, match=says):
+            train.transfer(m, mm, chunks, epochs=2, checkpoint=ck, log=None)
+    big = linear.FeatureMaps(tiny_config(n_layers=3), 4, "relu", **f32)
+    none = linear.FeatureMaps(model.config, 4, "relu", layers=[], **f32)
+    for call, says in ((lambda: train.finetune(model, big, chunks, minutes=1e-4, log=None), "the model has 2"),
+                       (lambda: train.transfer_loss(model, none, chunks), "swap no layer"),
+                       (lambda: train.transfer(model, [make(), make()], chunks, student=[None], log=None), "1 students for 2"),
+                       (lambda: train.transfer(model, make(), chunks, save_every=0, log=None), "save_every"),
+                       (lambda: train.transfer(model, make(), chunks, seed=2.5, log=None), "seed must be a whole number"),
+                       (lambda: train.transfer(model, linear.FeatureMaps(model.config, 0, "elu", **f32), chunks, log=None),
+                        "no trainable weight"),
+                       (lambda: linear.state_bytes(model, big), "the model has 2")):
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_round13_a_tail_refuses_what_it_would_ignore_or_never_fold():
+    """Round 13: tail.forward ignored its maps' window, gave the policy alone for maps of no layer and the full
+    cache at a size past the text, each under a tail's name; a tail student trained on no drop."""
+    from t2r import linear, tail
+    x = tokens(1, 20)
+    f64 = dict(dtype=MODEL.dtype)
+    for maps, size, says in ((linear.FeatureMaps(MODEL.config, 4, "relu", 3, **f64), 4, "no sinks or window"),
+                             (linear.FeatureMaps(MODEL.config, 4, "relu", layers=[], **f64), 4, "swap no layer"),
+                             (linear.FeatureMaps(MODEL.config, 4, "relu", **f64), 30, "drops nothing in 20 tokens")):
+        with pytest.raises(ValueError, match=says):
+            tail.forward(MODEL, maps, x, policies.tova, size)
+
+
+def test_round13_commands_refuse_options_twice_ignored_or_a_bad_budget(tmp_path, monkeypatch, capsys):
+    """Round 13: an option given twice kept its last value (`--lengths 70 --lengths 90` measured 90 alone);
+    `t2r.length --sets sinks --horizons 64` ignored the horizon and filed the default's rows under a name of
+    their own; the control read a lora file's -5 tokens as one chunk; `t2r.mini --linear t2r/linear.py` replaced
+    the published results; a relative MSRNN_CACHE moved with the working folder; the speed functions skipped
+    the command line's checks; compare's tail sizes were checked after the training."""
+    import argparse
+    import types
+    from data import default_model
+    from t2r import compare, length, mini, speed
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lengths", nargs="+")
+    ap.add_argument("--all", action="append")
+    assert "--lengths is given twice" in harness.given_twice(ap, ["--lengths", "70", "--len", "90"])
+    assert harness.given_twice(ap, ["--lengths", "70", "90", "--all", "a", "--all", "b"]) == ""
+    for argv, says in ((["--lengths", "300", "--lengths", "400"], "--lengths is given twice"),
+                       (["--sets", "sinks", "--horizons", "64"], "--horizons does not apply to --sets sinks"),
+                       (["--sets", "plain", "--sizes", "8"], "--sizes does not apply to --sets plain")):
+        with pytest.raises(SystemExit):
+            length.main(argv)
+        assert says in capsys.readouterr().err
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "t2r_length_lora.json").write_text(json.dumps({"families": {"lora": {"finetune": {"tokens": -5}}}}))
+    args = types.SimpleNamespace(finetune_minutes=None)
+    with pytest.raises(ValueError, match="read -5 tokens"):
+        length.control_budget(tokens(4, 8), args)
+    assert length.control_budget(tokens(4, 8), types.SimpleNamespace(finetune_minutes=2.0)) == {"minutes": 2.0}
+    monkeypatch.delenv("MSRNN_RESULTS", raising=False)
+    with pytest.raises(SystemExit, match="the repository's own"):
+        mini.use_linear(pathlib.Path(mini.__file__).with_name("linear.py"))
+    monkeypatch.setenv("MSRNN_CACHE", "relative/cache")
+    assert default_model.cache_root().is_absolute()
+    for call, says in ((lambda: speed.maps_from("hedgehog", MODEL), "needs its features"),
+                       (lambda: speed.maps_from("elu:5", MODEL), "elu takes no r"),
+                       (lambda: speed.measure(MODEL, lengths=(16,), size=8, steps=0), "steps must be"),
+                       (lambda: compare.experiment(MODEL, None, sizes=(6, 8), tail_sizes=(7,)), "must be one of the sizes")):
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_round13_the_report_finds_rows_by_what_they_are_and_refuses_two_of_one_cell():
+    """Round 13: mini's claims took rows[0] as the transformer ("fails" became "holds" in another order) and its
+    table groups[0] as the base; a conversion's advantage was published as stored; a second row of one cell
+    replaced the first (t2r.speed, t2r.length) and a second full cache was published (t2r); a horizon below 1,
+    a row at 1 token, a zeroed twin at some lengths only, a costs table of no row, a row of no seed were published."""
+    import copy
+    from t2r import compare, mini, speed
+    from t2r import length as t2r_length
+    root = pathlib.Path(__file__).resolve().parents[1] / "results"
+    data = lambda name: json.loads((root / f"{name}.json").read_text())
+    m = data("t2r_mini")
+    turned = copy.deepcopy(m)
+    turned["rows"].reverse()
+    turned["groups"].reverse()
+    assert mini.claims(turned) == mini.claims(m) and mini.table(turned).splitlines()[2:] == list(reversed(mini.table(m).splitlines()[2:]))
+    forged = copy.deepcopy(m)
+    forged["conversions"][0][3] = 9.999
+    assert "9.999" not in mini.claims_table(forged)
+    forged["groups"][0]["seeds"] = []
+    with pytest.raises(ValueError, match="no seed"):
+        mini.table(forged)
+    sp = data("t2r_speed")
+    sp["results"].append(dict(sp["results"][0]))
+    with pytest.raises(ValueError, match="two rows of"):
+        speed.table(sp)
+    t = data("t2r")
+    t["results"].append(next(r for r in t["results"] if r["family"] == "full"))
+    with pytest.raises(ValueError, match="2 full-cache rows"):
+        compare.table(t)
+    L = data("t2r_length")
+    for change, says, call in ((lambda d: d["rows"].append(dict(d["rows"][0])), "two rows of", t2r_length.table),
+                               (lambda d: [r.update(tokens=1) for r in d["rows"] if r["tokens"] == 1024], "at least 2", t2r_length.table),
+                               (lambda d: d["rows"][0].pop("zeroed_ppl"), "zeroed twin at some only", t2r_length.table),
+                               (lambda d: next(iter(d["families"]["hybrids"]["horizons"].values()))[0].__setitem__(0, -3.0),
+                                "below 1 token", t2r_length.costs),
+                               (lambda d: d.update(families={}), "no family's training cost", t2r_length.costs)):
+        d = copy.deepcopy(L)
+        change(d)
+        with pytest.raises(ValueError, match=says):
+            call(d)
