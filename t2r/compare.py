@@ -15,6 +15,7 @@ import torch
 
 import llama
 import msrnn
+from engine import guards
 from lab import experiments, harness, specs
 from t2r.linear import FeatureMaps, forward, state_bytes
 from t2r.train import TAIL_GAIN, code_key, finetune, save, training_text, transfer, zeroed
@@ -263,6 +264,8 @@ def table(data) -> str:
              "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
              "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
     for k, v in data["bypass"].items():
+        if not (guards.number(v["with"]) and guards.number(v["zeroed"]) and min(v["with"], v["zeroed"]) >= 1):
+            raise ValueError(f"bypass {k}: perplexities {v['with']!r} and {v['zeroed']!r}; a perplexity is a number of at least 1")
         notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)

@@ -552,6 +552,8 @@ def claims_table(data) -> str:
     if data.get("conversions"):
         lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens (at most its budget) | "
                   "advantage (nats) |", "|---|---|---|---|"]
+        if any(len(row) != 4 for row in data["conversions"]):
+            raise ValueError("a conversions row holds [teacher tokens, converted loss, from-scratch loss, their difference]")
         lines += [f"| {t:,} | {a:.3f} | {b:.3f} | {b - a:+.3f} |" for t, a, b, _ in data["conversions"]]  # the difference, as shown
     return "\n".join(lines)
 
