@@ -1443,7 +1443,7 @@ def test_round_11_the_report_and_the_recorded_command(tmp_path, monkeypatch):
     for data, says in (({"first_tokens_kept_to_end_per_layer": [0] * 30, "first_token_kept_to_end_layers": 99}, "99 of 30 layers"),):
         with pytest.raises(ValueError, match=says):
             experiments.retention_table(data)
-    for data, says in (({"cache_MiB_per_seq": -11.3}, "at least 0"), ({"size": -256}, "at least 0"),
+    for data, says in (({"cache_MiB_per_seq": -11.3}, "at least 0"), ({"size": -256}, "at least 1"),
                        ({"share_of_limit": -0.86}, "from 0 to 1"), ({"vs_transformers": -1.27}, "at least 0")):
         with pytest.raises(ValueError, match=says):
             demo.plausible(data)
@@ -1636,15 +1636,21 @@ def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, 
     for text, says in (("   ", "blank"), ("cost $x$", "matplotlib's mathematics")):
         with pytest.raises(ValueError, match=re.escape(says)):
             specs.named(policies.label(text)(lambda rows: rows.pos[:, :1].double()))
+    for call in (lambda: experiments.sweep(MODEL, None, sizes=(4, 24), names=("tova",), n_chunks=1, chunk=24),
+                 lambda: experiments.passkey(MODEL, None, sizes=(300,), names=("tova",), length=300)):
+        with pytest.raises(ValueError, match="drops nothing"):
+            call()
+
+
+def test_round13_a_plot_that_fails_removes_the_previous_one(tmp_path, monkeypatch):
+    """Round 13: a plot matplotlib could not draw failed after the JSON was written, and the previous run's
+    plot stayed beside the new numbers."""
+    pytest.importorskip("matplotlib")
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
     (tmp_path / "r13.png").write_bytes(b"OLD PLOT")
     with pytest.raises(ValueError, match="the plot failed"):
         harness.save("r13", {"x": 1}, {}, draw=lambda plt, data: plt.title("$\\x$") or plt.savefig(tmp_path / "probe.png"))
     assert (tmp_path / "r13.json").exists() and not (tmp_path / "r13.png").exists()
-    for call in (lambda: experiments.sweep(MODEL, None, sizes=(4, 24), names=("tova",), n_chunks=1, chunk=24),
-                 lambda: experiments.passkey(MODEL, None, sizes=(300,), names=("tova",), length=300)):
-        with pytest.raises(ValueError, match="drops nothing"):
-            call()
 
 
 def test_round13_view_prints_the_share_its_page_shows():
