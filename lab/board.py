@@ -24,10 +24,10 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     if any(p.reads_ahead for p in named):
         raise ValueError(f"the board ranks policies against its own bounds ({', '.join(BOUNDS)}); "
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
-    experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks")  # before the prompts, not after the sweep
-    experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts")
     t0 = time.time()
-    prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)
+    prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)  # a length too short for the key, named first
+    experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks")  # before the sweep, not after it
+    experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts")
     cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"
     missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None

@@ -471,8 +471,8 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
+    prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
     drops_nothing(sizes, length, f"{length}-token prompts")
-    prompts = passkey_prompts(tok, length, depths, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]

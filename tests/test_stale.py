@@ -1615,6 +1615,13 @@ def test_round13_compiled_step_reused_probes_each_policy():
         list(msrnn.generate(MODEL, prompt, 8, nan_scores, size=4, step=step))
 
 
+class Bytes:
+    """A tokenizer of the tiny model's 61 ids: a character's byte modulo 61."""
+    def encode(self, text):
+        import types
+        return types.SimpleNamespace(ids=[b % 61 for b in text.encode()])
+
+
 def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, monkeypatch):
     """Round 13: the report published inf tokens/s (1e999 in the file), a size of 0, 256.5 or "-5"; a board
     verdict "banana" was served; `--name x/.` wrote results/x/..json; a blank label or one matplotlib reads
@@ -1637,7 +1644,7 @@ def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, 
         with pytest.raises(ValueError, match=re.escape(says)):
             specs.named(policies.label(text)(lambda rows: rows.pos[:, :1].double()))
     for call in (lambda: experiments.sweep(MODEL, None, sizes=(4, 24), names=("tova",), n_chunks=1, chunk=24),
-                 lambda: experiments.passkey(MODEL, None, sizes=(300,), names=("tova",), length=300)):
+                 lambda: experiments.passkey(MODEL, Bytes(), sizes=(300,), names=("tova",), length=300)):
         with pytest.raises(ValueError, match="drops nothing"):
             call()
 
