@@ -199,6 +199,8 @@ def cmd_ppl(args):
     if args.prompt_len is None and prompt_len >= len(ids):  # the default the user never typed, named
         raise SystemExit(f"error: --prompt full reads a prompt of --prompt-len tokens (default: half of --chunk, {prompt_len}) "
                          f"before it scores; the text has {len(ids)}: give a shorter --prompt-len")
+    if args.size is not None:
+        experiments.drops_nothing([args.size], min(args.chunk, len(ids)), f"chunks of at most {min(args.chunk, len(ids))} tokens")
     t0 = time.time()
     progress = lambda i, n: print(f"\r   chunk {i}/{n}", end="", file=sys.stderr)
     if with_tail:  # t2r/tail.py: what the policy drops is folded into a T2R state
@@ -261,7 +263,7 @@ def cmd_view(args):
     ids = torch.tensor(tok.encode(text).ids[: args.tokens])
     data = experiments.view(model, tok, ids, names=args.policy, size=args.size)
     for p in data["policies"]:
-        print(f"{p['label']}: {p['summary']['recent_share']:.0%} of kept rows among the {args.size} most recent, "
+        print(f"{p['label']}: {experiments.percent(p['summary']['recent_share'])} of kept rows among the {args.size} most recent, "
               f"the first token held to the end in {p['summary']['first_token_kept_to_end_layers']}/{data['n_layers']} layers")
     return data, model
 
@@ -382,12 +384,14 @@ COUNTS = ("bytes", "seconds", "per_s", "_s", "MiB", "batch", "per_seq", "size", 
           "tokens", "_read", "threads", "cores", "loops", "processes", "weights", "steps", "vs_transformers", "loss", "std",
           "_r")  # sizes, counts, times, speeds, their ratios, losses, spreads: never negative
 WHOLE = ("tokens", "_read", "length", "lengths", "layers", "threads", "cores", "loops", "processes", "weights", "steps",
-         "batch", "_r")  # counted, never a fraction
+         "batch", "_r", "_size", "_sizes")  # counted, never a fraction
+SIZES = ("_size", "_sizes", "_weights")  # a multi-state's rows, a model's weights: at least 1
 
 
 def plausible(data, where="", key="") -> None:
-    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), a negative size, count,
-    time, speed or speed ratio (COUNTS), a fraction of a count (WHOLE), a share outside 0..1. Walks the whole
+    """Refuse a number no run can produce: a perplexity below 1 (a loss below 0), a negative count, time,
+    speed or speed ratio (COUNTS), a size below 1, a fraction of a count (WHOLE), a share outside 0..1, inf
+    (1e999 in the file), and text or true where a number goes. Walks the whole
     results file (nested objects and lists; a list's numbers are its key's: "lengths": [1024, 4096])."""
     if isinstance(data, dict):
         for k, v in data.items():
@@ -400,8 +404,13 @@ def plausible(data, where="", key="") -> None:
     else:
         named = f"_{key}"  # "r" and "tail_r" end in "_r" too
         floor = 1 if key.endswith("ppl") else 0 if named.endswith(COUNTS) else None
-        if isinstance(data, bool) and (floor is not None or key.endswith(SHARES)):  # json's true would print as 1.00
+        floor = 1 if named.endswith(SIZES) else floor  # no run has a size of 0 rows
+        numeric = floor is not None or key.endswith(SHARES) or named.endswith(WHOLE)
+        words = isinstance(data, str) and named.endswith(("_threads", "_tokens"))  # "one per job"; view's tokens, as text
+        if isinstance(data, (bool, str)) and numeric and not words:  # json's true would print as 1.00, "-5" as -5
             raise ValueError(f"{where} is {json.dumps(data)}: a published {key} is a number")
+        if isinstance(data, float) and not guards.number(data):  # 1e999 reads as inf, past parse_constant's words
+            raise ValueError(f"{where} is {data}: a published number is finite")
         if not guards.number(data):
             return
         if floor is not None and data < floor:
@@ -690,7 +699,7 @@ def main(argv=None):
     if "grade" in argv and argv[0].startswith("-"):  # `demo.py --model X grade`: the grader has options of its own
         raise SystemExit("error: grade takes no options before it: python demo.py grade [FOLDER] [--reference] "
                          "[--only N ...] [--model] (its --model is the real-model checks, not a checkpoint)")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.cmd is None:  # no command: the tour
         args = ap.parse_args([*argv, "tour"])
     if args.model is not None:  # check the folder before any work, with the loader's own message

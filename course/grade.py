@@ -27,6 +27,7 @@ import tokenize
 from dataclasses import dataclass, replace
 
 from engine import threads  # noqa: F401  (the tests it starts inherit OpenMP's wait policy)
+from lab import harness
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SKELETON, WORK = ROOT / "course" / "skeleton", ROOT / "course" / "work"
@@ -397,7 +398,11 @@ def problems(folder: pathlib.Path, modules):
     out = []
     for m in modules:
         path = folder / FILES[m]
-        if not path.is_file():
+        if path.exists() and not path.is_file():
+            out.append(f"{path} is a folder, not a file: the part's code goes in that file (copy it from {SKELETON / FILES[m]})")
+        elif path.parent.exists() and not path.parent.is_dir():
+            out.append(f"{path.parent} is a file, not a folder: {FILES[m]} goes inside a folder of that name")
+        elif not path.is_file():
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
             continue
         try:  # decoded as Python decodes it: a byte-order mark, a coding line (PEP 263), else UTF-8
@@ -483,7 +488,7 @@ def main(argv=None):
     ap.add_argument("--init", action="store_true", help=f"copy the skeletons to the folder (default {WORK.relative_to(ROOT)})")
     ap.add_argument("--only", type=int, nargs="+", metavar="PART", help="grade only these parts")
     ap.add_argument("--model", action="store_true", help="also the checks on the real default model (downloaded once)")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.reference and args.folder:
         ap.error("--reference grades the repository itself: give no folder")
     folder = (ROOT if args.reference else args.folder or WORK).resolve()

@@ -35,7 +35,8 @@ LAYER_NAMES = {
 
 
 def cache_root():
-    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn").expanduser()  # '~/x' quoted
+    # '~/x' quoted, and a relative one made absolute: the cache must not move with the working folder
+    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn").expanduser().absolute()
 
 
 class CacheError(RuntimeError):

@@ -168,13 +168,14 @@ def compiled_step():
     if fast is llama.step.__wrapped__:
         return llama.step
 
-    eager = PROBE  # steps with a drop still to run eagerly, under the guards the graph skips
+    eager = {}  # (id(policy), size) -> [the policy, held so its id is not reused; steps with a drop still to run eagerly]
 
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
-        nonlocal eager
-        if eager and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
-            eager -= 1
+        left = eager.setdefault((id(policy), state.layers[0].size), [policy, PROBE])  # a step reused for another policy
+        # or size is probed again
+        if left[1] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
+            left[1] -= 1
             return llama.step.__wrapped__(model, tokens, state, policy)
         for ms in state.layers:
             ms.make_room()

@@ -308,7 +308,7 @@ def main(argv=None):
     ap.add_argument("--compile-time", action="store_true", help="only print, as JSON, the seconds the first compiled "
                     "calls take in this process (line 1d runs it in fresh processes)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     torch.set_num_threads(args.threads)
     if args.compile_time:
         model = load_weights.load_model(args.model, load_weights.DTYPES[args.dtype], load_weights.device(args.device))

@@ -25,7 +25,9 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
         raise ValueError(f"the board ranks policies against its own bounds ({', '.join(BOUNDS)}); "
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
     t0 = time.time()
-    prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)
+    prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)  # a length too short for the key, named first
+    experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks")  # before the sweep, not after it
+    experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts")
     cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"
     missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None
@@ -59,7 +61,8 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
 DEPTHS, KEYS = (0.1, 0.5, 0.9), (71432, 50918)  # experiments.passkey's prompts
 PROMPTS = len(DEPTHS) * len(KEYS)
 CELLS = {"step": {"found": (int, 0, PROMPTS)}, "full": {"found": (int, 0, PROMPTS)},  # what each cell holds (harness.read_cached checks it)
-         "checked": {"contract": str, "exact": str, "causal": str, "cost": re.compile(r"fail|\d+ µs per call")}}
+         "checked": {**dict.fromkeys(("contract", "exact", "causal"), re.compile(r"pass|fail|cannot tell|lookahead \(not a policy\)")),
+                     "cost": re.compile(r"fail|\d+ µs per call")}}  # the checker's verdicts, nothing else
 
 
 def found(tok, ids) -> int:

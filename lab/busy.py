@@ -149,7 +149,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="one round")
     ap.add_argument("--tour", action="store_true", help="also time python demo.py, idle and loaded")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     # the published settings (with --tour: the pages cite its times) write results/busy.* (busy_quick.*); any
     # other run, runs/ and a name of what differs
     changed = harness.changed_options(args, ap, ("quick", "tour", "debug")) + [("tour", False)] * (not (args.tour or args.quick))

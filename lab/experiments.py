@@ -129,6 +129,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     which keeps its own result and returns a line for the log (board.py's cells).
     """
     named = specs.distinct([specs.named(n) for n in names], taken=("shorter", specs.FULL.label))  # before the books are read
+    drops_nothing(sizes, chunk, f"{chunk}-token chunks")
     ids = book_chunks(tok, n_chunks, chunk)
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
@@ -227,6 +228,14 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
                 out[f"{p} / {name}"] = {s: (base[s] - ppl[p][s]["ppl"]) / (base[s] - bound[s])
                                         if bound[s] < base[s] else None for s in sizes}
     return out
+
+
+def drops_nothing(sizes, longest: int, where: str):
+    """Refuse a size of at least `longest`: such a multi-state drops no row, so its figures are the full
+    cache's printed under the policy's name."""
+    if sizes and max(sizes) >= longest:
+        raise ValueError(f"a multi-state of {max(sizes)} rows drops nothing in {where}, so its numbers would be the full "
+                         f"cache's under the policy's name: give sizes below {longest}")
 
 
 def sweep_table(data) -> str:
@@ -356,12 +365,18 @@ def held_rows(dropped_at) -> torch.Tensor:
     return (j <= t) & (t < dropped_at[..., None, :])
 
 
+def percent(share: float) -> str:
+    """A share as a whole percent, halves rounded up as the viewer page's Math.round does (format's
+    `.0%` rounds them to even: 0.625 would print 62% beside the page's 63%)."""
+    return f"{math.floor(100 * share + 0.5):.0f}%"
+
+
 def retention_table(data) -> str:
     n_layers, held = len(data["first_tokens_kept_to_end_per_layer"]), data["first_token_kept_to_end_layers"]
     if not 0 <= held <= n_layers:
         raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers")
     return (f"{data['policy']}, size {data['size']}, {data['length']} tokens of {data['book']}: "
-            f"{data['recent_share']:.0%} of kept rows are among the {data['size']} most recent\n"
+            f"{percent(data['recent_share'])} of kept rows are among the {data['size']} most recent\n"
             f"the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{n_layers} layers\n"
             "kept longest: " + ", ".join(repr(x["token"]) for x in data["longest_kept_tokens"]))
 
@@ -456,7 +471,8 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
-    prompts = passkey_prompts(tok, length, depths, keys)
+    prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
+    drops_nothing(sizes, length, f"{length}-token prompts")
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]

@@ -185,6 +185,51 @@ def repeated(args, ignore=()) -> str:
     return ""
 
 
+def cells(rows, key, what: str) -> dict:
+    """{key(row): row}, refusing two rows of one key: the later would replace the earlier in a table, unsaid."""
+    out = {}
+    for r in rows:
+        k = key(r)
+        if k in out:
+            raise ValueError(f"two rows of {what} {k}: a table shows one")
+        out[k] = r
+    return out
+
+
+def parse(parser, argv=None):
+    """parser.parse_args(argv), refusing an option given twice (given_twice)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    if twice := given_twice(parser, argv):
+        parser.error(twice)
+    return args
+
+
+def given_twice(parser, argv) -> str:
+    """An option a command line gives twice, said ("--lengths is given twice: only its last value would count"),
+    or "": argparse keeps the last silently (`--lengths 70 --lengths 90` measured 90 alone). Words after a
+    subcommand's name are that subcommand's options; an abbreviation counts as its option."""
+    subs = {name: p for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name, p in a.choices.items()}
+    current, seen = parser, set()
+    for word in argv:
+        if word == "--":
+            break
+        if current is parser and word in subs:
+            current = subs[word]
+            continue
+        if not word.startswith("--"):
+            continue
+        name = word.split("=", 1)[0]
+        table = current._option_string_actions
+        found = table.get(name) or next(iter([a for o, a in table.items() if o.startswith(name)][:1]), None)
+        if found is None or isinstance(found, (argparse._AppendAction, argparse._CountAction)):
+            continue
+        if (id(current), found.dest) in seen:
+            return f"{found.option_strings[-1]} is given twice: only its last value would count; give it once"
+        seen.add((id(current), found.dest))
+    return ""
+
+
 def changed_options(args, parser, ignore=()) -> list:
     """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`."""
     return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]
@@ -211,7 +256,7 @@ def check_writable(name: str) -> pathlib.Path:
     --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
     replaced what `demo.py sweep` wrote, and the pages published it)."""
     if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts or \
-            name.endswith(("/", os.sep)) or pathlib.PurePath(name).name in ("", "."):  # "./", "x/": a hidden ".json"
+            name.replace(os.sep, "/").split("/")[-1] in ("", "."):  # "./", "x/", "x/.": a hidden ".json" or "..json"
         raise ValueError(f"a results name is a name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
     if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")
@@ -254,19 +299,28 @@ def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathli
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:  # no plot: the previous run's is not left beside these numbers
-            png = RESULTS / f"{name}.png"
-            if png.exists():
-                png.unlink()
-                print(f"[msrnn] matplotlib is not installed: no plot, and the previous run's {png} was removed",
-                      file=sys.stderr)
+            _unplotted(RESULTS / f"{name}.png", "matplotlib is not installed")
             return path
-        plt.figure(figsize=(6.4, 4.2))
-        draw(plt, data)
-        plt.tight_layout()
-        with atomic(RESULTS / f"{name}.png") as tmp:
-            plt.savefig(tmp, dpi=120, format="png")
-        plt.close()
+        try:
+            plt.figure(figsize=(6.4, 4.2))
+            draw(plt, data)
+            plt.tight_layout()
+            with atomic(RESULTS / f"{name}.png") as tmp:
+                plt.savefig(tmp, dpi=120, format="png")
+        except Exception as e:  # a label matplotlib cannot draw, a full disk: the numbers are saved, the old plot goes
+            _unplotted(RESULTS / f"{name}.png", f"the plot failed ({type(e).__name__}: {(str(e).strip() or '?').splitlines()[0]})")
+            raise ValueError(f"{path} and its log are saved, but the plot failed: {type(e).__name__}") from None
+        finally:
+            plt.close("all")
     return path
+
+
+def _unplotted(png, why: str):
+    """No plot this run: the previous run's is not left beside the new numbers."""
+    old = png.exists()
+    if old:
+        png.unlink()
+    print(f"[msrnn] {why}: no plot" + (f", and the previous run's {png} was removed" if old else ""), file=sys.stderr)
 
 
 class _Tee(io.TextIOBase):

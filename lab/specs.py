@@ -1,6 +1,8 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
 import ast
+import collections
+from collections import abc
 import dataclasses
 import functools
 import hashlib
@@ -86,11 +88,9 @@ def _reads(fn) -> tuple[list, list]:
             todo.append(f.__func__)
         elif inspect.isfunction(f):
             code.append(f)
-            cells = [_contents(c) for c in f.__closure__ or ()]
-            values += [v for x in cells if not inspect.isfunction(x) for v in _value(x)]
             parts, helpers = _globals(f)
-            values += _value(f.__defaults__) + _value(f.__kwdefaults__) + parts
-            todo += [x for x in cells if inspect.isfunction(x)] + helpers
+            values += parts
+            todo += helpers
         else:  # a class, or a callable instance: its class, its fields and its __call__
             cls = f if inspect.isclass(f) else type(f)
             code.append(cls)
@@ -112,37 +112,48 @@ def _fields(obj, data_only=False) -> list:
 
 
 def _globals(f) -> tuple[list, list]:
-    """The module globals f's code names that hold data (not modules, functions or classes, whose files
-    the key hashes already), and the data attributes it names of the modules it names (`helper.SIGN`): a
-    constant changed in a notebook between two sweeps changes the key (not a _private one: a cache of the
-    module's own), and the settings of the classes and bound methods it names. Also the functions it calls of
-    its own module and of the modules it names (not installed ones: torch's, Python's), whose globals count
-    too. Returns (key parts, those functions)."""
+    """What f's code reads by name, besides its parameters: the module globals it names, the values it closes
+    over and its default arguments. Data by its contents (a global _NAME is skipped: a module's private cache);
+    of a module, the data attributes the code names (`helper.SIGN`); of a class, its settings, and its methods
+    as helpers (`Scorer().score` reads a constant); of a bound method, the object's fields and the method.
+    Functions f reaches this way are returned as helpers (of its own module or the user's, not installed
+    ones: torch's, Python's), whose reads count too. Returns (key parts, those functions)."""
     names, todo = set(), [f.__code__]
     while todo:  # the code of f's comprehensions and inner functions names globals too
         c = todo.pop()
         names |= set(c.co_names)
         todo += [k for k in c.co_consts if inspect.iscode(k)]
-    g, parts, helpers = f.__globals__, [], []
-    for n in sorted(n for n in names & g.keys() if not n.startswith("_")):  # _NAME: a module's private cache
-        if _data(g[n]):
-            parts += [n, *_value(g[n])]
-        elif inspect.ismodule(g[n]):
-            for a in sorted(names):
-                try:
-                    x = getattr(g[n], a)
-                except Exception:  # a module's own __getattr__ may raise anything
-                    continue
-                if _data(x):
-                    parts += [f"{n}.{a}", *_value(x)]
-                elif inspect.isfunction(x) and _users(x):  # helper.score: its globals
-                    helpers.append(x)
-        elif inspect.isclass(g[n]):  # Cfg.SIGN: a class's settings, read through its name
-            parts += [n, *_fields(g[n], data_only=True)]
-        elif inspect.ismethod(g[n]):  # SCORE = obj.score: the object's fields
-            parts += [n, *_value(g[n].__self__)]
-        elif inspect.isfunction(g[n]) and (g[n].__module__ == f.__module__ or _users(g[n])):  # `from scoring import score` too
-            helpers.append(g[n])
+    g, co = f.__globals__, f.__code__
+    params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
+    scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
+              ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
+              ("default ", dict(zip(params[co.co_argcount - len(f.__defaults__ or ()):], f.__defaults__ or ()))
+               | (f.__kwdefaults__ or {}), True)]  # def pol(rows, cfg=Cfg)
+    parts, helpers = [], []
+    for kind, scope, follow in scopes:  # follow: a function held in a cell or a default is always followed
+        for n, x in sorted(scope.items()):
+            if _data(x):
+                parts += [kind + n, *_value(x)]
+            elif inspect.ismodule(x):
+                for a in sorted(names):
+                    try:
+                        y = getattr(x, a)
+                    except Exception:  # a module's own __getattr__ may raise anything
+                        continue
+                    if _data(y):
+                        parts += [f"{kind}{n}.{a}", *_value(y)]
+                    elif inspect.isfunction(y) and _users(y):  # helper.score: its reads
+                        helpers.append(y)
+            elif inspect.isclass(x):  # Cfg.SIGN: a class's settings; its methods' reads
+                parts += [kind + n, *_fields(x, data_only=True)]
+                helpers += [m for c in x.__mro__ for m in vars(c).values() if inspect.isfunction(m) and _users(m)]
+            elif inspect.ismethod(x):  # SCORE = obj.score: the object's fields, and the method
+                parts += [kind + n, *_value(x.__self__)]
+                helpers += [x.__func__] if inspect.isfunction(x.__func__) and (follow or _users(x.__func__)) else []
+            elif inspect.isfunction(x) and (follow or x.__module__ == f.__module__ or _users(x)):  # `from scoring import score` too
+                helpers.append(x)
+            elif kind and not inspect.isfunction(x):  # a builtin held in a cell or a default: by its name
+                parts += [kind + n, *_value(x)]
     return parts, helpers
 
 
@@ -161,6 +172,9 @@ def _data(x) -> bool:  # a value, not code: modules, functions, classes and desc
     return not (inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x) or hasattr(type(x), "__get__"))
 
 
+DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
+
+
 def _value(x, depth: int = 0) -> list:
     """A value as key parts, by its contents: a tensor or a numpy array by its bytes, a module by its
     weights, a list, tuple, set or dict item by item; a function, class or module by its name (its file is
@@ -177,18 +191,20 @@ def _value(x, depth: int = 0) -> list:
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
-    if depth < 8 and isinstance(x, (list, tuple)):
-        return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1))]
-    if depth < 8 and isinstance(x, (set, frozenset)):
-        return [type(x).__name__, *sorted(repr(_value(v, depth + 1)) for v in x)]
-    if depth < 8 and isinstance(x, dict):
+    if depth >= DEEP and not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
+        return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
+    if isinstance(x, abc.Mapping):
         return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1)))]
+    if isinstance(x, (abc.Set, set, frozenset)):  # each item by its contents, in an order that does not depend on the set's
+        return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x)]
+    if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
+        return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1))]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         try:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
-    if depth < 8 and hasattr(x, "__dict__") and not isinstance(x, (str, bytes, int, float, complex, bool)):
+    if depth < DEEP and hasattr(x, "__dict__") and not isinstance(x, (str, bytes, int, float, complex, bool)):
         return [type(x).__qualname__, *_value(vars(x), depth + 1)]  # a dataclass, a namespace: its fields, all of them
     return [repr(x)]
 
@@ -319,6 +335,10 @@ def _bind(fn, args, spec) -> Named:
     if shown.startswith("_"):  # matplotlib leaves such a line out of its legend: drawn, but not named
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
                          "leave out; give it another with policies.label(\"...\")")
+    if not shown.strip() or "$" in shown:  # a blank row and legend entry; matplotlib reads $...$ as mathematics
+        raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} is " +
+                         ("blank" if not shown.strip() else "not drawn as written (a '$' starts matplotlib's mathematics)") +
+                         "; give it another with policies.label(\"...\")")
     policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)
 

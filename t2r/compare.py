@@ -15,6 +15,7 @@ import torch
 
 import llama
 import msrnn
+from engine import guards
 from lab import experiments, harness, specs
 from t2r.linear import FeatureMaps, forward, state_bytes
 from t2r.train import TAIL_GAIN, code_key, finetune, save, training_text, transfer, zeroed
@@ -49,6 +50,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                          "it is read on; give sizes below the length")
     if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
         raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
+    if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
+        raise ValueError(f"tail sizes {list(tail_sizes)}: each is read beside TOVA at that size, so each must be one of "
+                         f"the sizes {list(sizes)}")
     if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
         raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
                          f"would learn from no folded row; give a size below the tail's chunk length")
@@ -202,7 +206,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
     with torch.no_grad():
         maps.gq.fill_(TAIL_GAIN)
-    path = comp.cache("tail", "tova", tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))
+    path = comp.cache("tail", tova.key, tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))  # trained under TOVA as it is
     comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
                    minutes=minutes, checkpoint=path, log=comp.log)
@@ -249,9 +253,10 @@ def table(data) -> str:
     for row in data["results"]:
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
-    full = next((row["ppl"] for row in data["results"] if row["family"] == "full"), None)
-    if full is None:
-        raise ValueError("no full-cache row: the table's gaps are measured against it")
+    full = [row["ppl"] for row in data["results"] if row["family"] == "full"]
+    if len(full) != 1:
+        raise ValueError(f"{len(full)} full-cache rows: the table's gaps are measured against one")
+    full = full[0]
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
              f"trained or measured again). Full cache: {full:.2f}.",
@@ -259,6 +264,8 @@ def table(data) -> str:
              "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
              "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
     for k, v in data["bypass"].items():
+        if not (guards.number(v["with"]) and guards.number(v["zeroed"]) and min(v["with"], v["zeroed"]) >= 1):
+            raise ValueError(f"bypass {k}: perplexities {v['with']!r} and {v['zeroed']!r}; a perplexity is a number of at least 1")
         notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)

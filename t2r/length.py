@@ -40,6 +40,7 @@ import torch
 import load_weights
 import msrnn
 from data import corpus
+from engine import guards
 from lab import experiments, harness, specs
 from t2r import linear, tail, train
 
@@ -244,9 +245,10 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
     ft_minutes = args.finetune_minutes or FINETUNE_MINUTES.get(which, 0.0)
     lora = path.with_name(f"{path.stem}-lora{ft_minutes:g}.safetensors")
     got = harness.read_cached(measured, {"rows": [{"ppl": (float, 1), "zeroed_ppl?": (float, 1), "tokens": (int, 2), "method": str}],
-                                         "training": dict, "horizons": dict})  # a damaged row: measured again
-    if got is not None and {r["tokens"] for r in got["rows"]} != set(lengths):  # a length missing or one too many
-        log(f"{which}: results/t2r_rows/{measured.name} holds other lengths than {sorted(lengths)}; measuring again")
+                                         "training": dict, "horizons": dict, "methods": [str]})  # a damaged row: measured again
+    if got is not None and sorted((r["method"], r["tokens"]) for r in got["rows"]) != \
+            sorted((m, n) for m in got["methods"] for n in lengths):  # a length or a method missing, or one too many
+        log(f"{which}: results/t2r_rows/{measured.name} holds other rows than its methods at {sorted(lengths)}; measuring again")
         got = None
     if got is not None:
         log(f"{which}: {len(got['rows'])} rows read back from results/t2r_rows/{measured.name}")
@@ -288,6 +290,7 @@ def kept(got: dict, which: str, measured) -> dict:
     """A family's measurements, each row labelled with the family, kept in `measured` for the next run."""
     for row in got["rows"]:
         row["family"] = which
+    got["methods"] = sorted({r["method"] for r in got["rows"]})  # what a read back must hold, every one at every length
     harness.atomic_write(measured, json.dumps(got))
     return got
 
@@ -311,14 +314,19 @@ def lora_alone(model, maps, chunks, text, lengths, checkpoint, name, budget: dic
 
 def control_budget(chunks, args, lora=None) -> dict:
     """The control family's LoRA budget: the chunks of as many tokens as the lora family's LoRA stage read,
-    in this run (`lora`, its measurements) or the lora family's own (results/t2r_length_lora.json), or
-    --finetune-minutes where there is none."""
+    in this run (`lora`, its measurements), else --finetune-minutes where given, else the lora family's own run
+    (results/t2r_length_lora.json, checked), else the lora family's minutes."""
+    if lora is None and args.finetune_minutes:  # asked for, and no LoRA stage in this run to match: used
+        return {"minutes": args.finetune_minutes}
     try:
         lora = lora or json.loads((harness.RESULTS / "t2r_length_lora.json").read_text())["families"]["lora"]
         tokens = lora["finetune"]["tokens"]
-        return {"chunks": chunks[:max(1, tokens // chunks.shape[1])]}
     except (OSError, ValueError, KeyError, TypeError):
-        return {"minutes": args.finetune_minutes or FINETUNE_MINUTES["lora"]}
+        return {"minutes": FINETUNE_MINUTES["lora"]}
+    if not (type(tokens) is int and chunks.shape[1] <= tokens <= chunks.numel()):  # a count no LoRA stage here read
+        raise ValueError(f"results/t2r_length_lora.json says the lora family's LoRA read {tokens!r} tokens: not a run of "
+                         f"{chunks.shape[1]}-token chunks (1 to {len(chunks)} of them); run --sets lora again, or give --finetune-minutes")
+    return {"chunks": chunks[:tokens // chunks.shape[1]]}
 
 
 def controlled(model, maps, chunks, text, lengths, budget, log, checkpoint) -> dict:
@@ -339,7 +347,7 @@ def cache_files(which, model, chunks, text, args, minutes, described):
     key = train.code_key(harness.fingerprint(*experiments.identity(model)), chunks, args.r, minutes, *described)
     path = harness.RESULTS / f"t2r_length_{key}.safetensors"
     measured = harness.RESULTS / "t2r_rows" / ("length-" + harness.fingerprint(
-        which, path.name, text, sorted(args.lengths), args.sizes,
+        which, path.name, text, sorted(args.lengths), args.sizes if which == "tails" else None,  # the sizes only a tail reads
         (args.finetune_minutes or FINETUNE_MINUTES.get(which)) if which in ("lora", "sinks") else None,
         *measuring(), *harness.sources(pathlib.Path(tail.__file__), pathlib.Path(experiments.__file__))) + ".json")
     return path, measured
@@ -366,7 +374,7 @@ def main(argv=None):
     ap.add_argument("--name", help="results/<name>.* (default t2r_length, or t2r_length_<sets>, for the published "
                     "settings; with others, results/runs/ and a name that says what differs)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     for flag, r in (("--r", args.r), ("--tail-r", args.tail_r)):
         if r % 2 or r < 4:  # every family is Hedgehog's: r/2 features of Wx, r/2 of -Wx, each a softmax
             ap.error(f"{flag}: Hedgehog's features need an even r of at least 4, got {r}")
@@ -381,6 +389,12 @@ def main(argv=None):
     if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
         ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
                  "keep exact fold nothing, so their linear parts (the tails: TOVA drops nothing) would learn from no row")
+    uses = {"horizons": set(FAMILIES) - {"sinks"}, "sizes": {"tails"}, "tail_r": {"tails"}, "r": set(FAMILIES) - {"tails"},
+            "minutes": set(FAMILIES) - {"control"}, "finetune_minutes": {"lora", "sinks", "control"}}
+    for option, _ in harness.changed_options(args, ap):  # a setting no family of this run reads: said, not ignored
+        if option in uses and args.sets != "all" and args.sets not in uses[option]:
+            ap.error(f"--{option.replace('_', '-')} does not apply to --sets {args.sets} (it sets "
+                     f"{', '.join(sorted(uses[option]))})")
     if args.name is None:  # other settings than the published ones never overwrite the file the pages show
         published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
         args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
@@ -455,7 +469,15 @@ def table(data, family: str | None = None) -> str:
     rows += full
     lengths = sorted({r["tokens"] for r in rows})
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    cell = {(r["method"], r["tokens"]): r for r in rows}
+    cell = harness.cells(rows, lambda r: (r["method"], r["tokens"]), "(method, tokens)")
+    for m in methods:  # every method at every length, its zeroed twin at all of them or none
+        have = [(m, n) in cell for n in lengths]
+        twin = {"zeroed_ppl" in cell[m, n] for n in lengths if (m, n) in cell}
+        if not all(have) or len(twin) > 1:
+            raise ValueError(f"{m!r} has rows at {[n for n, h in zip(lengths, have) if h]} of the lengths {lengths}"
+                             + (", its zeroed twin at some only" if len(twin) > 1 else "") + ": a table shows every cell")
+    if lengths[0] < 2:  # a prefix of one token holds no prediction
+        raise ValueError(f"a row at {lengths[0]} token(s): a perplexity needs a prefix of at least 2")
     twins = " (zeroed)" if any("zeroed_ppl" in r for r in rows) else ""
     spans = list(zip(lengths, lengths[1:]))  # the segment each longer prefix adds
     head = ["method", *(f"{n:,} tokens{twins}" for n in lengths), *(f"tokens {a:,}–{b:,} alone" for a, b in spans)]
@@ -482,12 +504,16 @@ def costs(data) -> str:
     lines = ["| family | stage | tokens | seconds | tokens/s | learned horizons: min–max (median) |", "|---|---|---|---|---|---|"]
     for which, got in data["families"].items():
         spans = {n: sorted(x for layer in h for x in layer) for n, h in got["horizons"].items()}
+        if not all(v and all(guards.number(x) and x >= 1 for x in v) for v in spans.values()):  # 1 / (1 - γ), γ in [0, 1)
+            raise ValueError(f"{which}: a learned horizon is missing or below 1 token ({', '.join(spans)})")
         learned = "; ".join(f"{n}: {v[0]:.1f}–{v[-1]:.1f} ({statistics.median(v):.1f})" for n, v in spans.items())
         for stage, what in (("training", "attention transfer"), ("finetune", "LoRA finetune"), ("control", "LoRA finetune, control")):
             if got.get(stage, {}).get("tokens"):  # the control family trains no map
                 c = got[stage]
                 lines.append(f"| {which} | {what} | "
                              f"{c['tokens']:,} | {c['seconds']:.0f} | {c['tokens_per_s']:.0f} | {learned if stage == 'training' else ''} |")
+    if len(lines) == 2:  # a table of its header: no family trained anything
+        raise ValueError("no family's training cost: its families hold no stage that read tokens")
     return "\n".join(lines)
 
 

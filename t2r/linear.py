@@ -312,6 +312,7 @@ def state_bytes(model: llama.Model, maps: FeatureMaps) -> int:
     """Bytes one sequence holds in all its swapped layers together: in each, the sinks' and the window's
     key and value rows, and S and z of maps.r features per KV head. (A layer not swapped keeps the full
     cache, which grows, and is not counted.)"""
+    guards.check_maps(model, maps)  # another model's maps would count its layers with this one's heads
     c = model.config
     window = 2 * (maps.window + maps.sinks) * c.head_dim              # a key and a value of head_dim per row
     return len(maps.layers) * c.n_kv_heads * (window + maps.r * (c.head_dim + 1)) * model.embed.element_size()

@@ -467,7 +467,7 @@ def claims(data) -> list:
     test = lambda r: r["test_loss"]["test"]
     t2r, t2r0 = _runs(data, "T2R", "pretrained", top), _runs(data, "T2R", "random", top)
     elu, elu0 = _runs(data, "ELU+1", "pretrained", None), _runs(data, "ELU+1", "random", None)
-    tf = data["rows"][0]
+    tf = _transformer(data["rows"], data)
     n = len(t2r)
     out = []
     a = _paired(t2r0, t2r, test)
@@ -522,13 +522,23 @@ def conversions(data) -> list:
     return out
 
 
+def _transformer(rows: list, data) -> dict:
+    """The teacher's row (or group) among `rows`, found by what it is, not by its place."""
+    found = [r for r in rows if r["method"] == "transformer" and r["teacher_steps"] == data["preset"]["pretrain_steps"]]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} rows of the transformer at its {data['preset']['pretrain_steps']} steps: one expected")
+    return found[0]
+
+
 def table(data) -> str:
-    base = data["groups"][0]["ppl"]
+    base = _transformer(data["groups"], data)["ppl"]
     extra = [s for s in data["groups"][0]["sets"] if s != "test"]
     pm = lambda x, sd: f"{x:.2f} ± {sd:.2f}" if sd else f"{x:.2f}"
     lines = ["| row | seeds | state (KiB) | training tokens | seconds | dev loss | test ppl | vs transformer | "
              + " | ".join(f"{s} ppl" for s in extra) + " |", "|---" * (8 + len(extra)) + "|"]
     for g in data["groups"]:
+        if not g["seeds"]:
+            raise ValueError(f"{g['name']}: a row of no seed")
         dev = f"{g['dev_loss']:.3f}" + (f" ± {g['dev_loss_std']:.3f}" if g["dev_loss_std"] else "")
         lines.append(f"| {g['name']} | {len(g['seeds'])} | {g['state_bytes'] / 1024:.1f} | {g['train_tokens']:,} | "
                      f"{g['seconds']:.0f} | {dev} | {pm(g['ppl'], g['ppl_std'])} | {g['ppl'] / base - 1:+.1%} | "
@@ -542,7 +552,9 @@ def claims_table(data) -> str:
     if data.get("conversions"):
         lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens (at most its budget) | "
                   "advantage (nats) |", "|---|---|---|---|"]
-        lines += [f"| {t:,} | {a:.3f} | {b:.3f} | {d:+.3f} |" for t, a, b, d in data["conversions"]]
+        if any(len(row) != 4 for row in data["conversions"]):
+            raise ValueError("a conversions row holds [teacher tokens, converted loss, from-scratch loss, their difference]")
+        lines += [f"| {t:,} | {a:.3f} | {b:.3f} | {b - a:+.3f} |" for t, a, b, _ in data["conversions"]]  # the difference, as shown
     return "\n".join(lines)
 
 
@@ -605,6 +617,9 @@ def use_linear(path) -> None:
     else:
         raise SystemExit(f"error: --linear {path}: its results go beside its t2r/ folder (course/work/t2r/linear.py -> "
                          "course/work/results/), and this file is in no t2r/ folder; move it, or set MSRNN_RESULTS")
+    if results == (pathlib.Path(__file__).resolve().parents[1] / "results"):  # the repository's own t2r/linear.py
+        raise SystemExit(f"error: --linear {path} sends its results to the repository's results/, where the published run "
+                         "is: that file is the repository's own (run without --linear), or set MSRNN_RESULTS")
     spec = importlib.util.spec_from_file_location("student_linear", path)
     linear = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(linear)
@@ -643,7 +658,7 @@ def main(argv=None):
     ap.add_argument("--jobs", type=harness.at_least(1), default=2, help="RNN runs side by side, one thread each (default 2)")
     ap.add_argument("--linear", type=pathlib.Path, help="another t2r/linear.py to run the rows with (the course's "
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if args.linear is not None:
         use_linear(args.linear)
     preset = "quick" if args.quick else "full"

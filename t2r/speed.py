@@ -25,16 +25,18 @@ import llama
 import load_weights
 import msrnn
 import policies
+from engine import guards
 from lab import experiments, harness
 from t2r import linear, tail
 
 
 def maps_from(spec: str, model) -> linear.FeatureMaps:
     """'relu:64', 'hedgehog:16', 'elu': untrained maps (a step costs the same whatever their values)."""
-    kind, _, r = spec.partition(":")
-    if r and (not (r.isascii() and r.isdigit()) or int(r) < 1):
-        raise ValueError(f"a feature map is kind:r with r a whole number of features >= 1 (relu:64), got {spec!r}")
-    return linear.FeatureMaps(model.config, int(r) if r else 64, kind, dtype=model.dtype).to(model.device)
+    try:
+        kind, _, r = map_spec(spec).partition(":")  # the command line's checks: no default r, none for elu
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(str(e)) from None
+    return linear.FeatureMaps(model.config, int(r) if r else 0, kind, dtype=model.dtype).to(model.device)
 
 
 def held_bytes(state: msrnn.State) -> int:
@@ -81,6 +83,9 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     """Every state built first, then `steps` rounds of one step from each, so that a change in the
     machine's load falls on every cell alike; each cell's figure is the median of its rounds, in CPU
     seconds of this thread (what other processes on shared cores take is not counted) and in wall seconds."""
+    if not (guards.integer(steps) and steps >= 1) or min(lengths) <= size:  # as the command line checks them
+        raise ValueError(f"steps must be a whole number >= 1 (got {steps!r}) and every length above the size {size} "
+                         f"(TOVA {size} holds {size + 1} rows; got lengths {list(lengths)})")
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
     kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
     token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
@@ -109,8 +114,10 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
 def table(data) -> str:
     """One row per kind: MiB of state and tokens/s at each length, and the last length's speed against the first's."""
     lengths, rows = data["lengths"], {}
-    for r in data["results"]:
-        rows.setdefault(r["label"], {})[r["tokens_read"]] = r
+    for (label, n), r in harness.cells(data["results"], lambda r: (r["label"], r["tokens_read"]), "(label, tokens read)").items():
+        rows.setdefault(label, {})[n] = r
+        if not r["tokens_per_s"] > 0:  # no step in no time: a speed of 0 is no run's
+            raise ValueError(f"{label} at {n:,} tokens: tokens_per_s is {r['tokens_per_s']}, and a step takes some time")
     head = "| | " + " | ".join(f"MiB at {n:,}" for n in lengths) + " | " + " | ".join(f"tokens/s at {n:,}" for n in lengths)
     lines = [head + f" | {lengths[-1]:,} vs {lengths[0]:,} |", "|---" * (2 * len(lengths) + 2) + "|"]
     for label, by_n in rows.items():
@@ -163,7 +170,7 @@ def main(argv=None):
                     help="torch threads (default 1: a step is ~2,000 small operations, and on 2 shared cores "
                          "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
-    args = ap.parse_args(argv)
+    args = harness.parse(ap, argv)
     if len(set(args.lengths)) < len(args.lengths):
         ap.error(f"--lengths names a length twice: {args.lengths}")
     if min(args.lengths) <= args.size:  # a state built as after n tokens: TOVA's size + 1 slots need more than size

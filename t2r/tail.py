@@ -101,9 +101,11 @@ def check(model: llama.Model, maps, size):
         raise TypeError(f"maps must be t2r.linear.FeatureMaps, got {type(maps).__name__}")
     if size is None or isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"a tail needs a finite MSRNN: size must be a positive integer, got {size!r}")
-    if maps.sinks:
-        raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks (they have {maps.sinks}); "
-                         f"keep sinks with the policy, e.g. sink:4")
+    if maps.sinks or maps.window:
+        raise ValueError(f"a tail's exact rows are the policy's: its maps take no sinks or window (they have {maps.sinks} "
+                         f"and {maps.window}, which it would ignore); keep sinks with the policy, e.g. sink:4")
+    if not maps.layers:
+        raise ValueError("the maps swap no layer: a tail of them would fold nothing, the policy alone under a tail's name")
     guards.check_maps(model, maps)
 
 
@@ -212,6 +214,9 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
             turn["pass"] += 1
         turn["layer"] = i
         size = sizes[turn["pass"] % len(sizes)]
+        if q.shape[3] <= size:  # nothing dropped, nothing folded: the full cache under the tail's name
+            raise ValueError(f"a multi-state of {size} rows drops nothing in {q.shape[3]} tokens: its tail would fold "
+                             "nothing (and learn nothing); give a size below the text's length")
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
         if i not in maps.layers:
             return attention(q, k, v, held, dropped)

@@ -316,22 +316,21 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     running the model again (the same q, k, v and outputs, so the same training: tests/test_t2r.py).
     Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
-    guards.check_tokens(model, chunks, dims=(2,))  # chunks (N, T): a text (T,) is one chunk, chunks[None]
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
-    for m in maps_list:  # a row older than the exact ones is what a linear part learns from
-        guards.check_maps(model, m)  # layers, shapes and dtype that fit the model
-        if not m.layers:
-            raise ValueError("maps that swap no layer have nothing to learn: give FeatureMaps some layers")
-        if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0
-            raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
-                             "chunks: their linear part would learn nothing; train on longer chunks")
+    _check_run(model, maps_list, chunks, seed=seed, save_every=save_every, eval_every=eval_every)
+    for m in maps_list:
+        if not any(p.requires_grad for p in m.parameters()):  # ELU+1, or frozen maps
+            raise ValueError(f"the {m.kind} maps have no trainable weight (ELU+1 has none; or requires_grad is off): "
+                             "attention transfer would train nothing")
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
+    if len(students) != len(maps_list):  # zip would leave the last maps untrained, their loss 0
+        raise ValueError(f"{len(students)} students for {len(maps_list)} sets of maps: give one per set (None: the maps' own)")
     students = [s or student_of(m) for s, m in zip(students, maps_list)]
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
-                "maps": [describe(m) for m in maps_list]}
+                "maps": [describe(m) for m in maps_list]} | _identity(model, maps_list, chunks)
     run, layer_loss = _resume(checkpoint, params, opt, settings, log), [0.0] * len(maps_list)
     teacher = teacher or Teacher(model, chunks)
 
@@ -354,6 +353,31 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
             log(f"   transfer step {run['step']}/{epochs * len(chunks)}: {run['tokens']:,} tokens, "
                 f"{run['tokens'] / run['seconds']:.0f} tokens/s, MSE " + " ".join(f"{l:.4g}" for l in run["losses"][-1]))
     return _train(run, step, epochs * len(chunks), minutes, params, opt, report, evaluate, eval_every, checkpoint, save_every)
+
+
+def _check_run(model, maps_list, chunks, seed=0, save_every=1, eval_every=1):
+    """What both stages and transfer_loss need before a step: chunks (N, T) of this model's tokens; maps that fit
+    the model, swap a layer and fold a row of each chunk; whole seeds and intervals."""
+    guards.check_tokens(model, chunks, dims=(2,))  # chunks (N, T): a text (T,) is one chunk, chunks[None]
+    for m in maps_list:  # a row older than the exact ones is what a linear part learns from
+        guards.check_maps(model, m)  # layers, shapes and dtype that fit the model
+        if not m.layers:
+            raise ValueError("maps that swap no layer have nothing to learn: give FeatureMaps some layers")
+        if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0
+            raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
+                             "chunks: their linear part would learn nothing; train on longer chunks")
+    if not guards.integer(seed):
+        raise ValueError(f"seed must be a whole number, got {seed!r}")
+    for name, x in (("save_every", save_every), ("eval_every", eval_every)):
+        if not (guards.integer(x) and x >= 1):
+            raise ValueError(f"{name} is a number of steps, a whole number >= 1; got {x!r}")
+
+
+def _identity(model, maps_list, chunks) -> dict:
+    """For a checkpoint's record: the model (config and weights), the tokens and the maps as they start (their
+    horizons, their seed), so that a run saved for others of the same shapes is not resumed as this one."""
+    return {"model": harness.fingerprint(*experiments.identity(model)), "tokens": harness.fingerprint(chunks),
+            "start": [harness.fingerprint(*(p.detach() for p in m.parameters())) for m in maps_list]}
 
 
 def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every, checkpoint, save_every) -> dict:
@@ -388,6 +412,7 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
 
 def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
     """The attention-transfer MSE of `maps` on chunks (N, T), averaged over chunks and swapped layers."""
+    _check_run(model, [maps], chunks)
     student, total, teacher = student or student_of(maps), [0.0], Teacher(model, chunks)
 
     def measure(i, q, k, v, o):
@@ -505,12 +530,14 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     guards.check_training(epochs, minutes, lr=lr, maps_lr=maps_lr, **({"rank": rank, "alpha": alpha} if mode == "lora" else {}))
     if mode == "lora" and not guards.integer(rank):
         raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
+    _check_run(model, [maps], chunks, seed=seed, save_every=save_every, eval_every=eval_every)  # transfer's checks
+    start = _identity(model, [maps], chunks)
     params, build = weights(model, mode, rank, alpha, seed)
     params = {f"maps.{n}": p for n, p in maps.named_parameters()} | {f"model.{n}": p for n, p in params.items()}
     opt = torch.optim.Adam([{"params": [p for n, p in params.items() if n.startswith("maps.")], "lr": maps_lr},
                             {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
     settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "rank": rank, "alpha": alpha,
-                "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)}
+                "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)} | start
     run, total = _resume(checkpoint, params, opt, settings, log), epochs * len(chunks)
     student = student_of(maps)
     attend = lambda i, q, k, v: (linear.softmax(model, q, k, v) if i not in maps.layers else

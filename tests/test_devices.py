@@ -232,6 +232,7 @@ def test_table1_counts_the_bytes_of_the_models_dtype():
     def held(dtype):
         meta = torch.empty(8, 8, dtype=dtype, device="meta")
         return msrnn.state_bytes(llama.Model(c, meta, [], meta[0], meta, torch.empty(8, dtype=torch.float64)), 5)
+    assert type(held(torch.float32)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
     for dtype, size in ((torch.float16, 2), (torch.bfloat16, 2), (torch.float32, 4)):
         assert held(dtype) * 8 == held(torch.float64) * size, \
             f"it gives {held(dtype)} bytes for a {dtype} model and {held(torch.float64)} for a float64 one: an " \

@@ -1,6 +1,7 @@
 """Nothing stale, nothing half-done (issue 32): a cached number belongs to the code that made it, a
 step that fails leaves the state as it was, and the last silent inputs get named."""
 import json
+import pathlib
 import re
 
 import pytest
@@ -1442,7 +1443,7 @@ def test_round_11_the_report_and_the_recorded_command(tmp_path, monkeypatch):
     for data, says in (({"first_tokens_kept_to_end_per_layer": [0] * 30, "first_token_kept_to_end_layers": 99}, "99 of 30 layers"),):
         with pytest.raises(ValueError, match=says):
             experiments.retention_table(data)
-    for data, says in (({"cache_MiB_per_seq": -11.3}, "at least 0"), ({"size": -256}, "at least 0"),
+    for data, says in (({"cache_MiB_per_seq": -11.3}, "at least 0"), ({"size": -256}, "at least 1"),
                        ({"share_of_limit": -0.86}, "from 0 to 1"), ({"vs_transformers": -1.27}, "at least 0")):
         with pytest.raises(ValueError, match=says):
             demo.plausible(data)
@@ -1563,3 +1564,227 @@ def test_round_12_probes_transfers_keys_cells_names_and_report(tmp_path, monkeyp
         lookahead.lookahead(MODEL, [1, 2, 3])
     with pytest.raises(ValueError, match="drops nothing in the 4096-token chunks"):
         compare.experiment(MODEL, None, sizes=(32, 4096))
+
+
+# ---------------------------------------------------------------- round 13 (two helpers, on round 12's fixes)
+
+def test_round13_keys_follow_cells_defaults_class_methods_and_any_container(tmp_path):
+    """Round 13: a policy closing over a class, a module or a bound method, a default argument that is a
+    class, a class imported by name whose method reads a constant, and a tensor in a deque, a set or nested
+    9 deep kept their key when the setting changed (the sweep served the old perplexity)."""
+    import collections
+    (tmp_path / "scoring_r13.py").write_text(
+        "SIGN = 1.0\nclass Scorer:\n    def score(self, rows):\n        return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "pol_r13.py").write_text(
+        "from scoring_r13 import Scorer\nimport scoring_r13\nclass Cfg:\n    SIGN = 1.0\n"
+        "def make(cfg):\n    def pol(rows):\n        return rows.pos[:, :1].double() * cfg.SIGN\n    return pol\n"
+        "by_class, by_module = make(Cfg), make(scoring_r13)\n"
+        "class Obj:\n    sign = 1.0\n    def score(self, rows):\n        return rows.pos[:, :1].double() * self.sign\n"
+        "OBJ = Obj()\ndef wrap(f):\n    def pol(rows):\n        return f(rows)\n    return pol\nby_method = wrap(OBJ.score)\n"
+        "def by_default(rows, cfg=Cfg):\n    return rows.pos[:, :1].double() * cfg.SIGN\n"
+        "def by_import(rows):\n    return Scorer().score(rows)\n"
+        "HOLD = {}\ndef by_container(rows):\n    return rows.pos[:, :1].double() * HOLD['w'][0].sum()\n")
+    pol, scoring = imported(tmp_path, "pol_r13", "scoring_r13")
+    w = torch.ones(2000, dtype=torch.float64)
+    for name, change in (("by_class", lambda: setattr(pol.Cfg, "SIGN", -pol.Cfg.SIGN)),
+                         ("by_module", lambda: setattr(scoring, "SIGN", -scoring.SIGN)),
+                         ("by_method", lambda: setattr(pol.OBJ, "sign", -pol.OBJ.sign)),
+                         ("by_default", lambda: setattr(pol.Cfg, "SIGN", -pol.Cfg.SIGN)),
+                         ("by_import", lambda: setattr(scoring, "SIGN", -scoring.SIGN))):
+        before = specs.named(getattr(pol, name)).key
+        change()
+        assert specs.named(getattr(pol, name)).key != before, name
+    for hold in (collections.deque([w]), {w}, [[[[[[[[[w]]]]]]]]]):
+        pol.HOLD["w"] = hold
+        before = specs.named(pol.by_container).key
+        w[1000] += 1
+        assert specs.named(pol.by_container).key != before, type(hold).__name__
+
+
+def test_round13_compiled_step_reused_probes_each_policy():
+    """Round 13: `fast.compiled_step()` spent its eager probe on the first policy; reused through
+    msrnn.generate(step=...) for another, that one's NaN scores ran in the graph unchecked."""
+    from engine import fast
+
+    def nan_scores(rows):
+        s = rows.pos[:, :1].double()
+        return (s - s) / (s - s)
+    step, prompt = fast.compiled_step(), tokens(1, 2)[0]
+    list(msrnn.generate(MODEL, prompt, 16, policies.tova, size=4, step=step))  # its 8 probe drops spent
+    with pytest.raises(guards.PolicyError, match="NaN scores"):
+        list(msrnn.generate(MODEL, prompt, 8, nan_scores, size=4, step=step))
+
+
+class Bytes:
+    """A tokenizer of the tiny model's 61 ids: a character's byte modulo 61."""
+    def encode(self, text):
+        import types
+        return types.SimpleNamespace(ids=[b % 61 for b in text.encode()])
+
+
+def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, monkeypatch):
+    """Round 13: the report published inf tokens/s (1e999 in the file), a size of 0, 256.5 or "-5"; a board
+    verdict "banana" was served; `--name x/.` wrote results/x/..json; a blank label or one matplotlib reads
+    as mathematics was accepted (its plot failed after the run, the old one left beside the new numbers);
+    ppl, sweep and passkey printed the full cache's numbers under TOVA's name at a size that drops nothing."""
+    from lab import board
+    for data, says in (({"tokens_per_s": 1e999}, "is inf"), ({"tokens_per_s": -1e999}, "is -inf"), ({"size": 0}, "at least 1"),
+                       ({"size": 256.5}, "whole number"), ({"size": "-5"}, "is a number"), ({"sizes": [64, 0]}, "at least 1")):
+        with pytest.raises(ValueError, match=says):
+            demo.plausible(data)
+    demo.plausible({"about": {"threads": "one per job"}, "tokens": ["\n\n", " the"]})  # words where words belong
+    cell = tmp_path / "checked.json"
+    cell.write_text(json.dumps({"contract": "", "exact": "banana", "causal": "pass", "cost": "3 µs per call"}))
+    assert harness.read_cached(cell, board.CELLS["checked"]) is None
+    cell.write_text(json.dumps({"contract": "pass", "exact": "fail", "causal": "lookahead (not a policy)", "cost": "fail"}))
+    assert harness.read_cached(cell, board.CELLS["checked"]) is not None
+    with pytest.raises(ValueError, match="a results name is a name inside"):
+        harness.check_writable("x/.")
+    for text, says in (("   ", "blank"), ("cost $x$", "matplotlib's mathematics")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            specs.named(policies.label(text)(lambda rows: rows.pos[:, :1].double()))
+    for call in (lambda: experiments.sweep(MODEL, None, sizes=(4, 24), names=("tova",), n_chunks=1, chunk=24),
+                 lambda: experiments.passkey(MODEL, Bytes(), sizes=(300,), names=("tova",), length=300)):
+        with pytest.raises(ValueError, match="drops nothing"):
+            call()
+
+
+def test_round13_a_plot_that_fails_removes_the_previous_one(tmp_path, monkeypatch):
+    """Round 13: a plot matplotlib could not draw failed after the JSON was written, and the previous run's
+    plot stayed beside the new numbers."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "r13.png").write_bytes(b"OLD PLOT")
+    with pytest.raises(ValueError, match="the plot failed"):
+        harness.save("r13", {"x": 1}, {}, draw=lambda plt, data: plt.title("$\\x$") or plt.savefig(tmp_path / "probe.png"))
+    assert (tmp_path / "r13.json").exists() and not (tmp_path / "r13.png").exists()
+
+
+def test_round13_view_prints_the_share_its_page_shows():
+    """Round 10, left then: `view` printed 62% where its page shows 63% for 0.625 (format's `.0%` rounds a half
+    to even, the page's JavaScript `Math.round` up). Both now round a half up."""
+    assert "Math.round(100 * s.recent_share)" in (pathlib.Path(__file__).parents[1] / "lab" / "viewer.html").read_text()
+    assert [experiments.percent(x) for x in (0.625, 0.615, 0.125, 0.0, 1.0, 0.994)] == ["63%", "62%", "13%", "0%", "100%", "99%"]
+
+
+def test_round13_training_refuses_another_run_and_what_transfer_refuses(tmp_path):
+    """Round 13: a checkpoint saved for another model, other tokens or other starting maps (a horizon) was resumed
+    as this run; finetune and transfer_loss skipped transfer's checks (another model's maps, maps of no layer);
+    transfer dropped maps without a student and trained ELU+1's nothing; save_every=0 and seed=2.5 failed raw."""
+    from t2r import linear, train
+    f32 = dict(dtype=torch.float32)
+    model, other = random_model(tiny_config(), **f32), random_model(tiny_config(), seed=5, **f32)
+    chunks = tokens(2, 12)
+    make = lambda h=8.0: linear.FeatureMaps(model.config, 4, "hedgehog", decay=True, horizon=h, **f32)
+    ck = tmp_path / "run.safetensors"
+    train.transfer(model, make(), chunks, epochs=1, checkpoint=ck, log=None)
+    for m, mm, says in ((other, make(), "saved with model="), (model, make(4096.0), "saved with start=")):
+        with pytest.raises(ValueError, match=says):
+            train.transfer(m, mm, chunks, epochs=2, checkpoint=ck, log=None)
+    big = linear.FeatureMaps(tiny_config(n_layers=3), 4, "relu", **f32)
+    none = linear.FeatureMaps(model.config, 4, "relu", layers=[], **f32)
+    for call, says in ((lambda: train.finetune(model, big, chunks, minutes=1e-4, log=None), "the model has 2"),
+                       (lambda: train.transfer_loss(model, none, chunks), "swap no layer"),
+                       (lambda: train.transfer(model, [make(), make()], chunks, student=[None], log=None), "1 students for 2"),
+                       (lambda: train.transfer(model, make(), chunks, save_every=0, log=None), "save_every"),
+                       (lambda: train.transfer(model, make(), chunks, seed=2.5, log=None), "seed must be a whole number"),
+                       (lambda: train.transfer(model, linear.FeatureMaps(model.config, 0, "elu", **f32), chunks, log=None),
+                        "no trainable weight"),
+                       (lambda: linear.state_bytes(model, big), "the model has 2")):
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_round13_a_tail_refuses_what_it_would_ignore_or_never_fold():
+    """Round 13: tail.forward ignored its maps' window, gave the policy alone for maps of no layer and the full
+    cache at a size past the text, each under a tail's name; a tail student trained on no drop."""
+    from t2r import linear, tail
+    x = tokens(1, 20)
+    f64 = dict(dtype=MODEL.dtype)
+    for maps, size, says in ((linear.FeatureMaps(MODEL.config, 4, "relu", 3, **f64), 4, "no sinks or window"),
+                             (linear.FeatureMaps(MODEL.config, 4, "relu", layers=[], **f64), 4, "swap no layer"),
+                             (linear.FeatureMaps(MODEL.config, 4, "relu", **f64), 30, "drops nothing in 20 tokens")):
+        with pytest.raises(ValueError, match=says):
+            tail.forward(MODEL, maps, x, policies.tova, size)
+
+
+def test_round13_commands_refuse_options_twice_ignored_or_a_bad_budget(tmp_path, monkeypatch, capsys):
+    """Round 13: an option given twice kept its last value (`--lengths 70 --lengths 90` measured 90 alone);
+    `t2r.length --sets sinks --horizons 64` ignored the horizon and filed the default's rows under a name of
+    their own; the control read a lora file's -5 tokens as one chunk; `t2r.mini --linear t2r/linear.py` replaced
+    the published results; a relative MSRNN_CACHE moved with the working folder; the speed functions skipped
+    the command line's checks; compare's tail sizes were checked after the training."""
+    import argparse
+    import types
+    from data import default_model
+    from t2r import compare, length, mini, speed
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lengths", nargs="+")
+    ap.add_argument("--all", action="append")
+    assert "--lengths is given twice" in harness.given_twice(ap, ["--lengths", "70", "--len", "90"])
+    assert harness.given_twice(ap, ["--lengths", "70", "90", "--all", "a", "--all", "b"]) == ""
+    for argv, says in ((["--lengths", "300", "--lengths", "400"], "--lengths is given twice"),
+                       (["--sets", "sinks", "--horizons", "64"], "--horizons does not apply to --sets sinks"),
+                       (["--sets", "plain", "--sizes", "8"], "--sizes does not apply to --sets plain")):
+        with pytest.raises(SystemExit):
+            length.main(argv)
+        assert says in capsys.readouterr().err
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "t2r_length_lora.json").write_text(json.dumps({"families": {"lora": {"finetune": {"tokens": -5}}}}))
+    args = types.SimpleNamespace(finetune_minutes=None)
+    with pytest.raises(ValueError, match="read -5 tokens"):
+        length.control_budget(tokens(4, 8), args)
+    assert length.control_budget(tokens(4, 8), types.SimpleNamespace(finetune_minutes=2.0)) == {"minutes": 2.0}
+    monkeypatch.delenv("MSRNN_RESULTS", raising=False)
+    with pytest.raises(SystemExit, match="the repository's own"):
+        mini.use_linear(pathlib.Path(mini.__file__).with_name("linear.py"))
+    monkeypatch.setenv("MSRNN_CACHE", "relative/cache")
+    assert default_model.cache_root().is_absolute()
+    for call, says in ((lambda: speed.maps_from("hedgehog", MODEL), "needs its features"),
+                       (lambda: speed.maps_from("elu:5", MODEL), "elu takes no r"),
+                       (lambda: speed.measure(MODEL, lengths=(16,), size=8, steps=0), "steps must be"),
+                       (lambda: compare.experiment(MODEL, None, sizes=(6, 8), tail_sizes=(7,)), "must be one of the sizes")):
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_round13_the_report_finds_rows_by_what_they_are_and_refuses_two_of_one_cell():
+    """Round 13: mini's claims took rows[0] as the transformer ("fails" became "holds" in another order) and its
+    table groups[0] as the base; a conversion's advantage was published as stored; a second row of one cell
+    replaced the first (t2r.speed, t2r.length) and a second full cache was published (t2r); a horizon below 1,
+    a row at 1 token, a zeroed twin at some lengths only, a costs table of no row, a row of no seed were published."""
+    import copy
+    from t2r import compare, mini, speed
+    from t2r import length as t2r_length
+    root = pathlib.Path(__file__).resolve().parents[1] / "results"
+    data = lambda name: json.loads((root / f"{name}.json").read_text())
+    m = data("t2r_mini")
+    turned = copy.deepcopy(m)
+    turned["rows"].reverse()
+    turned["groups"].reverse()
+    assert mini.claims(turned) == mini.claims(m) and mini.table(turned).splitlines()[2:] == list(reversed(mini.table(m).splitlines()[2:]))
+    forged = copy.deepcopy(m)
+    forged["conversions"][0][3] = 9.999
+    assert "9.999" not in mini.claims_table(forged)
+    forged["groups"][0]["seeds"] = []
+    with pytest.raises(ValueError, match="no seed"):
+        mini.table(forged)
+    sp = data("t2r_speed")
+    sp["results"].append(dict(sp["results"][0]))
+    with pytest.raises(ValueError, match="two rows of"):
+        speed.table(sp)
+    t = data("t2r")
+    t["results"].append(next(r for r in t["results"] if r["family"] == "full"))
+    with pytest.raises(ValueError, match="2 full-cache rows"):
+        compare.table(t)
+    L = data("t2r_length")
+    for change, says, call in ((lambda d: d["rows"].append(dict(d["rows"][0])), "two rows of", t2r_length.table),
+                               (lambda d: [r.update(tokens=1) for r in d["rows"] if r["tokens"] == 1024], "at least 2", t2r_length.table),
+                               (lambda d: d["rows"][0].pop("zeroed_ppl"), "zeroed twin at some only", t2r_length.table),
+                               (lambda d: next(iter(d["families"]["hybrids"]["horizons"].values()))[0].__setitem__(0, -3.0),
+                                "below 1 token", t2r_length.costs),
+                               (lambda d: d.update(families={}), "no family's training cost", t2r_length.costs)):
+        d = copy.deepcopy(L)
+        change(d)
+        with pytest.raises(ValueError, match=says):
+            call(d)

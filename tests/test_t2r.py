@@ -111,6 +111,7 @@ def test_state_size_is_constant(name):
             swapped = [state.layers[i] for i in maps.layers]
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             assert held * 8 == 2 * linear.state_bytes(model, maps), (layers, t)  # 8 bytes: float64
+        assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
         small = random_model(tiny_config(n_layers=3), dtype=torch.float32)  # the model's own bytes, not a fixed 8
         assert 2 * linear.state_bytes(small, maps_for(small, name, layers=layers)) == linear.state_bytes(model, maps)
 
@@ -482,10 +483,19 @@ def test_the_length_run_collects_every_family_and_a_rerun_measures_nothing(books
     assert "TOVA 6 + tail (Hedgehog r=4, LoLCATs' transfer under TOVA's drops), decay from 32" in printed
     capsys.readouterr()
     length.main(argv)
-    length.main(argv + ["--sets", "plain", "--name", "t2r_length_plain"])
+    plain = ["--minutes", "1e-4", "--r", "4", "--lengths", "70", "90", "--train-length", "80", "--sets", "plain"]
+    length.main(plain + ["--name", "t2r_length_plain"])
     assert capsys.readouterr().out.count("rows read back") == len(length.FAMILIES) + 1
     again = json.loads((tmp_path / "t2r_length.json").read_text())
     assert again["rows"] == data["rows"]
+    assert json.loads((tmp_path / "t2r_length_plain.json").read_text())["rows"] == \
+        [r for r in data["rows"] if r["family"] == "plain"]
+    for kept in (tmp_path / "t2r_rows").glob("length-*.json"):  # round 13: a method gone from a kept file was served
+        got = json.loads(kept.read_text())
+        if {r["family"] for r in got["rows"]} == {"plain"}:
+            kept.write_text(json.dumps(got | {"rows": [r for r in got["rows"] if r["method"] != got["rows"][0]["method"]]}))
+    length.main(plain + ["--name", "t2r_length_plain"])
+    assert "measuring again" in capsys.readouterr().out
     assert json.loads((tmp_path / "t2r_length_plain.json").read_text())["rows"] == \
         [r for r in data["rows"] if r["family"] == "plain"]
 
