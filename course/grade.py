@@ -404,6 +404,7 @@ def problems(folder: pathlib.Path, modules):
             out.append(f"{path.parent} is a file, not a folder: {FILES[m]} goes inside a folder of that name")
         elif not path.is_file():
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
+        if not path.is_file():
             continue
         try:  # decoded as Python decodes it: a byte-order mark, a coding line (PEP 263), else UTF-8
             with open(path, "rb") as fh:

@@ -1649,6 +1649,15 @@ def test_round13_report_results_and_commands_refuse_what_no_run_makes(tmp_path, 
             call()
 
 
+def test_round13_the_grader_names_a_folder_where_its_file_goes(tmp_path):
+    """Round 13: a student's t2r/linear.py that is a folder was called missing, then failed raw when read."""
+    from course import grade
+    (tmp_path / "t2r" / "linear.py").mkdir(parents=True)
+    assert "is a folder, not a file" in grade.problems(tmp_path, ["t2r.linear"])[0]
+    (tmp_path / "llama.py").mkdir()
+    assert len(grade.problems(tmp_path, ["llama", "t2r.linear"])) == 2
+
+
 def test_round13_a_plot_that_fails_removes_the_previous_one(tmp_path, monkeypatch):
     """Round 13: a plot matplotlib could not draw failed after the JSON was written, and the previous run's
     plot stayed beside the new numbers."""
