@@ -172,8 +172,8 @@ def compiled_step():
 
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
-        left = eager.setdefault((id(policy), state.layers[0].size), [policy, PROBE])  # a step reused for another policy
-        # or size is probed again
+        key = (id(policy), state.layers[0].size)  # a step reused for another policy or size is probed again
+        left = eager.get(key) or eager.setdefault(key, [policy, PROBE])  # no list made per step once it is there
         if left[1] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
             left[1] -= 1
             return llama.step.__wrapped__(model, tokens, state, policy)

@@ -45,9 +45,7 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
         raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
-    if max(sizes) >= length:  # TOVA drops nothing: its row would be the full cache's under TOVA's label
-        raise ValueError(f"sizes {list(sizes)}: a policy of {max(sizes)} rows drops nothing in the {length}-token chunks "
-                         "it is read on; give sizes below the length")
+    experiments.drops_nothing(sizes, length, f"the {length}-token chunks it is read on")  # else TOVA's row is the full cache's
     if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
         raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
     if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
