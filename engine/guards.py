@@ -71,6 +71,10 @@ def check_maps(model, maps):
         if tuple(f.shape) != (1, c.n_kv_heads, g, 1, maps.r) or f.dtype != model.dtype:
             raise ValueError(f"the feature maps give {which} features {f.dtype} {tuple(f.shape)}; this model needs "
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
+    if not maps.rotated and not torch.equal(maps.inv_freq, model.inv_freq.to(maps.inv_freq)):
+        # maps that turn q and k back before RoPE must turn them by this model's angles, not another config's
+        raise ValueError("the feature maps turn q and k back by another RoPE (rope_theta or rope_scaling) than "
+                         "this model's: build them from this model's config")
 
 
 def check_training(epochs, minutes, **positive):

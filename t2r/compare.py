@@ -43,14 +43,20 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
+    if not sizes:
+        raise ValueError("sizes: give at least one multi-state size for the policies' rows")
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
         raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
     experiments.drops_nothing(sizes, length, f"the {length}-token chunks it is read on")  # else TOVA's row is the full cache's
+    if not (guards.integer(curve_tokens) and curve_tokens >= 2):  # one token has no next token: every point NaN
+        raise ValueError(f"curve_tokens {curve_tokens!r}: the curves' perplexity needs at least 2 tokens")
     if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
         raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
     if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
         raise ValueError(f"tail sizes {list(tail_sizes)}: each is read beside TOVA at that size, so each must be one of "
                          f"the sizes {list(sizes)}")
+    if tails and not (guards.integer(tail_size) and tail_size >= 1):
+        raise ValueError(f"--tail-size {tail_size!r}: TOVA's size under which the tail trains is a whole number >= 1")
     if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
         raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
                          f"would learn from no folded row; give a size below the tail's chunk length")
@@ -100,7 +106,8 @@ class Comparison:
 
     def cache(self, what, *settings):
         """Where a trained file is kept: keyed by the code, the model's weights, the training text and the settings."""
-        key = code_key(self.model_key, self.train_ids, self.epochs, *settings)
+        # the curve's piece too: the checkpoint holds the curve measured on it
+        key = code_key(self.model_key, self.train_ids, self.epochs, self.piece, *settings)
         return harness.RESULTS / f"t2r_{what}_{key}.safetensors"
 
     def ppl(self, model, maps) -> float:
@@ -127,7 +134,7 @@ def transferred(comp: Comparison, plain: list, hybrid, minutes, eval_every, sett
     """Stage 1: every map set of the table learns side by side from one stream of the frozen model;
     then each is a row (the hybrid also with its features zeroed). Returns the run's meta."""
     maps = plain + ([hybrid] if hybrid else [])
-    path = comp.cache("transfer", *settings)
+    path = comp.cache("transfer", *settings, eval_every)
     comp.log(f"stage 1, attention transfer of {', '.join(name(m) for m in maps)} -> {path.name}")
     run = transfer(comp.model, maps, comp.train_ids, epochs=comp.epochs, minutes=minutes, checkpoint=path, log=comp.log,
                    eval_every=eval_every, evaluate=lambda: {name(m): comp.ppl(comp.model, m) for m in maps})
@@ -143,7 +150,7 @@ def transferred(comp: Comparison, plain: list, hybrid, minutes, eval_every, sett
 def finetuned(comp: Comparison, m: FeatureMaps, stage1, mode, minutes, epochs, eval_every, settings) -> list:
     """Stage 2 for one plain map set: swap, then finetune it with the model (LoRA or every weight); its
     row, whose cost is both stages'. Returns the finetune's curve."""
-    path = comp.cache("finetune", name(m), mode, minutes, epochs, *settings)
+    path = comp.cache("finetune", name(m), mode, minutes, epochs, *settings, eval_every)
     comp.log(f"stage 2, {mode} finetune of {name(m)} -> {path.name}")
     tuned, run = finetune(comp.model, m, comp.train_ids, mode=mode, minutes=minutes, epochs=epochs, checkpoint=path,
                           log=comp.log, eval_every=eval_every // 2, evaluate=lambda t: {name(m): comp.ppl(t, m)})

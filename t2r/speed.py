@@ -53,10 +53,24 @@ def held_bytes(state: msrnn.State) -> int:
     return total
 
 
+SINKS, WINDOW = 4, 60  # the hybrid's exact rows
+
+
 def hybrid_maps(model) -> linear.FeatureMaps:
     """The maps of t2r/length.py's best hybrid, untrained: sinks 4 + window 60 + Hedgehog 64, decayed, before RoPE."""
-    return linear.FeatureMaps(model.config, 64, "hedgehog", 60, dtype=model.dtype, sinks=4, decay=True,
+    return linear.FeatureMaps(model.config, 64, "hedgehog", WINDOW, dtype=model.dtype, sinks=SINKS, decay=True,
                               horizon=32.0, rotated=False).to(model.device)
+
+
+def check_lengths(lengths, size) -> None:
+    """The lengths a state is built at (`built`), as the command line checks them: whole, each once, and past
+    what TOVA and the hybrid hold exactly (a state built as after fewer tokens would hold rows it never read)."""
+    exact = max(size, SINKS + WINDOW)
+    if not lengths or not all(guards.integer(n) for n in lengths) or len(set(lengths)) < len(lengths):
+        raise ValueError(f"lengths are whole numbers of tokens, each named once; got {list(lengths)}")
+    if min(lengths) <= exact:
+        raise ValueError(f"every length must exceed {exact}: TOVA {size} holds {size + 1} rows and the hybrid "
+                         f"{SINKS + WINDOW} exact rows only after reading more tokens; got {min(lengths)}")
 
 
 def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None) -> msrnn.State:
@@ -83,10 +97,10 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     """Every state built first, then `steps` rounds of one step from each, so that a change in the
     machine's load falls on every cell alike; each cell's figure is the median of its rounds, in CPU
     seconds of this thread (what other processes on shared cores take is not counted) and in wall seconds."""
-    if not (guards.integer(steps) and steps >= 1) or min(lengths) <= size:  # as the command line checks them
-        raise ValueError(f"steps must be a whole number >= 1 (got {steps!r}) and every length above the size {size} "
-                         f"(TOVA {size} holds {size + 1} rows; got lengths {list(lengths)})")
+    if not (guards.integer(steps) and steps >= 1):
+        raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
+    check_lengths(lengths, size)
     kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
     token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
     cells = [(n, kind) for n in lengths for kind in kinds]
@@ -171,11 +185,10 @@ def main(argv=None):
                          "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = harness.parse(ap, argv)
-    if len(set(args.lengths)) < len(args.lengths):
-        ap.error(f"--lengths names a length twice: {args.lengths}")
-    if min(args.lengths) <= args.size:  # a state built as after n tokens: TOVA's size + 1 slots need more than size
-        ap.error(f"--lengths must all exceed --size ({args.size}): TOVA {args.size} holds {args.size + 1} rows only "
-                 f"after {args.size + 1} tokens; got {min(args.lengths)}")
+    try:  # before the model loads
+        check_lengths(args.lengths, args.size)
+    except ValueError as e:
+        ap.error(f"--lengths: {e}")
     name = harness.run_name("t2r_speed", harness.changed_options(args, ap, ("debug",)))  # published settings, else runs/
     harness.check_writable(name)
     torch.set_num_threads(args.threads)

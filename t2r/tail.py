@@ -264,9 +264,14 @@ def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: 
     pieces = [p for p in ids.split(chunk) if len(p) > 1]
     if not pieces:
         raise ValueError(f"the text has {len(ids)} token(s): perplexity needs at least 2")
+    if len(pieces[0]) <= size:  # every piece read whole: the full cache under the tail's name
+        raise ValueError(f"a multi-state of {size} rows drops nothing in chunks of {len(pieces[0])} tokens: give a size "
+                         "below the chunk's length")
+    from lab import experiments
     losses = []
-    for i, p in enumerate(pieces):
-        losses.append(nll(model, maps, p, policy, size))
+    for i, p in enumerate(pieces):  # a last piece no longer than size drops nothing: read whole, as the policy's run reads it
+        losses.append(nll(model, maps, p, policy, size) if len(p) > size else
+                      experiments.next_token_nll(llama.forward(model, p[None]), p[None])[0])
         if progress:
             progress(i + 1, len(pieces))
     loss = torch.cat(losses)

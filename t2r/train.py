@@ -159,9 +159,9 @@ def _save_run(path, params: dict, opt, meta: dict):
         save_file(tensors, str(tmp), metadata={"run": json.dumps(meta)})
 
 
-def _load_run(path, params: dict, opt, settings: dict) -> dict:
-    """Restore what _save_run wrote into `params` and `opt`, if it was saved with `settings` (every tensor
-    and the record checked first, so that a file refused changes nothing); returns its meta."""
+def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
+    """Restore what _save_run wrote into `params` and `opt`, if it was saved with `settings` and not past
+    `total` steps (every tensor and the record checked first, so that a file refused changes nothing); returns its meta."""
     try:
         with safe_open(str(path), "pt") as f:
             meta, tensors = json.loads((f.metadata() or {})["run"]), {n: f.get_tensor(n) for n in f.keys()}
@@ -179,6 +179,9 @@ def _load_run(path, params: dict, opt, settings: dict) -> dict:
         if meta["settings"].get(key) != value:
             raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
                              f"for {value!r}; delete the file or use another")
+    if total is not None and meta["step"] > total:  # served, it would be a longer run's weights under this one's budget
+        raise ValueError(f"{path}: a run of {meta['step']} steps, past the {total} this run asks for; give at least "
+                         f"its epochs, or delete the file or use another")
     per_step = settings["chunks"][-1] * settings.get("batch", 1) if "chunks" in settings else None  # chunks a step
     if per_step and meta["tokens"] != meta["step"] * per_step:
         raise ValueError(f"{path}: its run record says {meta['tokens']:,} tokens in {meta['step']} steps of "
@@ -207,11 +210,11 @@ def _load_run(path, params: dict, opt, settings: dict) -> dict:
     return meta
 
 
-def _resume(checkpoint, params, opt, settings: dict, log) -> dict:
-    """The meta of a saved run of the same settings (its tensors restored), or a fresh one."""
+def _resume(checkpoint, params, opt, settings: dict, log, total=None) -> dict:
+    """The meta of a saved run of the same settings, not past `total` steps (its tensors restored), or a fresh one."""
     if checkpoint is None or not os.path.isfile(checkpoint):
         return {"settings": settings, "step": 0, "seconds": 0.0, "tokens": 0, "losses": [], "curve": []}
-    meta = _load_run(checkpoint, params, opt, settings)
+    meta = _load_run(checkpoint, params, opt, settings, total)
     log and log(f"   resuming {checkpoint} at step {meta['step']} ({meta['tokens']:,} tokens)")
     return meta
 
@@ -318,6 +321,8 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
+    if len({id(m) for m in maps_list}) < len(maps_list):  # one set twice: a doubled gradient, two Adam steps a step
+        raise ValueError("the same maps are given twice: give each set of maps once")
     _check_run(model, maps_list, chunks, seed=seed, save_every=save_every, eval_every=eval_every)
     for m in maps_list:
         if not any(p.requires_grad for p in m.parameters()):  # ELU+1, or frozen maps
@@ -331,7 +336,11 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
                 "maps": [describe(m) for m in maps_list]} | _identity(model, maps_list, chunks)
-    run, layer_loss = _resume(checkpoint, params, opt, settings, log), [0.0] * len(maps_list)
+    if teacher is not None and (teacher.model is not model or teacher.chunks.shape != chunks.shape
+                                or not torch.equal(teacher.chunks, chunks)):  # the record would name a run it is not
+        raise ValueError("the teacher was made for another model or other chunks: give Teacher(model, chunks) "
+                         "of the model and chunks this transfer trains on")
+    run, layer_loss = _resume(checkpoint, params, opt, settings, log, epochs * len(chunks)), [0.0] * len(maps_list)
     teacher = teacher or Teacher(model, chunks)
 
     def learn(i, q, k, v, o):
@@ -538,7 +547,8 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
                             {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
     settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "rank": rank, "alpha": alpha,
                 "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)} | start
-    run, total = _resume(checkpoint, params, opt, settings, log), epochs * len(chunks)
+    total = epochs * len(chunks)
+    run = _resume(checkpoint, params, opt, settings, log, total)
     student = student_of(maps)
     attend = lambda i, q, k, v: (linear.softmax(model, q, k, v) if i not in maps.layers else
                                  torch.utils.checkpoint.checkpoint(student, i, q, k, v, use_reentrant=False)

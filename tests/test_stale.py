@@ -1797,3 +1797,70 @@ def test_round13_the_report_finds_rows_by_what_they_are_and_refuses_two_of_one_c
         change(d)
         with pytest.raises(ValueError, match=says):
             call(d)
+
+
+# ---------------------------------------------------------------- round 14 (two helpers, on round 13's fixes)
+
+def test_round14_transfer_refuses_a_teacher_of_another_run_maps_twice_and_a_longer_checkpoint(tmp_path):
+    """Round 14: a Teacher of another model or of other chunks was trained on while the checkpoint recorded this
+    run's (fewer chunks: a raw IndexError); one set of maps given twice took two Adam steps a step; a checkpoint
+    of 3 epochs was served for a 1-epoch run; maps made for another rope_theta turned q, k back by its angles."""
+    from t2r import linear, train
+    f64 = dict(dtype=MODEL.dtype)
+    other = random_model(tiny_config(), seed=5)
+    chunks, elsewhere = tokens(2, 12), tokens(2, 12, seed=9)
+    make = lambda: linear.FeatureMaps(MODEL.config, 4, "relu", **f64)
+    ck = tmp_path / "run.safetensors"
+    train.transfer(MODEL, make(), chunks, epochs=3, checkpoint=ck, log=None)
+    m = make()
+    for call, says in ((lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(other, chunks), log=None), "another model"),
+                       (lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(MODEL, elsewhere), log=None), "other chunks"),
+                       (lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(MODEL, elsewhere[:1]), log=None), "other chunks"),
+                       (lambda: train.transfer(MODEL, [m, m], chunks, log=None), "the same maps are given twice"),
+                       (lambda: train.transfer(MODEL, make(), chunks, epochs=1, checkpoint=ck, log=None), "a run of 6 steps, past the 2")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    train.transfer(MODEL, make(), chunks, epochs=3, checkpoint=ck, log=None)  # its own budget: served
+    theta = random_model(tiny_config(rope_theta=500000.0))
+    unturned = linear.FeatureMaps(MODEL.config, 4, "relu", rotated=False, **f64)
+    with pytest.raises(ValueError, match="another RoPE"):
+        linear.forward(theta, unturned, tokens(1, 8))
+    linear.forward(theta, linear.FeatureMaps(MODEL.config, 4, "relu", **f64), tokens(1, 8))  # after RoPE: no angle read
+
+
+def test_round14_speed_and_the_comparison_check_what_they_measure_before_the_work(tmp_path, monkeypatch):
+    """Round 14: t2r.speed built the hybrid's 64 exact rows as after 16 tokens (6x the full cache's bytes), and
+    lengths [] or 16.5 failed raw; compare.experiment's sizes=() failed raw, tail_size=0 after the training, a
+    curve of 1 token was NaN, and a curve of another curve_tokens was read back from the checkpoint."""
+    import types
+    from t2r import compare, speed
+    f32 = random_model(tiny_config(), dtype=torch.float32)
+    for lengths, says in (([], "each named once"), ((100.5,), "each named once"), ((100, 100), "each named once"),
+                          ((16, 4096), "must exceed 64")):
+        with pytest.raises(ValueError, match=says):
+            speed.measure(f32, lengths=lengths, size=8, t2r="relu:4", tail_spec="relu:4", steps=1, log=None)
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    chars = types.SimpleNamespace(encode=lambda text: types.SimpleNamespace(ids=[ord(c) % 61 for c in text]))
+    base = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4, sizes=(6, 8),
+                kinds=("relu",), tails=False, log=None)
+    for change, says in ((dict(sizes=()), "at least one"), (dict(tails=True, tail_size=0), "tail-size 0"),
+                         (dict(curve_tokens=1), "at least 2 tokens")):
+        with pytest.raises(ValueError, match=says):
+            compare.experiment(f32, chars, **(base | change))
+    a = compare.experiment(f32, chars, curve_tokens=32, **base)["curves"]
+    b = compare.experiment(f32, chars, curve_tokens=16, **base)["curves"]
+    assert b["curve_tokens"] == 16 and b["transfer"] != a["transfer"]
+    assert {p["tokens"] for p in b["transfer"]} == {p["tokens"] for p in a["transfer"]}  # the same run, measured anew
+
+
+def test_round14_a_tail_reads_a_short_last_chunk_whole_as_the_policy_does():
+    """Round 14: `ppl --tail` on a text whose last chunk is shorter than the size failed after the other chunks ran;
+    the policy alone reads that chunk whole (nothing to drop), and so does the tail now."""
+    from t2r import linear, tail
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    ids = tokens(1, 71)[0]
+    got = tail.perplexity(MODEL, maps, ids, policies.tova, 8, 32)
+    whole = experiments.next_token_nll(llama.forward(MODEL, ids[64:][None]), ids[64:][None])[0]
+    assert got["chunks"] == 3 and abs(got["ppl_per_chunk"][2] - whole.mean().exp().item()) < 1e-10
+    with pytest.raises(ValueError, match="drops nothing in chunks of 32"):
+        tail.perplexity(MODEL, maps, ids, policies.tova, 40, 32)
