@@ -210,7 +210,8 @@ def cmd_ppl(args):
     else:
         r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
                                    compile=args.compile, progress=progress)
-    scored = f" after a prompt of {prompt_len} read {'in full, then cut once' if args.prompt == 'full' else 'per step'}"
+    how = "per step" if args.prompt != "full" else "in full, then cut once" if args.size else "in full (the full cache cuts nothing)"
+    scored = f" after a prompt of {prompt_len} read {how}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
           f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}"
           f"{f' + tail of {maps.kind} r={maps.r}' if with_tail else ''}; {time.time() - t0:.1f} s")
@@ -221,6 +222,9 @@ def cmd_check(args):
     named = specs.distinct([specs.named(p) for p in args.policy])
     if specs.FULL in named:  # nothing to score: every check would fail on calling None
         raise SystemExit("error: check takes policies; 'full' keeps every row and has nothing to check")
+    if args.quick and (args.model is not None or args.dtype != "float32" or args.device != "cpu"):  # none would be read
+        raise SystemExit("error: check --quick runs on the checker's own float64 tiny models and loads no model: "
+                         "leave out --model, --dtype and --device, or --quick")
     model, tok = (None, None) if args.quick else load(args)
     more = {"tail": train.tail_check(args.tail)} if args.tail else None  # t2r/ stands on lab/, not under it
     results = [checker.check(p, model, tok, more=more) for p in named]
@@ -486,10 +490,11 @@ def paired(text: str):
 
 
 def escaped(text: str, html=False) -> str:
-    """Written text that cannot open or close an HTML comment, so no results file can end its block;
+    """Written text that cannot open or close an HTML comment, so no results file can end its block, nor
+    hold a carriage return (written \\r: the next report would refuse the page as CRLF);
     with html (any block but a fenced one: the writer, not the data, says which), every '<' is written
     &lt;, so a label cannot be a tag (inside a fence nothing renders as HTML, and &lt; would show as written)."""
-    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+    text = text.replace("<!--", "&lt;!--").replace("-->", "--&gt;").replace("\r", "\\r")  # a CR made the page CRLF
     return text.replace("<", "&lt;") if html else text
 
 

@@ -168,14 +168,16 @@ def compiled_step():
     if fast is llama.step.__wrapped__:
         return llama.step
 
-    eager = {}  # (id(policy), size) -> [the policy, held so its id is not reused; steps with a drop still to run eagerly]
+    eager = {}  # (policy, model, size, batch) by id -> [the policy and model, held so their ids are not reused;
+    #             steps with a drop still to run eagerly]
 
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
-        key = (id(policy), state.layers[0].size)  # a step reused for another policy or size is probed again
-        left = eager.get(key) or eager.setdefault(key, [policy, PROBE])  # no list made per step once it is there
-        if left[1] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
-            left[1] -= 1
+        # a step reused for another policy, model, size or batch is probed again, as `prefill`'s probe is
+        key = (id(policy), id(model), state.layers[0].size, tokens.shape[0])
+        left = eager.get(key) or eager.setdefault(key, [policy, model, PROBE])  # no list made per step once it is there
+        if left[2] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
+            left[2] -= 1
             return llama.step.__wrapped__(model, tokens, state, policy)
         for ms in state.layers:
             ms.make_room()

@@ -267,7 +267,9 @@ def check_batch(tokens, state):
         raise ValueError(f"tokens have batch {tokens.shape[0]}, the state was made for {state.layers[0].free.shape[0]}")
 
 
-def check_sampling(model, max_new, temperature, top_k, seed, regime, state, size=None):
+def check_sampling(model, max_new, temperature, top_k, seed, regime, state, size=None, step=callable):
+    if not callable(step):  # found only after the prompt was fed
+        raise ValueError(f"step must be llama.step or a function of its signature (fast.compiled_step()), got {step!r}")
     if not integer(max_new) or max_new < 0:
         raise ValueError(f"max_new must be an integer >= 0, got {max_new!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
@@ -328,6 +330,9 @@ def all_or_nothing(step):
     @functools.wraps(step)
     def atomic(model, tokens, state, policy=None):
         check_state(model, state)
+        held = next((ms for ms in state.layers if _multistate(ms)), None)
+        if held is not None:  # an unbounded state ignored a policy; a bounded one blamed the missing policy's call
+            check_policy(policy, held.size)
         tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
         try:

@@ -96,6 +96,10 @@ def table(data: dict) -> str:
     rows = ["| OpenMP setting | threads | decode 48 tokens, idle | loaded | prefill 1,024, idle | loaded | loaded decode vs libgomp's default |",
             "|---|---|---|---|---|---|---|"]
     for name, r in data["settings"].items():
+        for cond in ("idle", "loaded"):  # a time of 0 is no run's (and divides the last column)
+            if not all(r[cond][k] > 0 for k in ("decode_s", "prefill_s")):
+                raise ValueError(f"{name}, {cond}: decode_s {r[cond]['decode_s']}, prefill_s {r[cond]['prefill_s']}; "
+                                 "a measured time is above 0")
         rows.append(f"| {name} | {r['idle']['threads']} | {r['idle']['decode_s']:.2f} s | {r['loaded']['decode_s']:.2f} s | "
                     f"{r['idle']['prefill_s']:.2f} s | {r['loaded']['prefill_s']:.2f} s | "
                     f"{base['loaded']['decode_s'] / r['loaded']['decode_s']:.1f}x faster |")

@@ -76,6 +76,7 @@ class Watch:
                                 f"on the checker's tiny models (limit {LIMIT * 1e3:.0f} ms; the checks make about 7,000 calls)")
                 raise guards.PolicyError(f"policy {guards.policy_name(policy)} is too slow: {self.stopped}")
             return scores
+        watching.__name__ = guards.policy_name(policy)  # wraps copies no name from a partial or a callable instance
         return watching
 
 
@@ -90,6 +91,7 @@ def recorded(policy, log):
             dropped = rows.pos.gather(-1, drop)                                    # (B, Hkv, k)
             log.append((rows.layer, rows.t, dropped.tolist(), scores.shape[1], bool(scores.isnan().any())))
         return scores
+    recording.__name__ = guards.policy_name(policy)
     return recording
 
 
@@ -248,6 +250,8 @@ def check(policy, model=None, tok=None, log=print, more=None) -> dict:
     another folder's, name -> fn(named, deterministic) -> (verdict, detail), e.g. t2r.train.tail_check's
     "tail" (lab/ stands below t2r/, so the checker cannot import it)."""
     named = specs.named(policy)
+    if named is specs.FULL:  # as the command line says: every check would fail on calling None
+        raise ValueError("check takes policies; 'full' keeps every row and has nothing to check")
     t0 = time.time()
     log(f"policy {named.spec or named.label} ({named.label})")
     out, watch = {}, Watch(named)

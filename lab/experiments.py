@@ -63,6 +63,9 @@ def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
     """The paper's 'shorter context, no compression' baseline: every chunk cut into independent
     pieces of `size` tokens, so no token sees more than `size` - 1 before it. (B, T - 1)."""
+    if not (guards.integer(size) and size >= 2):  # pieces of 1 token predict nothing (range(0, T, 0) fails raw)
+        raise ValueError(f"the shorter-context baseline at size {size!r}: pieces of fewer than 2 tokens predict nothing; "
+                         "give sizes of at least 2")
     B, T = ids.shape
     out = torch.full((B, T - 1), float("nan"))
     for start in range(0, T, size):
@@ -130,6 +133,9 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     """
     named = specs.distinct([specs.named(n) for n in names], taken=("shorter", specs.FULL.label))  # before the books are read
     drops_nothing(sizes, chunk, f"{chunk}-token chunks")
+    if not sizes or min(sizes) < 2:  # before any setting is measured: the shorter-context baseline needs pieces of 2 tokens
+        raise ValueError(f"sizes {list(sizes)}: the shorter-context baseline beside each size reads pieces of that many "
+                         "tokens, and a piece of 1 predicts nothing; give sizes of at least 2")
     ids = book_chunks(tok, n_chunks, chunk)
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
@@ -160,8 +166,10 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     for p, s in settings:
         ppl.setdefault("shorter" if p is None else p.label, {})[s] = done[p, s]
     labels = [p.label for p in named]
+    # the gaps' baseline is policies.sink with 4 sinks by what it is: an edited copy labelled Window+4 is not it
+    base = next((p.label for p in named if p.label == "Window+4" and getattr(p.fn, "func", p.fn) is policies.sink), None)
     return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
-            "gap_closed": gap_closed(ppl, sizes, labels, [p.label for p in named if p.reads_ahead]), "jobs": jobs, "compile": compile, "cache": cache.name,
+            "gap_closed": gap_closed(ppl, sizes, labels, [p.label for p in named if p.reads_ahead], base), "jobs": jobs, "compile": compile, "cache": cache.name,
             "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
             "wall_seconds": time.time() - start}  # of this run: settings measured before are not counted
 
@@ -230,12 +238,16 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
     return out
 
 
-def drops_nothing(sizes, longest: int, where: str):
-    """Refuse a size of at least `longest`: such a multi-state drops no row, so its figures are the full
-    cache's printed under the policy's name."""
-    if sizes and max(sizes) >= longest:
-        raise ValueError(f"a multi-state of {max(sizes)} rows drops nothing in {where}, so its numbers would be the full "
-                         f"cache's under the policy's name: give sizes below {longest}")
+def drops_nothing(sizes, longest: int, where: str, scored: bool = True):
+    """Refuse a size whose multi-state changes nothing that is measured, so that its figures would be the
+    full cache's printed under the policy's name. A size-s state first drops a row after attending at
+    position s, so position s + 1's logits are the first it changes; a perplexity scores positions up to
+    longest - 2 (the last token predicts nothing), so sizes from longest - 2 change no scored logit.
+    scored=False (a prompt whose answer is generated after it): sizes from `longest` hold the whole prompt."""
+    limit = longest - 2 if scored else longest
+    if sizes and max(sizes) >= limit:
+        raise ValueError(f"a multi-state of {max(sizes)} rows drops nothing that is scored in {where}, so its numbers would "
+                         f"be the full cache's under the policy's name: give sizes below {limit}")
 
 
 def sweep_table(data) -> str:
@@ -341,6 +353,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
     """What each policy holds in every layer at every step of one text ids (T,), and the score that
     decided each drop: the data of the page viewer.html draws (demo.py view), with the same
     statistics `retention` prints."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 1:  # a (2, T) batch was joined into one text of 2T
+        raise ValueError(f"view reads one text, ids (T,); got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     ids = ids.view(1, -1)
     if ids.shape[1] <= size:
         raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
@@ -368,6 +382,8 @@ def held_rows(dropped_at) -> torch.Tensor:
 def percent(share: float) -> str:
     """A share as a whole percent, halves rounded up as the viewer page's Math.round does (format's
     `.0%` rounds them to even: 0.625 would print 62% beside the page's 63%)."""
+    if not 0 <= share <= 1:  # NaN too
+        raise ValueError(f"a share is a number from 0 to 1, got {share!r}")
     return f"{math.floor(100 * share + 0.5):.0f}%"
 
 
@@ -375,6 +391,8 @@ def retention_table(data) -> str:
     n_layers, held = len(data["first_tokens_kept_to_end_per_layer"]), data["first_token_kept_to_end_layers"]
     if not 0 <= held <= n_layers:
         raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers")
+    if data["size"] >= data["length"]:  # retention refuses such a run: it never drops a row
+        raise ValueError(f"size {data['size']} of a {data['length']}-token text: such a multi-state drops no row")
     return (f"{data['policy']}, size {data['size']}, {data['length']} tokens of {data['book']}: "
             f"{percent(data['recent_share'])} of kept rows are among the {data['size']} most recent\n"
             f"the first token is still held at the end in {data['first_token_kept_to_end_layers']}/{n_layers} layers\n"
@@ -397,6 +415,8 @@ def passkey_prompts(tok, length, depths, keys):
     """One prompt per (depth, key), all exactly `length` tokens: filler with the key sentence at `depth`."""
     head = tok.encode("There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n").ids
     tail = tok.encode("\nWhat is the pass key? The pass key is").ids
+    if not all(guards.number(d) and 0 <= d <= 1 for d in depths):  # 1.5 made a longer prompt, -0.5 a shorter one
+        raise ValueError(f"depths are shares of the prompt, from 0 to 1; got {list(depths)}")
     filler = tok.encode(FILLER * (length // 10)).ids
     prompts = []
     for key in keys:
@@ -472,7 +492,7 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
-    drops_nothing(sizes, length, f"{length}-token prompts")
+    drops_nothing(sizes, length, f"{length}-token prompts", scored=False)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]
@@ -530,6 +550,8 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
     tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
     budget, results = budget_gib * 2 ** 30, []
+    if not sizes:
+        raise ValueError("memory: give at least one TOVA size to set beside the full cache")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
         raise ValueError(f"memory: TOVA {max(sizes)} drops nothing after {context} tokens, so it is the full cache, not "
                          f"a smaller one: give sizes below the context (--context {context})")
@@ -555,6 +577,10 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
 
 
 def memory_table(data) -> str:
+    for r in data["results"]:  # a speed is measured only for a batch that fits, and a batch that fits has a speed
+        if (r["max_batch"] == 0) != (r["tokens_per_s"] is None):
+            raise ValueError(f"{r['policy']} {r['size']}: batch {r['max_batch']} with tokens_per_s {r['tokens_per_s']}; "
+                             "a batch of 0 is not measured, and one that fits is")
     return "\n".join(f"{('TOVA ' if r['policy'] == 'tova' else 'full ') + str(r['size']):>10}: "
                      f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, " +
                      (f"{r['tokens_per_s']:7.1f} tokens/s" if r["tokens_per_s"] is not None else "no sequence fits: not measured")
