@@ -220,7 +220,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
     grow. step: llama.step, or one with its signature (fast.compiled_step()).
     """
     prompt = guards.check_tokens(model, prompt)                      # (B, T)
-    guards.check_sampling(model, max_new, temperature, top_k, seed, "step", state, size)
+    guards.check_sampling(model, max_new, temperature, top_k, seed, "step", state, size, step)
     if state is None:
         guards.check_policy(policy, size)
         state = init_state(model, prompt.shape[0], size)
