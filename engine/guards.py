@@ -118,8 +118,10 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
         raise ValueError(f"layers must be layer numbers from 0 to {n_layers - 1}, got {layers}")
     if len(set(layers)) != len(layers):  # a layer twice would count its state twice
         raise ValueError(f"layers names a layer twice: {layers}")
+    if horizon is not None and not decay:  # it was ignored without a word
+        raise ValueError("a horizon sets where the decay starts: give decay=True with it (an undecayed state has none)")
     try:  # one horizon for all, or one per layer and KV head (t2r/length.py starts them from the teacher's attention)
-        horizon = torch.as_tensor(horizon, dtype=torch.float64)
+        horizon = torch.as_tensor(4096.0 if horizon is None else horizon, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
         horizon = None
     if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)

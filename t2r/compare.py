@@ -43,8 +43,16 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
-    if not sizes:
-        raise ValueError("sizes: give at least one multi-state size for the policies' rows")
+    if not sizes or not all(guards.integer(x) and x >= 1 for x in [*sizes, *(tail_sizes or ())]):
+        raise ValueError(f"sizes are multi-state sizes, whole numbers >= 1, at least one; got {list(sizes)}"
+                         f"{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
+    if finetune_mode not in ("lora", "full") or not (guards.integer(eval_chunks) and eval_chunks >= 1):  # before training
+        raise ValueError(f"finetune_mode is 'lora' or 'full' (got {finetune_mode!r}) and eval_chunks a whole number >= 1 "
+                         f"(got {eval_chunks!r})")
+    if tails and (not guards.integer(tail_r) or tail_r % 2 or tail_r < 4):  # the tail's map is Hedgehog's
+        raise ValueError(f"tail_r {tail_r!r}: the tail's Hedgehog map needs an even number of features, at least 4")
+    for stage_epochs, stage_minutes in ((epochs, minutes), (finetune_epochs, finetune_minutes), (1, tail_minutes if tails else None)):
+        guards.check_training(stage_epochs, stage_minutes)  # a budget of 0 or -1 was refused after the other stages ran
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured
         raise ValueError(f"sizes {list(sizes)}: Window+{sinks}, a baseline at every size, needs a size above its {sinks} sinks")
     experiments.drops_nothing(sizes, length, f"the {length}-token chunks it is read on")  # else TOVA's row is the full cache's
@@ -57,12 +65,14 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                          f"the sizes {list(sizes)}")
     if tails and not (guards.integer(tail_size) and tail_size >= 1):
         raise ValueError(f"--tail-size {tail_size!r}: TOVA's size under which the tail trains is a whole number >= 1")
-    if tails and tail_size >= (tail_length or length):  # TOVA drops nothing: the tail would fold nothing, trained on no drop
-        raise ValueError(f"--tail-size {tail_size}: TOVA drops nothing in chunks of {tail_length or length} tokens, so its tail "
-                         f"would learn from no folded row; give a size below the tail's chunk length")
-    if window >= length:  # every row exact: the "hybrid" would be the full cache under the hybrid's name
-        raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so below the {length} tokens "
-                         f"it is read on, or nothing is folded into its linear state")
+    if tails and tail_size >= (tail_length or length) - 1:  # TOVA s first drops a row position s + 1 reads
+        raise ValueError(f"--tail-size {tail_size}: TOVA drops no row a later position reads in chunks of "
+                         f"{tail_length or length} tokens, so its tail would learn from no folded row; give a size below "
+                         f"{(tail_length or length) - 1}")
+    if window >= length - 1:  # the first folded row is read at position `window`; the last predicts nothing
+        raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so no scored position of the "
+                         f"{length} tokens it is read on reads its linear state (the full cache under its name); give a "
+                         f"window below {length - 1}")
     if window >= train_length:  # no row ever folded while training: its maps would get no gradient, and stay as made
         raise ValueError(f"window {window}: the hybrid's linear part learns from rows older than its window, and chunks of "
                          f"--train-length {train_length} tokens hold none; give a longer --train-length or a shorter --window")

@@ -380,12 +380,14 @@ def main(argv=None):
             ap.error(f"{flag}: Hedgehog's features need an even r of at least 4, got {r}")
     held = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": SINKS, "plain": 0}  # TOVA s: s + 1
     most = max(held[f] for f in (FAMILIES if args.sets == "all" else [args.sets]))
-    if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most:  # before the training, not after
-        ap.error(f"--lengths must be distinct and each exceed the {most} rows these families hold exact "
-                 f"(at fewer tokens nothing is dropped or folded, and every row is the full cache's), got {args.lengths}")
+    # the first position that reads a dropped or folded row is `most`, and a perplexity scores positions up to length - 2
+    if len(set(args.lengths)) < len(args.lengths) or min(args.lengths) <= most + 1:  # before the training, not after
+        ap.error(f"--lengths must be distinct and each exceed {most + 1}: these families hold {most} rows exact, and a "
+                 f"perplexity scores no later position at fewer tokens (every row would be the full cache's), got {args.lengths}")
     if twice := harness.repeated(args):  # each trained, calibrated and measured twice, every row stored twice
         ap.error(twice)
-    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes), "sinks": SINKS + 1, "plain": 1}  # rows a chunk must pass
+    # rows a chunk must pass: a transfer's loss reads every position, and TOVA s first drops a row position s + 1 reads
+    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": SINKS + 1, "plain": 1}
     if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
         ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
                  "keep exact fold nothing, so their linear parts (the tails: TOVA drops nothing) would learn from no row")

@@ -45,13 +45,13 @@ class FeatureMaps(nn.Module):
     grouped-query attention G query heads read one S. `layers` are the layers swapped out.
     kind: "t2r" (ReLU, tied), "relu" (ReLU, a query and a key map), "hedgehog", or "elu" (ELU+1,
     untrained, r = head_dim). horizon: where a decay starts, in tokens, one number or one per layer and
-    KV head (n_layers, Hkv); the learned value is saved with the maps (log_h).
+    KV head (n_layers, Hkv), with decay=True only (default 4,096); the learned value is saved with the maps (log_h).
     """
     KINDS = ("t2r", "relu", "hedgehog", "elu")
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
-                 horizon=4096.0, rotated: bool = True):
+                 horizon=None, rotated: bool = True):
         super().__init__()
         # every argument checked, and the horizon as a tensor (n_layers, Hkv): guards.check_feature_maps
         layers, dtype, horizon = guards.check_feature_maps(cfg, r, kind, self.KINDS, window, sinks, layers, dtype, horizon,

@@ -65,6 +65,8 @@ def hybrid_maps(model) -> linear.FeatureMaps:
 def check_lengths(lengths, size) -> None:
     """The lengths a state is built at (`built`), as the command line checks them: whole, each once, and past
     what TOVA and the hybrid hold exactly (a state built as after fewer tokens would hold rows it never read)."""
+    if not (guards.integer(size) and size >= 1):
+        raise ValueError(f"size is TOVA's rows, a whole number >= 1; got {size!r}")
     exact = max(size, SINKS + WINDOW)
     if not lengths or not all(guards.integer(n) for n in lengths) or len(set(lengths)) < len(lengths):
         raise ValueError(f"lengths are whole numbers of tokens, each named once; got {list(lengths)}")
@@ -99,6 +101,7 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     seconds of this thread (what other processes on shared cores take is not counted) and in wall seconds."""
     if not (guards.integer(steps) and steps >= 1):
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
+    log = log or (lambda *a: None)  # as the other T2R functions take it
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
     check_lengths(lengths, size)
     kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}

@@ -214,9 +214,9 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
             turn["pass"] += 1
         turn["layer"] = i
         size = sizes[turn["pass"] % len(sizes)]
-        if q.shape[3] <= size:  # nothing dropped, nothing folded: the full cache under the tail's name
-            raise ValueError(f"a multi-state of {size} rows drops nothing in {q.shape[3]} tokens: its tail would fold "
-                             "nothing (and learn nothing); give a size below the text's length")
+        if q.shape[3] <= size + 1:  # the first row dropped is read at position size + 1: the full cache under the tail's name
+            raise ValueError(f"a multi-state of {size} rows drops nothing a later position reads in {q.shape[3]} tokens: "
+                             "its tail would fold nothing (and learn nothing); give a size below the text's length less 1")
         held, dropped = drops(model, i, q.detach(), k.detach(), v.detach(), policy, size)
         if i not in maps.layers:
             return attention(q, k, v, held, dropped)
@@ -264,13 +264,13 @@ def perplexity(model: llama.Model, maps: linear.FeatureMaps, ids, policy, size: 
     pieces = [p for p in ids.split(chunk) if len(p) > 1]
     if not pieces:
         raise ValueError(f"the text has {len(ids)} token(s): perplexity needs at least 2")
-    if len(pieces[0]) <= size:  # every piece read whole: the full cache under the tail's name
-        raise ValueError(f"a multi-state of {size} rows drops nothing in chunks of {len(pieces[0])} tokens: give a size "
-                         "below the chunk's length")
+    if not (guards.integer(size) and size >= 1):
+        raise ValueError(f"size is a multi-state's rows, a whole number >= 1; got {size!r}")
     from lab import experiments
+    experiments.drops_nothing([size], len(pieces[0]), f"chunks of {len(pieces[0])} tokens")  # the full cache under the tail's name
     losses = []
-    for i, p in enumerate(pieces):  # a last piece no longer than size drops nothing: read whole, as the policy's run reads it
-        losses.append(nll(model, maps, p, policy, size) if len(p) > size else
+    for i, p in enumerate(pieces):  # a last piece the drops do not reach: read whole, as the policy's run reads it
+        losses.append(nll(model, maps, p, policy, size) if len(p) > size + 1 else
                       experiments.next_token_nll(llama.forward(model, p[None]), p[None])[0])
         if progress:
             progress(i + 1, len(pieces))

@@ -44,7 +44,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
         with safe_open(str(path), "pt") as f:
             meta, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
     except Exception as e:  # safetensors reports a truncated or corrupt file in many ways
-        raise ValueError(f"{path}: cannot read safetensors file ({e}); delete it and train again") from None
+        raise ValueError(f"{path}: cannot read it as a safetensors file ({e}); if it is maps that train.save wrote, "
+                         "delete it and train again") from None
     if not {"kind", "r", "window", "layers"} <= meta.keys():
         raise ValueError(f"{path}: not a T2R maps file (its metadata lacks kind, r, window, layers)")
     if meta["kind"] not in FeatureMaps.KINDS:
@@ -232,18 +233,32 @@ class Teacher:
     T, hd) detached and the softmax output o (1, Hkv, G, T, hd). Streamed (no folder): the model reads
     the chunk every time, o goes on to the next layer, nothing is kept. Cached (`Teacher.cached`): the
     first feed of a chunk also keeps it in folder/<c>.safetensors, and every later one (any epoch, map
-    set or run) reads it back. A 1,024-token chunk of the default model is about 189 MB in float32."""
+    set or run) reads it back; folder/teacher.key says whose attention it holds (`of`), and another's is
+    refused. A 1,024-token chunk of the default model is about 189 MB in float32."""
 
-    def __init__(self, model, chunks, folder=None):
+    def __init__(self, model, chunks, folder=None, key=None):
         self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
+        if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
+            self.key = key or self.of(model, chunks)
+            mark = self.folder / "teacher.key"
+            held = mark.read_text().strip() if mark.is_file() else self.folder.name if any(self.folder.glob("*.safetensors")) else None
+            if held not in (None, self.key):
+                raise ValueError(f"the teacher folder {self.folder} holds attention that is not this model's on these "
+                                 "chunks (its teacher.key, or without one its name, says another): give an empty folder, "
+                                 "or Teacher.cached")
+
+    @staticmethod
+    def of(model, chunks) -> str:
+        """The key of what a teacher folder holds: the model (config and weights), the chunks, the decoder and
+        linear.py (its softmax)."""
+        return harness.fingerprint(*experiments.identity(model), chunks, pathlib.Path(llama.__file__), pathlib.Path(linear.__file__))
 
     @classmethod
     def cached(cls, model, chunks):
-        """Kept in results/t2r_teacher/<key>/: keyed by the model (config and weights), the chunks, the decoder
-        and linear.py (its softmax)."""
-        key = harness.fingerprint(*experiments.identity(model), chunks, pathlib.Path(llama.__file__), pathlib.Path(linear.__file__))
-        return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key)
+        """Kept in results/t2r_teacher/<key>/ (`of`)."""
+        key = cls.of(model, chunks)
+        return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key, key)
 
     def feed(self, c: int, learn):
         layers = self._read(c) if self.folder else None
@@ -263,6 +278,8 @@ class Teacher:
             llama.forward(self.model, self.chunks[c][None], attend, last=True)
         if self.writing:
             try:
+                if not (self.folder / "teacher.key").is_file():
+                    harness.atomic_write(self.folder / "teacher.key", self.key)
                 with harness.atomic(self.folder / f"{c}.safetensors") as tmp:  # a killed run leaves no half file
                     save_file({f"{i}.{n}": t.contiguous() for i, qkvo in enumerate(kept) for n, t in zip("qkvo", qkvo)}, tmp)
             except Exception as e:  # a full disk (safetensors' own error, or OSError): the cache is optional
@@ -321,8 +338,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
-    if len({id(m) for m in maps_list}) < len(maps_list):  # one set twice: a doubled gradient, two Adam steps a step
-        raise ValueError("the same maps are given twice: give each set of maps once")
+    shared = [id(p) for m in maps_list for p in m.parameters()]  # one set twice (or a copy.copy of it): a doubled
+    if len(set(shared)) < len(shared):  # gradient and two Adam steps a step
+        raise ValueError("the same maps (or maps sharing a parameter) are given twice: give each set of maps once")
     _check_run(model, maps_list, chunks, seed=seed, save_every=save_every, eval_every=eval_every)
     for m in maps_list:
         if not any(p.requires_grad for p in m.parameters()):  # ELU+1, or frozen maps

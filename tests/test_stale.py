@@ -1712,7 +1712,7 @@ def test_round13_a_tail_refuses_what_it_would_ignore_or_never_fold():
     f64 = dict(dtype=MODEL.dtype)
     for maps, size, says in ((linear.FeatureMaps(MODEL.config, 4, "relu", 3, **f64), 4, "no sinks or window"),
                              (linear.FeatureMaps(MODEL.config, 4, "relu", layers=[], **f64), 4, "swap no layer"),
-                             (linear.FeatureMaps(MODEL.config, 4, "relu", **f64), 30, "drops nothing in 20 tokens")):
+                             (linear.FeatureMaps(MODEL.config, 4, "relu", **f64), 30, "drops nothing a later position reads in 20 tokens")):
         with pytest.raises(ValueError, match=says):
             tail.forward(MODEL, maps, x, policies.tova, size)
 
@@ -1816,7 +1816,7 @@ def test_round14_transfer_refuses_a_teacher_of_another_run_maps_twice_and_a_long
     for call, says in ((lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(other, chunks), log=None), "another model"),
                        (lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(MODEL, elsewhere), log=None), "other chunks"),
                        (lambda: train.transfer(MODEL, make(), chunks, teacher=train.Teacher(MODEL, elsewhere[:1]), log=None), "other chunks"),
-                       (lambda: train.transfer(MODEL, [m, m], chunks, log=None), "the same maps are given twice"),
+                       (lambda: train.transfer(MODEL, [m, m], chunks, log=None), "sharing a parameter"),
                        (lambda: train.transfer(MODEL, make(), chunks, epochs=1, checkpoint=ck, log=None), "a run of 6 steps, past the 2")):
         with pytest.raises(ValueError, match=says):
             call()
@@ -1862,7 +1862,7 @@ def test_round14_a_tail_reads_a_short_last_chunk_whole_as_the_policy_does():
     got = tail.perplexity(MODEL, maps, ids, policies.tova, 8, 32)
     whole = experiments.next_token_nll(llama.forward(MODEL, ids[64:][None]), ids[64:][None])[0]
     assert got["chunks"] == 3 and abs(got["ppl_per_chunk"][2] - whole.mean().exp().item()) < 1e-10
-    with pytest.raises(ValueError, match="drops nothing in chunks of 32"):
+    with pytest.raises(ValueError, match="drops nothing that is scored in chunks of 32"):
         tail.perplexity(MODEL, maps, ids, policies.tova, 40, 32)
 
 
@@ -1959,3 +1959,66 @@ def test_round14_names_pages_and_what_a_run_reads_are_what_they_say(tmp_path, mo
     assert checker.Watch(specs.named(functools.partial(boom, k=2))).watch(functools.partial(boom, k=2)).__name__ == "boom"
     with pytest.raises(SystemExit, match="check --quick runs on the checker's own"):
         demo.main(["--model", str(tmp_path), "check", "--quick", "tova"])
+
+
+# ---------------------------------------------------------------- round 15 (two helpers, on round 14's fixes)
+
+def test_round15_t2r_guards_count_the_first_position_that_reads_a_drop_or_a_fold(tmp_path, monkeypatch, capsys):
+    """Round 15: T2R's guards compared a size or window with the length, one or two short of the first position that
+    reads a dropped or folded row (a hybrid's sinks + window, TOVA's size + 1; a perplexity scores up to T - 2):
+    `t2r.length --lengths 65` printed the full cache's number for every hybrid, `--sizes 8 --lengths 10` for TOVA 8
+    and its tail, `--sizes 32 --train-length 33` trained a tail on no fold, `compare.experiment(window=length - 1)`
+    published a hybrid that was the full cache, and `tail.perplexity` at a chunk less 1 or 2 the full cache's."""
+    import types
+    from t2r import compare, length, linear, tail
+    for argv, says in ((["--sets", "hybrids", "--lengths", "65", "100"], "each exceed 65"),
+                       (["--sets", "tails", "--sizes", "8", "--lengths", "10", "200"], "each exceed 10"),
+                       (["--sets", "tails", "--sizes", "32", "--train-length", "33", "--lengths", "100"], "--train-length 33")):
+        with pytest.raises(SystemExit):
+            length.main(argv)
+        assert says in capsys.readouterr().err
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    x = tokens(1, 20)
+    for size in (18, 19):
+        with pytest.raises(ValueError, match="drops nothing that is scored"):
+            tail.perplexity(MODEL, maps, x[0], policies.tova, size, 20)
+    with pytest.raises(ValueError, match="drops nothing a later position reads in 20 tokens"):
+        tail.forward(MODEL, maps, x, policies.tova, 19)
+    tail.perplexity(MODEL, maps, x[0], policies.tova, 17, 20)  # position 18 reads what size 17 dropped
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    chars = types.SimpleNamespace(encode=lambda text: types.SimpleNamespace(ids=[ord(c) % 61 for c in text]))
+    f32 = random_model(tiny_config(), dtype=torch.float32)
+    base = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4, sizes=(6, 8),
+                kinds=("relu",), tails=False, log=None)
+    for change, says in ((dict(window=95, train_length=100), "give a window below 95"),
+                         (dict(tails=True, tail_size=95), "give a size below 95"),
+                         (dict(sizes=(6, "8")), "whole numbers"), (dict(sizes=(6, 8.5)), "whole numbers"),
+                         (dict(eval_chunks=0), "eval_chunks"), (dict(finetune_mode="qlora"), "finetune_mode"),
+                         (dict(tails=True, tail_r=5), "tail_r 5"), (dict(tails=True, tail_minutes=0), "minutes"),
+                         (dict(finetune_minutes=-1), "minutes")):
+        with pytest.raises(ValueError, match=says):
+            compare.experiment(f32, chars, **(base | change))
+
+
+def test_round15_maps_speed_transfer_and_the_teachers_folder_refuse_what_they_would_ignore(tmp_path):
+    """Round 15: a horizon without decay=True was ignored; speed.measure(size=None) failed raw inside its new check and
+    log=None failed at the first line; transfer took [m, copy.copy(m)] (shared parameters: two Adam steps a step); a
+    Teacher folder another model of the same shapes filled was read back as this model's attention."""
+    import copy
+    from t2r import linear, speed, train
+    with pytest.raises(ValueError, match="give decay=True with it"):
+        linear.FeatureMaps(MODEL.config, 4, "relu", horizon=64.0)
+    f32 = random_model(tiny_config(), dtype=torch.float32)
+    for size in (None, "8"):
+        with pytest.raises(ValueError, match="size is TOVA's rows"):
+            speed.measure(f32, lengths=(100,), size=size, t2r="relu:4", tail_spec="relu:4", steps=1, log=None)
+    assert len(speed.measure(f32, lengths=(100,), size=8, t2r="relu:4", tail_spec="relu:4", steps=1, log=None)["results"]) == 5
+    m, chunks = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype), tokens(2, 12)
+    with pytest.raises(ValueError, match="sharing a parameter"):
+        train.transfer(MODEL, [m, copy.copy(m)], chunks, log=None)
+    folder = tmp_path / "teacher"
+    train.transfer(MODEL, linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype), chunks, teacher=train.Teacher(MODEL, chunks, folder), log=None)
+    assert (folder / "teacher.key").read_text() == train.Teacher.of(MODEL, chunks)
+    with pytest.raises(ValueError, match="not this model's on these chunks"):
+        train.Teacher(random_model(tiny_config(), seed=5), chunks, folder)
+    train.Teacher(MODEL, chunks, folder).feed(0, lambda i, *qkvo: None)  # its own: read back

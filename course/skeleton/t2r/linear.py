@@ -53,7 +53,7 @@ class FeatureMaps(nn.Module):
 
     def __init__(self, cfg: llama.Config, r: int = 64, kind: str = "relu", window: int = 0,
                  layers=None, seed: int = 0, dtype=torch.float32, sinks: int = 0, decay: bool = False,
-                 horizon=4096.0, rotated: bool = True):
+                 horizon=None, rotated: bool = True):
         super().__init__()
         # every argument checked, and the horizon as a tensor (n_layers, Hkv): guards.check_feature_maps
         layers, dtype, horizon = guards.check_feature_maps(cfg, r, kind, self.KINDS, window, sinks, layers, dtype, horizon,
