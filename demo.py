@@ -178,7 +178,10 @@ def read_text(args) -> str:
     """The text of --text (in --encoding), else of --book."""
     if args.text is not None and not args.text.strip():  # '' is a mistake, not "the default book"
         raise ValueError("--text is empty: give a text file, or leave --text out for the default book (--book)")
-    return corpus.read(args.text, args.encoding) if args.text else corpus.book(args.book)
+    if args.text is not None and args.book is not None or args.text is None and args.encoding is not None:  # one was ignored
+        raise ValueError("--book names the book read without --text, and --encoding the --text file's: give --text "
+                         "with --encoding, or --book")
+    return corpus.read(args.text, args.encoding or "utf-8") if args.text else corpus.book(args.book or "alice29")
 
 
 def cmd_ppl(args):
@@ -193,6 +196,9 @@ def cmd_ppl(args):
     if with_tail and args.compile:  # tail.perplexity has no compiled path: said, not dropped without a word
         raise SystemExit("error: --tail runs eagerly (t2r/tail.py has no compiled path): leave out --compile")
     prompt_len = args.prompt_len if args.prompt_len is not None else args.chunk // 2 if args.prompt == "full" else 0
+    if args.prompt == "full" and prompt_len == 0:  # its number was the per-step one, and --prompt full said nowhere
+        raise SystemExit("error: --prompt full with --prompt-len 0 reads no prompt in full (that is --prompt step): "
+                         "give a prompt length")
     text = read_text(args)
     model, tok = load(args)
     ids = torch.tensor(tok.encode(text).ids)[: args.tokens]
@@ -210,7 +216,8 @@ def cmd_ppl(args):
     else:
         r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
                                    compile=args.compile, progress=progress)
-    how = "per step" if args.prompt != "full" else "in full, then cut once" if args.size else "in full (the full cache cuts nothing)"
+    how = ("per step" if args.prompt != "full" else "in full (the full cache cuts nothing)" if not args.size else
+           "in full, then cut once" if prompt_len > args.size else f"in full (it fits in {args.size} rows: nothing cut)")
     scored = f" after a prompt of {prompt_len} read {how}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
           f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}"
@@ -586,8 +593,8 @@ def parser():
 
     text = argparse.ArgumentParser(add_help=False)  # the commands that read a text: read_text
     text.add_argument("--text", help="a UTF-8 text file (default: a Canterbury-corpus book, see --book)")
-    text.add_argument("--encoding", default="utf-8", help="the --text file's encoding (default utf-8)")
-    text.add_argument("--book", default="alice29", help="alice29, asyoulik, lcet10 or plrabn12 (default alice29)")
+    text.add_argument("--encoding", help="the --text file's encoding (default utf-8)")
+    text.add_argument("--book", choices=list(corpus.BOOKS), help="a book to read without --text (default alice29)")
 
     p = sub.add_parser("ppl", parents=[common, text], help="perplexity of a text under a policy and multi-state size")
     p.add_argument("--policy", default="tova", help=f"{one} (default tova)")

@@ -34,7 +34,7 @@ import msrnn
 FILL_BLOCK = 64  # queries `fill` handles at once: memory O(FILL_BLOCK * size), not O(size²); of 16-256, fastest here
 STEP_BLOCK = 64  # steps `attend_block` takes at once; of 16, 64 and 256, fastest here
 PROBE = 8        # drops a compiled run makes eagerly first, under the guards the graph skips
-_PROBED = weakref.WeakKeyDictionary()  # policy -> the (model, (size, batch)) at which its first drops passed them in this process
+_PROBED = weakref.WeakKeyDictionary()  # policy -> the (model, (size, batch, one-shot prompt)) at which its first drops passed them in this process
 
 
 @torch.no_grad()
@@ -55,14 +55,15 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
             probed = _PROBED.get(policy, [])
         except TypeError:  # an unhashable policy (a dataclass instance): probed every time
             probed = []
-    if probed is not None and not any(m() is model and s == (size, B) for m, s in probed):  # per model, size, batch
+    if probed is not None and not any(m() is model and s == (size, B, oneshot) for m, s in probed):  # per model, size,
+        # batch and regime (a one-shot probe never reaches the per-step regime's first drops)
         # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
         # first drops run eagerly first, where the guards see them, on every sequence; once a process
         # for this model, size and batch (a policy may fail at one size, in a layer another model lacks, or
         # in a sequence a smaller batch lacks)
         prefill(model, ids[:, :f + PROBE], policy, size, oneshot, last=True)
         with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
-            _PROBED.setdefault(policy, []).append((weakref.ref(model), (size, B)))
+            _PROBED.setdefault(policy, []).append((weakref.ref(model), (size, B, oneshot)))
     step = compiled(scored_step) if compile else scored_step
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
@@ -176,7 +177,8 @@ def compiled_step():
         # a step reused for another policy, model, size or batch is probed again, as `prefill`'s probe is
         key = (id(policy), id(model), state.layers[0].size, tokens.shape[0])
         left = eager.get(key) or eager.setdefault(key, [policy, model, PROBE])  # no list made per step once it is there
-        if left[2] and policy is not None and state.layers[0].n >= state.layers[0].size:  # this step drops
+        ms = state.layers[0]  # this step drops: a one-shot state (engine/oneshot.py) only from its prompt's last token
+        if left[2] and policy is not None and ms.n >= ms.size and state.t >= getattr(ms, "prompt", 0) - 1:
             left[2] -= 1
             return llama.step.__wrapped__(model, tokens, state, policy)
         for ms in state.layers:

@@ -44,6 +44,9 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
     lookup runs outside the graph and splits every step in two, which made it slower compiled (a
     lookahead setting of the sweep took 290-320 s compiled, 210-270 s not).
     """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:  # one text (T,) failed deep in the slicing
+        raise ValueError(f"nll reads chunks ids (B, T) (one text: ids[None]); got "
+                         f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     named = specs.named(policy) if policy is not None else specs.FULL
     compile = compile and not named.reads_ahead
     return next_token_nll(fast.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
@@ -167,7 +170,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
         ppl.setdefault("shorter" if p is None else p.label, {})[s] = done[p, s]
     labels = [p.label for p in named]
     # the gaps' baseline is policies.sink with 4 sinks by what it is: an edited copy labelled Window+4 is not it
-    base = next((p.label for p in named if p.label == "Window+4" and getattr(p.fn, "func", p.fn) is policies.sink), None)
+    window4 = lambda fn: getattr(fn, "func", fn) is policies.sink and getattr(fn, "keywords", {}).get("sinks", 4) == 4
+    base = next((p.label for p in named if p.label == "Window+4" and window4(p.fn)), None)
     return {"n_chunks": n_chunks, "chunk": chunk, "sizes": list(sizes), "policies": labels, "ppl": ppl,
             "gap_closed": gap_closed(ppl, sizes, labels, [p.label for p in named if p.reads_ahead], base), "jobs": jobs, "compile": compile, "cache": cache.name,
             "seconds": sum(r["seconds"] for by_size in ppl.values() for r in by_size.values()),
@@ -358,6 +362,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
     ids = ids.view(1, -1)
     if ids.shape[1] <= size:
         raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
+    if isinstance(names, str) or not names:  # a page of no policy shows nothing
+        raise ValueError(f"view needs one or more policies' names, got {names!r}")
     data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
             "policies": []}
     for named in specs.distinct([specs.named(name) for name in names]):  # the page shows them by name
@@ -389,8 +395,10 @@ def percent(share: float) -> str:
 
 def retention_table(data) -> str:
     n_layers, held = len(data["first_tokens_kept_to_end_per_layer"]), data["first_token_kept_to_end_layers"]
-    if not 0 <= held <= n_layers:
+    if not 0 <= held <= n_layers or n_layers < 1:
         raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers")
+    if not isinstance(data["policy"], str) or not data["policy"].strip():  # null was published as "None"
+        raise ValueError(f"the policy's label is {data['policy']!r}")
     if data["size"] >= data["length"]:  # retention refuses such a run: it never drops a row
         raise ValueError(f"size {data['size']} of a {data['length']}-token text: such a multi-state drops no row")
     return (f"{data['policy']}, size {data['size']}, {data['length']} tokens of {data['book']}: "
@@ -550,6 +558,8 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
     tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
     budget, results = budget_gib * 2 ** 30, []
+    if not (guards.integer(steps) and steps >= 1):
+        raise ValueError(f"steps are decode steps timed, a whole number >= 1; got {steps!r}")
     if not sizes:
         raise ValueError("memory: give at least one TOVA size to set beside the full cache")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
@@ -577,10 +587,21 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
 
 
 def memory_table(data) -> str:
-    for r in data["results"]:  # a speed is measured only for a batch that fits, and a batch that fits has a speed
-        if (r["max_batch"] == 0) != (r["tokens_per_s"] is None):
+    rows, context, budget = data["results"], data.get("context"), data.get("budget_GiB")
+    if context is not None and (len(rows) < 2 or [r["policy"] for r in rows].count("full") != 1):  # a whole run
+        raise ValueError(f"{len(rows)} rows, {[r['policy'] for r in rows].count('full')} of the full cache: a run is "
+                         "TOVA at one or more sizes and the full cache once")
+    for r in rows:  # a speed is measured only for a batch that fits, and a batch that fits has a speed
+        if r["policy"] not in ("tova", "full"):  # any other was printed as "full"
+            raise ValueError(f"a row of policy {r['policy']!r}: memory measures TOVA and the full cache")
+        if (r["max_batch"] == 0) != (r["tokens_per_s"] is None) or r["tokens_per_s"] is not None and not r["tokens_per_s"] > 0:
             raise ValueError(f"{r['policy']} {r['size']}: batch {r['max_batch']} with tokens_per_s {r['tokens_per_s']}; "
-                             "a batch of 0 is not measured, and one that fits is")
+                             "a batch of 0 is not measured, and one that fits is, above 0")
+        if context is not None and r["policy"] == "tova" and r["size"] >= context:  # as memory() refuses it
+            raise ValueError(f"TOVA {r['size']} after {context} tokens drops nothing: it is the full cache")
+        if budget is not None and r["max_batch"] * r["cache_MiB_per_seq"] > 1024 * budget:
+            raise ValueError(f"{r['policy']} {r['size']}: a batch of {r['max_batch']} at {r['cache_MiB_per_seq']:.1f} MiB "
+                             f"each is past the {budget} GiB budget")
     return "\n".join(f"{('TOVA ' if r['policy'] == 'tova' else 'full ') + str(r['size']):>10}: "
                      f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, " +
                      (f"{r['tokens_per_s']:7.1f} tokens/s" if r["tokens_per_s"] is not None else "no sequence fits: not measured")

@@ -2022,3 +2022,67 @@ def test_round15_maps_speed_transfer_and_the_teachers_folder_refuse_what_they_wo
     with pytest.raises(ValueError, match="not this model's on these chunks"):
         train.Teacher(random_model(tiny_config(), seed=5), chunks, folder)
     train.Teacher(MODEL, chunks, folder).feed(0, lambda i, *qkvo: None)  # its own: read back
+
+
+def test_round15_compiled_probes_follow_the_regime_and_a_one_shot_cut(monkeypatch):
+    """Round 15: prefill's compiled probe was kept per model, size and batch, not regime: after a one-shot probe the
+    per-step run's first drops ran unchecked; a reused compiled step spent its eager steps on a one-shot state's
+    prompt, where nothing drops, and ran the cut and every drop after it in the graph."""
+    from engine import fast
+    x = tokens(1, 48)
+
+    def early_nan(rows):  # NaN at its first per-step drops only; TOVA's rule otherwise
+        s = rows.attn.mean(2).sum(1, keepdim=True)
+        return s * float("nan") if rows.t < 20 and rows.pos.shape[-1] == rows.size + 1 else s
+    experiments.nll(MODEL, x, early_nan, 4, oneshot=30, compile=True)  # its one-shot probe passes
+    with pytest.raises(guards.PolicyError, match="NaN scores"):
+        experiments.nll(MODEL, x, early_nan, 4, compile=True)
+
+    def nan_at_cut(rows):  # NaN where it cuts a whole prompt at once
+        s = rows.attn.mean(2).sum(1, keepdim=True)
+        return s * float("nan") if rows.pos.shape[-1] > rows.size + 1 else s
+    with pytest.raises(guards.PolicyError, match="NaN scores"):
+        list(msrnn.generate(MODEL, tokens(1, 3)[0], 30, nan_at_cut, state=oneshot.init_state(MODEL, 1, 4, 20),
+                            step=fast.compiled_step()))
+
+
+def test_round15_pages_and_commands_show_only_what_ran(tmp_path):
+    """Round 15: the report published memory rows no run makes (TOVA 4096 after 4,096 tokens, 0 tokens/s, a batch past
+    the budget, an h2o row as "full", no rows, two full caches) and retention's 0/0 layers and a null label; the sweep's
+    baseline was any policies.sink labelled Window+4 (8 sinks); `--prompt full --prompt-len 0` printed the per-step
+    number, a prompt within the size was said to be cut; --encoding without --text and --book with it were ignored;
+    view of no policy, memory(steps=0) and nll of one text (T,) failed raw or said nothing."""
+    import copy
+    import functools
+    import demo
+    root = pathlib.Path(__file__).resolve().parents[1] / "results"
+    mem, ret = (json.loads((root / f"{n}.json").read_text()) for n in ("memory", "retention"))
+    for change, says in ((lambda d: d["results"][0].update(size=4096), "drops nothing"),
+                         (lambda d: d["results"][0].update(tokens_per_s=0.0), "above 0"),
+                         (lambda d: d["results"][0].update(max_batch=5000), "past the 1.0 GiB budget"),
+                         (lambda d: d["results"][0].update(policy="h2o"), "policy 'h2o'"),
+                         (lambda d: d.update(results=[]), "0 rows"),
+                         (lambda d: d["results"].append(dict(d["results"][-1])), "2 of the full cache")):
+        d = copy.deepcopy(mem)
+        change(d)
+        with pytest.raises(ValueError, match=says):
+            experiments.memory_table(d)
+    for change, says in ((lambda d: d.update(first_tokens_kept_to_end_per_layer=[], first_token_kept_to_end_layers=0), "of 0 layers"),
+                         (lambda d: d.update(policy=None), "label is None")):
+        d = copy.deepcopy(ret)
+        change(d)
+        with pytest.raises(ValueError, match=says):
+            experiments.retention_table(d)
+    eight = specs.named(policies.label("Window+4")(functools.partial(policies.sink, sinks=8)))
+    ppl = {n: {8: {"ppl": v}} for n, v in (("Window+4", 9.0), ("TOVA", 7.0), ("lookahead", 5.0))}
+    assert eight.label == "Window+4" and experiments.gap_closed(ppl, [8], ["Window+4", "TOVA"], ["lookahead"], None) == {}
+    for argv, says in ((["ppl", "--policy", "tova", "--size", "4", "--prompt", "full", "--prompt-len", "0"], "--prompt-len 0"),
+                       (["ppl", "--policy", "full", "--encoding", "latin-1"], "--encoding the --text file's"),
+                       (["ppl", "--policy", "full", "--text", str(tmp_path / "t.txt"), "--book", "asyoulik"], "--book names")):
+        with pytest.raises((SystemExit, ValueError), match=says):
+            demo.main(["--model", str(tmp_path), *argv])
+    for call, says in ((lambda: experiments.view(MODEL, None, tokens(1, 30)[0], names=(), size=8), "one or more policies"),
+                       (lambda: experiments.memory(MODEL, context=64, sizes=(8,), steps=0), "steps are decode steps"),
+                       (lambda: experiments.nll(MODEL, tokens(1, 12)[0]), r"ids \(B, T\)")):
+        with pytest.raises(ValueError, match=says):
+            call()
