@@ -160,6 +160,8 @@ def write_page(data, path):
 def cmd_tour(args):
     t0 = time.time()
     chosen = {"names": args.policies} if args.policies else {}
+    if args.policies and specs.FULL in [specs.named(p) for p in args.policies]:  # it failed mid-tour, after minutes
+        raise SystemExit("error: the tour shows the full cache beside the policies itself: leave 'full' out of --policies")
     model, tok = load(args)
     tour_views(model, tok)
     tour_generate(model, tok)

@@ -105,11 +105,11 @@ def table(data) -> str:
     lines = [head]
     for label, r in rows.items():
         gap = lambda s: "" if r["gap_closed"].get(s) is None else f"{r['gap_closed'][s]:.0%}"
-        bad = [k for k, v in r["verdicts"].items() if v != "pass"]
+        bad = [k for k, v in r["verdicts"].items() if v != "pass"] + (["cost"] if r["us_per_call"] is None else [])
         lines.append(f"{label:<{width}}" + "".join(f"{r['ppl'][s]:>10.2f}" for s in sizes)
                      + "".join(f"{gap(s):>9}" for s in sizes)
                      + "".join(f"{str(r['passkey'][f'{s} {g}']) + f'/{PROMPTS}':>14}" for s in ps for g in ("step", "full"))
-                     + f"{r['us_per_call'] or 0:>6.0f}  " + ("pass" if not bad else "fails " + ", ".join(bad)))
+                     + f"{'–' if r['us_per_call'] is None else round(r['us_per_call']):>6}  " + ("pass" if not bad else "fails " + ", ".join(bad)))
     sweep = data["sweep"]["ppl"]
     bound = {s: min(sweep[specs.named(b).label][s]["ppl"] for b in BOUNDS) for s in sizes}
     lines.append(f"{'(bound)':<{width}}" + "".join(f"{bound[s]:>10.2f}" for s in sizes)

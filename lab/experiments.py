@@ -67,8 +67,8 @@ def shorter_context_nll(model, ids: torch.Tensor, size: int) -> torch.Tensor:
     """The paper's 'shorter context, no compression' baseline: every chunk cut into independent
     pieces of `size` tokens, so no token sees more than `size` - 1 before it. (B, T - 1)."""
     if not (guards.integer(size) and size >= 2):  # pieces of 1 token predict nothing (range(0, T, 0) fails raw)
-        raise ValueError(f"the shorter-context baseline at size {size!r}: pieces of fewer than 2 tokens predict nothing; "
-                         "give sizes of at least 2")
+        raise ValueError(f"the shorter-context baseline at size {size!r}: its pieces are a whole number of tokens, at "
+                         "least 2 (one predicts nothing)")
     B, T = ids.shape
     out = torch.full((B, T - 1), float("nan"))
     for start in range(0, T, size):
@@ -95,6 +95,10 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
         raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
     oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
+    if oneshot and size < prompt_len and len(pieces[0]) < prompt_len + 2:  # the cut is first read at position prompt_len
+        raise ValueError(f"read in full and cut once, a {prompt_len}-token prompt's cut is first read at position "
+                         f"{prompt_len}, which chunks of {len(pieces[0])} tokens never score (the full cache's number "
+                         f"under the policy's name): give chunks of at least {prompt_len + 2} tokens")
     losses = []
     for i, p in enumerate(x for x in pieces if len(x) > max(1, prompt_len)):
         losses.append(nll(model, p[None], policy, size, oneshot, compile)[0, max(0, prompt_len - 1):])
@@ -451,7 +455,16 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
     return [tok.decode(seq) for seq in answer_ids(model, prompts, named.on(model, text), size, n, regime).tolist()]
 
 
+def check_regimes(regimes) -> None:
+    """Prompt regimes, each "step" or "full" (a string was read as its letters, "Full" as the per-step one)."""
+    if isinstance(regimes, str) or not regimes or not all(r in ("step", "full") for r in regimes):
+        raise ValueError(f"regimes are a list of 'step' and 'full', got {regimes!r}")
+
+
 def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
+    check_regimes([regime])
+    if not (guards.integer(n) and n >= 1):  # n - 1 tokens are generated after the first
+        raise ValueError(f"n is the tokens to answer with, a whole number >= 1; got {n!r}")
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
     logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile, last=True)
     return greedy(model, logits[:, -1].argmax(-1), n, policy, state)
@@ -499,6 +512,12 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
+    check_regimes(regimes)
+    if not depths or not (guards.integer(batch) and batch >= 1):  # 0/0 was saved as an accuracy
+        raise ValueError(f"passkey needs one or more depths and a batch of at least 1; got depths {list(depths)}, batch {batch!r}")
+    if not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is in most answers
+        raise ValueError(f"pass keys are 5-digit numbers, as the prompt says (a short key is found inside any number); "
+                         f"got {list(keys)}")
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
     drops_nothing(sizes, length, f"{length}-token prompts", scored=False)
     answers = [str(k) for k in keys for _ in depths]
@@ -558,8 +577,11 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     """Table 1 on a CPU: cache bytes per sequence, the largest batch in a cache budget, and the
     tokens/s of decoding at that batch after `context` tokens, full cache against TOVA."""
     budget, results = budget_gib * 2 ** 30, []
-    if not (guards.integer(steps) and steps >= 1):
-        raise ValueError(f"steps are decode steps timed, a whole number >= 1; got {steps!r}")
+    if not (guards.integer(steps) and steps >= 1 and guards.integer(context) and context >= 1):
+        raise ValueError(f"steps (decode steps timed) and context (tokens read first) are whole numbers >= 1; got "
+                         f"{steps!r} and {context!r}")
+    if not (guards.number(budget_gib) and budget_gib > 0):
+        raise ValueError(f"the cache budget is a number of GiB above 0, got {budget_gib!r}")
     if not sizes:
         raise ValueError("memory: give at least one TOVA size to set beside the full cache")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
@@ -568,7 +590,7 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     least = msrnn.state_bytes(model, min(sizes) + 1)
     if budget < least:  # a table of batch 0 everywhere says nothing
         raise ValueError(f"a cache budget of {budget_gib:g} GiB holds not one sequence: TOVA {min(sizes)} needs "
-                         f"{least / 2**20:.2f} MiB per sequence")
+                         f"{least / 2**20:.3g} MiB per sequence")
     log(f"memory and throughput: decoding after {context} tokens, cache budget {budget_gib} GiB")
     for size in list(sizes) + [None]:
         per_seq = msrnn.state_bytes(model, context if size is None else size + 1)  # a bounded state has size + 1 slots
@@ -578,7 +600,7 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
         tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else None  # none fits
         results.append({"size": size or context, "policy": "full" if size is None else "tova",
                      "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})
-        log(memory_table({"results": results[-1:]}))
+        log(memory_table({"results": results[-1:]}, whole=False))
     full = results[-1]["tokens_per_s"]
     for r in results:
         r["relative_throughput"] = r["tokens_per_s"] / full if full else None
@@ -586,9 +608,11 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
             "results": results}
 
 
-def memory_table(data) -> str:
-    rows, context, budget = data["results"], data.get("context"), data.get("budget_GiB")
-    if context is not None and (len(rows) < 2 or [r["policy"] for r in rows].count("full") != 1):  # a whole run
+def memory_table(data, whole=True) -> str:
+    """The run's table; whole=False: the rows of a run still going (`memory` logs each as it ends), with no
+    run-level checks. A whole run's file must say its context and budget, which its rows are checked against."""
+    rows, context, budget = data["results"], *((data["context"], data["budget_GiB"]) if whole else (None, None))
+    if whole and (len(rows) < 2 or [r["policy"] for r in rows].count("full") != 1):  # a whole run
         raise ValueError(f"{len(rows)} rows, {[r['policy'] for r in rows].count('full')} of the full cache: a run is "
                          "TOVA at one or more sizes and the full cache once")
     for r in rows:  # a speed is measured only for a batch that fits, and a batch that fits has a speed

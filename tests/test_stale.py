@@ -925,7 +925,7 @@ def test_t2r_length_and_speed_refuse_lengths_that_measure_nothing_and_one_length
     if something had been dropped or folded; `t2r.speed --lengths 300 300` showed one cell as two and a flat
     1.00x; one length gave a header with a third, empty column."""
     from t2r import length, speed
-    for argv, says in ((["--lengths", "32"], "each exceed the 257 rows"), (["--sets", "sinks", "--lengths", "4"], "exceed the 4 rows"),
+    for argv, says in ((["--lengths", "32"], "each exceed 258: these families hold 257 rows"), (["--sets", "sinks", "--lengths", "4"], "each exceed 5: these families hold 4 rows"),
                        (["--sets", "plain", "--lengths", "300", "300"], "must be distinct")):
         with pytest.raises(SystemExit):
             length.main(argv)
@@ -2086,3 +2086,48 @@ def test_round15_pages_and_commands_show_only_what_ran(tmp_path):
                        (lambda: experiments.nll(MODEL, tokens(1, 12)[0]), r"ids \(B, T\)")):
         with pytest.raises(ValueError, match=says):
             call()
+
+
+# ---------------------------------------------------------------- round 16 (two helpers, on round 15's fixes)
+
+def test_round16_the_regimes_the_cut_and_the_board_show_what_ran(tmp_path, capsys):
+    """Round 16: a reused compiled step spent its eager steps on a per-step state, and a later one-shot state's cut
+    ran in the graph unchecked; a one-shot perplexity whose chunks end before the cut is read printed the full
+    cache's number under the policy's name; the board showed a failed cost check as 0 µs and "pass"; passkey took
+    the regime "Full" (run per step) and "full" (three rows f, u, l), a 1-digit key (found in any number), no depth
+    (0/0) and batch 0; memory took a context of 32.5 and a budget of NaN; a memory file without its context and
+    budget skipped every check; `tour --policies full tova` failed mid-tour."""
+    import demo
+    from engine import fast
+    from lab import board
+
+    def nan_at_cut(rows):
+        s = rows.attn.mean(2).sum(1, keepdim=True)
+        return s * float("nan") if rows.pos.shape[-1] > rows.size + 1 else s
+    step = fast.compiled_step()
+    list(msrnn.generate(MODEL, tokens(1, 3)[0], 16, nan_at_cut, size=4, step=step))  # per step: its probe passes
+    with pytest.raises(guards.PolicyError, match="NaN scores"):
+        list(msrnn.generate(MODEL, tokens(1, 3)[0], 30, nan_at_cut, state=oneshot.init_state(MODEL, 1, 4, 20), step=step))
+    x = tokens(1, 40)[0]
+    with pytest.raises(ValueError, match="give chunks of at least 41 tokens"):
+        experiments.perplexity(MODEL, x, policies.tova, 4, 40, regime="full", prompt_len=39)
+    experiments.perplexity(MODEL, x, policies.tova, 4, 40, regime="full", prompt_len=38)  # position 38 reads the cut
+    row = {"ppl": {8: 9.0}, "gap_closed": {}, "passkey": {"8 step": 1, "8 full": 1}, "us_per_call": None,
+           "verdicts": {"contract": "pass", "exact": "pass", "causal": "pass"}}
+    data = {"sizes": [8], "passkey_sizes": [8], "chunk": 24, "policies": {"small": row},
+            "sweep": {"ppl": {**{specs.named(b).label: {8: {"ppl": 5.0}} for b in board.BOUNDS}, "full cache": {24: {"ppl": 4.0}}}}}
+    line = board.table(data).splitlines()[1]
+    assert line.endswith("–  fails cost"), line
+    for change, says in ((dict(regimes=("Full",)), "regimes are a list"), (dict(regimes="full"), "regimes are a list"),
+                         (dict(keys=(1,)), "5-digit"), (dict(depths=()), "one or more depths"), (dict(batch=0), "batch of at least 1")):
+        with pytest.raises(ValueError, match=says):
+            experiments.passkey(MODEL, Bytes(), **({"sizes": (8,), "names": ("tova",), "length": 200} | change))
+    for change, says in ((dict(context=32.5), "whole numbers"), (dict(budget_gib=float("nan")), "budget is a number")):
+        with pytest.raises(ValueError, match=says):
+            experiments.memory(MODEL, **({"sizes": (8,), "context": 32} | change))
+    mem = json.loads((pathlib.Path(__file__).resolve().parents[1] / "results" / "memory.json").read_text())
+    del mem["context"]
+    with pytest.raises(KeyError):
+        experiments.memory_table(mem)
+    with pytest.raises(SystemExit, match="leave 'full' out of --policies"):
+        demo.main(["--model", str(tmp_path), "tour", "--policies", "full", "tova"])

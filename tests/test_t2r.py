@@ -424,7 +424,7 @@ def test_the_teacher_cache_trains_as_the_stream_does(tmp_path):
                 linear.FeatureMaps(model.config, 4, "hedgehog", decay=True, horizon=8.0, rotated=False)]
         students = [None, None, tail.student(model, maps[2], policies.tova, [3, 5])]
         runs.append((maps, train.transfer(model, maps, chunks, student=students, epochs=2, teacher=teacher, log=None)))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.safetensors", "1.safetensors", "2.safetensors"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.safetensors", "1.safetensors", "2.safetensors", "teacher.key"]
     (streamed, a), (cached, b) = runs
     assert_close(torch.tensor(b["losses"]), torch.tensor(a["losses"]), atol=1e-6)
     for m, n in zip(streamed, cached):
@@ -589,8 +589,8 @@ def test_plain_maps_with_sinks_and_no_window_equal_their_recurrent_view(decay):
     model = random_model(tiny_config(n_layers=3))
     H = model.config.n_kv_heads
     horizon = [[2.5 + 3 * i + 5 * h for h in range(H)] for i in range(3)]  # (n_layers, Hkv), a few tokens each
-    maps = linear.FeatureMaps(model.config, 6, "hedgehog", sinks=4, decay=decay, horizon=horizon, rotated=False,
-                              dtype=model.dtype)
+    maps = linear.FeatureMaps(model.config, 6, "hedgehog", sinks=4, decay=decay, horizon=horizon if decay else None,
+                              rotated=False, dtype=model.dtype)
     with torch.no_grad():
         for p in maps.parameters():
             if p is not getattr(maps, "log_h", None):
