@@ -303,17 +303,17 @@ def cmd_t2r(args):
         raise ValueError(f"--tail-r {args.tail_r}: the tail's Hedgehog map needs an even r of at least 4")
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tok = load(args)
     # the budgets given (None where not: argparse's --minutes=5 and --minu 5 are given too), over the cpu preset's
     given = {k: getattr(args, k) for k in CPU_BUDGET if getattr(args, k) is not None}
     budget = CPU_BUDGET | given
-    if args.preset == "papers" and given:
-        raise ValueError("--preset papers trains for the papers' token counts, with no time limit: "
+    if args.preset == "papers" and (given or args.epochs is not None):  # before loading; --epochs was dropped unsaid
+        raise ValueError("--preset papers trains for the papers' token counts, with no time limit: --epochs, "
                          "--minutes, --finetune-minutes and --tail-minutes do not apply (leave them out, or use --preset cpu)")
     if args.preset == "papers":  # the papers' token counts (compare.PAPERS), no time limit: for a GPU
         budget = dict(minutes=None, finetune_minutes=None, tail_minutes=None, **compare.PAPERS)
+    model, tok = load(args)
     data = compare.experiment(model, tok, r=args.r, kinds=tuple(dict.fromkeys(args.kinds)), window=args.window, train_length=args.train_length,
-                            epochs=args.epochs, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
+                            epochs=args.epochs or 2, finetune_mode=args.finetune, sizes=args.sizes, tail_r=args.tail_r,
                             tail_size=args.tail_size, tail_length=args.tail_length, eval_chunks=args.eval_chunks,
                             log=print, **budget)
     print("\n" + compare.table(data))
@@ -685,7 +685,7 @@ def parser():
                    help="the maps with no exact rows, trained side by side (default: relu hedgehog)")
     p.add_argument("--window", type=harness.at_least(0), default=64, help="the hybrid's exact rows (default 64; 0: no hybrid)")
     p.add_argument("--train-length", type=harness.at_least(2), default=1024, help="tokens per training chunk (default 1024)")
-    p.add_argument("--epochs", type=harness.at_least(1), default=2, help="passes over the training text (default 2)")
+    p.add_argument("--epochs", type=harness.at_least(1), help="passes over the training text (default 2; not with --preset papers)")
     p.add_argument("--minutes", type=harness.positive, help="CPU budget of the attention transfer (default 20)")
     p.add_argument("--finetune", choices=("lora", "full"), default="lora",
                    help="lora: LoRA r=8 on q, k, v, o (LoLCATs); full: every weight (Kasai et al.)")

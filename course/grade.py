@@ -279,7 +279,8 @@ def run_tests(folder: pathlib.Path, modules, tests, timeout=TIMEOUT, what="tests
             return [{"timeout": timeout, "what": what}]
         records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
         said = (done.stdout + done.stderr).strip()
-        if "ERROR: not found:" in said:  # a test that was renamed or removed: the grader's fault, not the student's
+        if done.returncode == 4 and "ERROR: not found:" in said:  # a test renamed or removed: the grader's fault, not
+            # the student's (pytest's usage error, 4: a student's file printing the words does not make it)
             raise SystemExit(f"course/grade.py is out of date, its PARTS name a test that does not exist:\n{said[-600:]}")
         if not records:  # pytest stopped before any test: say what it said
             records = [{"crash": said[-1500:], "status": done.returncode}]
@@ -511,7 +512,7 @@ def main(argv=None):
         raise SystemExit(problems(folder, ())[0])
     print(f"grading {folder}" + (" (the reference solutions)" if args.reference else ""), flush=True)
     out = grade(folder, parts, args.model)
-    return 0 if all(failed == 0 for _, _, failed, *_ in out) else 1
+    return 0 if all(failed == 0 and passed > 0 for _, passed, failed, *_ in out) else 1  # a part all skipped passed nothing
 
 
 if __name__ == "__main__":

@@ -256,7 +256,7 @@ def check_writable(name: str) -> pathlib.Path:
     --name) stays inside RESULTS and never takes another program's results file (`t2r.mini --name sweep`
     replaced what `demo.py sweep` wrote, and the pages published it)."""
     if not name or pathlib.PurePath(name).is_absolute() or ".." in pathlib.PurePath(name).parts or \
-            name.replace(os.sep, "/").split("/")[-1] in ("", "."):  # "./", "x/", "x/.": a hidden ".json" or "..json"
+            name.replace(os.sep, "/").split("/")[-1].strip() in ("", "."):  # "./", "x/", "x/.", " ": ".json", " .json"
         raise ValueError(f"a results name is a name inside {RESULTS}, not a folder or a path out of it: got {name!r}")
     if len(pathlib.PurePath(name).name.encode()) + len(".json") > 255:  # the file systems' limit on a name
         raise ValueError(f"a results name must be shorter than 250 bytes, got {len(name.encode())}")

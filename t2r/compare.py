@@ -43,6 +43,13 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
+    if len(set(kinds)) < len(kinds) or not kinds and not window:  # a kind twice: two rows, the second finetune the first's
+        raise ValueError(f"kinds {list(kinds)} and window {window}: name each map kind once, and at least one kind or a window")
+    for what, x, low in (("length", length, 2), ("train_length", train_length, 2), ("eval_every", eval_every, 1),
+                         ("tail_length", 2 if tail_length is None else tail_length, 2),
+                         ("transfer_tokens", transfer_tokens or 1, 1), ("finetune_tokens", finetune_tokens or 1, 1)):
+        if not (guards.integer(x) and x >= low):  # True read as 1, 0 as "not given", -5 as 0 epochs
+            raise ValueError(f"{what} is a whole number >= {low}, got {x!r}")
     if not sizes or not all(guards.integer(x) and x >= 1 for x in [*sizes, *(tail_sizes or ())]):
         raise ValueError(f"sizes are multi-state sizes, whole numbers >= 1, at least one; got {list(sizes)}"
                          f"{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
@@ -163,7 +170,7 @@ def finetuned(comp: Comparison, m: FeatureMaps, stage1, mode, minutes, epochs, e
     path = comp.cache("finetune", name(m), mode, minutes, epochs, *settings, eval_every)
     comp.log(f"stage 2, {mode} finetune of {name(m)} -> {path.name}")
     tuned, run = finetune(comp.model, m, comp.train_ids, mode=mode, minutes=minutes, epochs=epochs, checkpoint=path,
-                          log=comp.log, eval_every=eval_every // 2, evaluate=lambda t: {name(m): comp.ppl(t, m)})
+                          log=comp.log, eval_every=max(1, eval_every // 2), evaluate=lambda t: {name(m): comp.ppl(t, m)})
     comp.record(f"{name(m)}, finetuned", m.kind + " finetuned", m, path.name, model=tuned, stage=f"finetune ({mode})",
                 tokens=stage1["tokens"] + run["tokens"], seconds=round(stage1["seconds"] + run["seconds"]),
                 tokens_per_s=run["tokens_per_s"], finetune_tokens=run["tokens"], finetune_seconds=round(run["seconds"]))

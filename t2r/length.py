@@ -388,8 +388,9 @@ def main(argv=None):
         ap.error(twice)
     # rows a chunk must pass: a transfer's loss reads every position, and TOVA s first drops a row position s + 1 reads
     trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": SINKS + 1, "plain": 1}
-    if any(trains.get(f, 0) >= args.train_length for f in (FAMILIES if args.sets == "all" else [args.sets])):
-        ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.values())} rows these families "
+    run = FAMILIES if args.sets == "all" else [args.sets]
+    if any(trains.get(f, 0) >= args.train_length for f in run):
+        ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.get(f, 0) for f in run)} rows these families "
                  "keep exact fold nothing, so their linear parts (the tails: TOVA drops nothing) would learn from no row")
     uses = {"horizons": set(FAMILIES) - {"sinks"}, "sizes": {"tails"}, "tail_r": {"tails"}, "r": set(FAMILIES) - {"tails"},
             "minutes": set(FAMILIES) - {"control"}, "finetune_minutes": {"lora", "sinks", "control"}}
@@ -480,6 +481,9 @@ def table(data, family: str | None = None) -> str:
                              + (", its zeroed twin at some only" if len(twin) > 1 else "") + ": a table shows every cell")
     if lengths[0] < 2:  # a prefix of one token holds no prediction
         raise ValueError(f"a row at {lengths[0]} token(s): a perplexity needs a prefix of at least 2")
+    for key in ("r", "tail_r"):  # every map here is Hedgehog's: r/2 features of Wx and r/2 of -Wx
+        if not (guards.integer(data[key]) and data[key] >= 4 and data[key] % 2 == 0):
+            raise ValueError(f"{key} is {data[key]!r}: Hedgehog's features are an even number, at least 4")
     twins = " (zeroed)" if any("zeroed_ppl" in r for r in rows) else ""
     spans = list(zip(lengths, lengths[1:]))  # the segment each longer prefix adds
     head = ["method", *(f"{n:,} tokens{twins}" for n in lengths), *(f"tokens {a:,}–{b:,} alone" for a, b in spans)]

@@ -457,13 +457,20 @@ def _reach(curve, target):
     return next((c["tokens"] for c in curve if c["loss"] <= target), None)
 
 
+def _top(data) -> int:
+    """The largest feature count of a results file's preset (none: named, not max()'s bare error)."""
+    if not data["preset"]["features"]:
+        raise ValueError("preset.features is empty: a run trains one or more feature counts")
+    return max(data["preset"]["features"])
+
+
 def seeds(n: int) -> str:
     return f"{n} seed" + ("s" if n != 1 else "")
 
 
 def claims(data) -> list:
     """Kasai's claims as [(claim, figure, verdict)], from the per-seed rows."""
-    top = max(data["preset"]["features"])
+    top = _top(data)
     test = lambda r: r["test_loss"]["test"]
     t2r, t2r0 = _runs(data, "T2R", "pretrained", top), _runs(data, "T2R", "random", top)
     elu, elu0 = _runs(data, "ELU+1", "pretrained", None), _runs(data, "ELU+1", "random", None)
@@ -507,7 +514,7 @@ def conversions(data) -> list:
     """When does conversion start to pay: for every teacher checkpoint converted, [teacher tokens, the
     converted RNN's best dev loss, from-scratch T2R's dev loss at the same total tokens (its curve, the
     mean over seeds; its last point where the total is past its budget), their difference]."""
-    top, per = max(data["preset"]["features"]), data["preset"]["batch"] * data["preset"]["context"]
+    top, per = _top(data), data["preset"]["batch"] * data["preset"]["context"]
     scratch = list(_runs(data, "T2R", "random", top).values())
     at = sorted({r["teacher_steps"] for r in data["rows"] if r["method"] == "T2R" and r["init"] == "pretrained"})
     out = []
@@ -561,7 +568,7 @@ def claims_table(data) -> str:
 def summary(data) -> str:
     """One sentence of the main rows, for README."""
     by = {(g["method"], g["init"], g["features"], g["teacher_steps"]): g for g in data["groups"]}
-    P, top = data["preset"]["pretrain_steps"], max(data["preset"]["features"])
+    P, top = data["preset"]["pretrain_steps"], _top(data)
     tf, t2r, t2r0 = by[("transformer", "random", None, P)], by[("T2R", "pretrained", top, P)], by[("T2R", "random", top, 0)]
     verdict = {c.split(" ")[0]: v for c, _, v in claims(data)}
     return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare and two other books ({tf['train_tokens']:,} "
@@ -577,7 +584,7 @@ def draw(plt, data):
     fig.set_size_inches(10, 4.2)
     ax = plt.subplot(1, 2 if data.get("conversions") else 1, 1)
     by = by_setting(data["rows"])
-    top = max(data["preset"]["features"])
+    top = _top(data)
     for g in data["groups"]:
         if g["features"] not in (None, top) or (g["init"] == "pretrained" and g["teacher_steps"] != P):
             continue

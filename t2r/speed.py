@@ -131,6 +131,8 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
 def table(data) -> str:
     """One row per kind: MiB of state and tokens/s at each length, and the last length's speed against the first's."""
     lengths, rows = data["lengths"], {}
+    if not lengths or len(set(lengths)) < len(lengths):  # as check_lengths refuses them
+        raise ValueError(f"lengths {lengths}: one or more, each once")
     for (label, n), r in harness.cells(data["results"], lambda r: (r["label"], r["tokens_read"]), "(label, tokens read)").items():
         rows.setdefault(label, {})[n] = r
         if not r["tokens_per_s"] > 0:  # no step in no time: a speed of 0 is no run's
@@ -138,6 +140,8 @@ def table(data) -> str:
     head = "| | " + " | ".join(f"MiB at {n:,}" for n in lengths) + " | " + " | ".join(f"tokens/s at {n:,}" for n in lengths)
     lines = [head + f" | {lengths[-1]:,} vs {lengths[0]:,} |", "|---" * (2 * len(lengths) + 2) + "|"]
     for label, by_n in rows.items():
+        if set(by_n) != set(lengths):  # a cell missing failed as a bare KeyError
+            raise ValueError(f"{label} has rows at {sorted(by_n)}, not at every length {lengths}")
         mib = " | ".join(f"{by_n[n]['state_bytes'] / 2**20:.2f}" for n in lengths)
         tps = " | ".join(f"{by_n[n]['tokens_per_s']:.2f}" for n in lengths)
         ratio = by_n[lengths[-1]]["tokens_per_s"] / by_n[lengths[0]]["tokens_per_s"]

@@ -240,13 +240,19 @@ class Teacher:
         self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
+            if not str(folder).strip():
+                raise ValueError("the teacher's folder is blank: give a folder, or None to stream")
             self.key = key or self.of(model, chunks)
+            self.versions = self._versions()  # weights changed in place later would be read back as these
             mark = self.folder / "teacher.key"
             held = mark.read_text().strip() if mark.is_file() else self.folder.name if any(self.folder.glob("*.safetensors")) else None
             if held not in (None, self.key):
                 raise ValueError(f"the teacher folder {self.folder} holds attention that is not this model's on these "
                                  "chunks (its teacher.key, or without one its name, says another): give an empty folder, "
                                  "or Teacher.cached")
+
+    def _versions(self):
+        return [w._version for w in experiments.weights(self.model)]
 
     @staticmethod
     def of(model, chunks) -> str:
@@ -261,6 +267,9 @@ class Teacher:
         return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key, key)
 
     def feed(self, c: int, learn):
+        if self.folder and self._versions() != self.versions:
+            raise ValueError(f"the model's weights changed since this Teacher was made, so {self.folder} holds another "
+                             "model's attention: make a new Teacher (Teacher.cached keys it by the weights)")
         layers = self._read(c) if self.folder else None
         if layers is not None:
             for i, qkvo in enumerate(layers):
@@ -338,6 +347,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
+    if not maps_list or not many and isinstance(student, (list, tuple)):
+        raise ValueError("transfer trains FeatureMaps, or a list of them with a list of students (one each); "
+                         f"got {len(maps_list)} set(s) of maps and a student {type(student).__name__}")
     shared = [id(p) for m in maps_list for p in m.parameters()]  # one set twice (or a copy.copy of it): a doubled
     if len(set(shared)) < len(shared):  # gradient and two Adam steps a step
         raise ValueError("the same maps (or maps sharing a parameter) are given twice: give each set of maps once")
@@ -558,6 +570,7 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     if mode == "lora" and not guards.integer(rank):
         raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
     _check_run(model, [maps], chunks, seed=seed, save_every=save_every, eval_every=eval_every)  # transfer's checks
+    guards.check_flags(grad_checkpoint=grad_checkpoint)  # "no" was true
     start = _identity(model, [maps], chunks)
     params, build = weights(model, mode, rank, alpha, seed)
     params = {f"maps.{n}": p for n, p in maps.named_parameters()} | {f"model.{n}": p for n, p in params.items()}

@@ -2131,3 +2131,64 @@ def test_round16_the_regimes_the_cut_and_the_board_show_what_ran(tmp_path, capsy
         experiments.memory_table(mem)
     with pytest.raises(SystemExit, match="leave 'full' out of --policies"):
         demo.main(["--model", str(tmp_path), "tour", "--policies", "full", "tova"])
+
+
+def test_round16_t2r_refuses_what_it_ignored_and_the_grader_blames_the_right_file(tmp_path, monkeypatch, capsys):
+    """Round 16: a Teacher with a folder read back the old weights' attention after they changed in place; `demo.py
+    t2r --preset papers --epochs 3` dropped --epochs; the comparison took a kind twice, tail_length 0 (as none),
+    eval_every 1 (0 after the training), no map, negative or fractional token budgets and length True; finetune took
+    grad_checkpoint "no" as true; `--name " "` passed; the report published r 3 and tail_r 0 as Hedgehog's, a speed
+    length twice, and failed raw on a missing cell or no features; the grader exited 0 on a part all skipped, took a
+    student's printed "ERROR: not found:" for its own, and blamed the repository for a student's renamed MultiState."""
+    import copy
+    import types
+    import demo
+    from course import grade
+    from t2r import compare, length, linear, mini, speed, train
+    chunks, folder = tokens(2, 12), tmp_path / "teacher"
+    model = random_model(tiny_config())
+    teacher = train.Teacher(model, chunks, folder)
+    teacher.feed(0, lambda i, *qkvo: None)
+    with torch.no_grad():
+        model.layers[0].w_qkv.mul_(2)
+    with pytest.raises(ValueError, match="weights changed since this Teacher was made"):
+        teacher.feed(0, lambda i, *qkvo: None)
+    with pytest.raises(ValueError, match="--epochs, --minutes"):
+        demo.main(["--model", str(tmp_path), "t2r", "--preset", "papers", "--epochs", "3"])
+    chars = types.SimpleNamespace(encode=lambda text: types.SimpleNamespace(ids=[ord(c) % 61 for c in text]))
+    f32 = random_model(tiny_config(), dtype=torch.float32)
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    base = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4, sizes=(6, 8),
+                kinds=("relu",), tails=False, log=None)
+    for change, says in ((dict(kinds=("relu", "relu")), "each map kind once"), (dict(kinds=(), window=0), "at least one kind"),
+                         (dict(tail_length=0), "tail_length"), (dict(transfer_tokens=-5), "transfer_tokens"),
+                         (dict(finetune_tokens=1.5), "finetune_tokens"), (dict(length=True), "length is a whole number")):
+        with pytest.raises(ValueError, match=says):
+            compare.experiment(f32, chars, **(base | change))
+    compare.experiment(f32, chars, **(base | dict(eval_every=1)))  # its finetune evaluates every step
+    with pytest.raises(ValueError, match="grad_checkpoint must be True or False"):
+        train.finetune(f32, linear.FeatureMaps(f32.config, 4, "relu"), chunks, minutes=1e-4, grad_checkpoint="no", log=None)
+    with pytest.raises(ValueError, match="a results name"):
+        harness.check_writable(" ")
+    root = pathlib.Path(__file__).resolve().parents[1] / "results"
+    data = lambda name: json.loads((root / f"{name}.json").read_text())
+    for file, change, call, says in (("t2r_length", lambda d: d.update(r=3), length.table, "r is 3"),
+                                     ("t2r_length", lambda d: d.update(tail_r=0), length.table, "tail_r is 0"),
+                                     ("t2r_speed", lambda d: d["lengths"].append(d["lengths"][0]), speed.table, "each once"),
+                                     ("t2r_speed", lambda d: d["results"].pop(), speed.table, "not at every length"),
+                                     ("t2r_mini", lambda d: d["preset"].update(features=[]), mini.claims, "preset.features is empty")):
+        d = copy.deepcopy(data(file))
+        change(d)
+        with pytest.raises(ValueError, match=says):
+            call(d)
+    work = tmp_path / "work"
+    (work / "t2r").mkdir(parents=True)
+    for f in ("llama.py", "msrnn.py", "policies.py", "t2r/linear.py"):
+        (work / f).write_text((root.parent / f).read_text())
+    (work / "msrnn.py").write_text((work / "msrnn.py").read_text().replace("MultiState", "MultiStateRNN"))
+    capsys.readouterr()
+    assert grade.main([str(work), "--only", "2"]) == 1
+    assert "does not import (your code)" in capsys.readouterr().out
+    monkeypatch.setattr(grade, "run_tests", lambda *a, **k: [{"test": t, "when": "call", "outcome": "skipped"}
+                                                            for t in grade.PARTS[0].tests])
+    assert grade.main([str(work), "--only", "1"]) == 1  # a part all skipped passed nothing
