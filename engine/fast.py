@@ -179,8 +179,9 @@ def compiled_step():
         left = eager.get(key) or eager.setdefault(key, [policy, model, PROBE])  # no list made per step once it is there
         ms = state.layers[0]  # this step drops: a one-shot state (engine/oneshot.py) only from its prompt's last token
         if left[2] and policy is not None and ms.n >= ms.size and state.t >= getattr(ms, "prompt", 0) - 1:
-            left[2] -= 1
-            return llama.step.__wrapped__(model, tokens, state, policy)
+            out = llama.step.__wrapped__(model, tokens, state, policy)
+            left[2] -= 1  # counted once it passed: a step refused and fed again is probed again
+            return out
         for ms in state.layers:
             ms.make_room()
         return fast(model, tokens, state, policy)

@@ -283,6 +283,8 @@ def failed(named, out) -> list[str]:
     """The checks a result fails: exact and contract must pass, and causal too unless the policy is
     declared to read ahead (a lookahead, for which "lookahead (not a policy)" is the expected verdict)."""
     bad = [what for what in ("exact", "contract", "tail") if what in out and out[what][0] != "pass"]
+    if out.get("cost", ("",))[0] == "fail":  # NaN scores, or too slow, on the cost check's rows: its exit was 0
+        bad.append("cost")
     if out["causal"][0] != "pass" and not (named.reads_ahead and out["causal"][0] == "lookahead (not a policy)"):
         bad.append("causal")
     return bad

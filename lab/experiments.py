@@ -47,6 +47,9 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:  # one text (T,) failed deep in the slicing
         raise ValueError(f"nll reads chunks ids (B, T) (one text: ids[None]); got "
                          f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
+    guards.check_flags(compile=compile)  # "no" compiled
+    if oneshot > ids.shape[1]:  # the prompt never ends, so nothing is cut: the full cache under the policy's name
+        raise ValueError(f"a one-shot prompt of {oneshot} tokens is longer than the {ids.shape[1]} read: it is never cut")
     named = specs.named(policy) if policy is not None else specs.FULL
     compile = compile and not named.reads_ahead
     return next_token_nll(fast.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
@@ -95,6 +98,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
         raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
     oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
+    if size is not None and pieces:  # as the command line checks it (a shorter last chunk is the policy's own number)
+        drops_nothing([size], len(pieces[0]), f"chunks of {len(pieces[0])} tokens")
     if oneshot and size < prompt_len and len(pieces[0]) < prompt_len + 2:  # the cut is first read at position prompt_len
         raise ValueError(f"read in full and cut once, a {prompt_len}-token prompt's cut is first read at position "
                          f"{prompt_len}, which chunks of {len(pieces[0])} tokens never score (the full cache's number "
@@ -138,6 +143,10 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     more: other jobs for the same processes, after the settings: (fn, *args) runs fn(model, ids, *args),
     which keeps its own result and returns a line for the log (board.py's cells).
     """
+    if isinstance(names, str) or not names or not (guards.integer(batch) and batch >= 1) or not (guards.integer(n_chunks) and n_chunks >= 1):
+        raise ValueError(f"sweep takes a list of one or more policies' names, and a batch and n_chunks of at least 1; got "
+                         f"{names!r}, {batch!r}, {n_chunks!r}")
+    guards.check_flags(compile=compile)
     named = specs.distinct([specs.named(n) for n in names], taken=("shorter", specs.FULL.label))  # before the books are read
     drops_nothing(sizes, chunk, f"{chunk}-token chunks")
     if not sizes or min(sizes) < 2:  # before any setting is measured: the shorter-context baseline needs pieces of 2 tokens
@@ -253,6 +262,9 @@ def drops_nothing(sizes, longest: int, where: str, scored: bool = True):
     longest - 2 (the last token predicts nothing), so sizes from longest - 2 change no scored logit.
     scored=False (a prompt whose answer is generated after it): sizes from `longest` hold the whole prompt."""
     limit = longest - 2 if scored else longest
+    if sizes and limit < 2:  # "give sizes below -1" named no size a user could give
+        raise ValueError(f"{where} are too short for any multi-state to drop a row a scored position reads: give a "
+                         "longer text")
     if sizes and max(sizes) >= limit:
         raise ValueError(f"a multi-state of {max(sizes)} rows drops nothing that is scored in {where}, so its numbers would "
                          f"be the full cache's under the policy's name: give sizes below {limit}")
@@ -300,8 +312,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
     named = specs.named(policy)
     if named is specs.FULL:
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
-    if not 0 <= layer < model.config.n_layers:
-        raise ValueError(f"layer {layer}: the model has layers 0 to {model.config.n_layers - 1}")
+    if not (guards.integer(layer) and 0 <= layer < model.config.n_layers):  # True ran as layer 1, 1.0 failed in torch
+        raise ValueError(f"layer {layer!r}: the model has layers 0 to {model.config.n_layers - 1}")
     ids = book_chunks(tok, 1, length, books=(book,))
     if size >= ids.shape[1]:  # no share of kept rows to report, and no "kept longest"
         raise ValueError(f"retention: a multi-state of {size} rows never drops a row of a {ids.shape[1]}-token text; "
@@ -509,6 +521,9 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
+    if isinstance(names, str) or not names or not sizes or isinstance(keys, int) or not guards.integer(length):
+        raise ValueError(f"passkey takes lists of one or more policies' names, sizes and keys and a whole length; got "
+                         f"{names!r}, {sizes!r}, {keys!r}, {length!r}")
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
@@ -550,14 +565,16 @@ def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     g = torch.Generator().manual_seed(0)
     guards.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
                        f"a state of {batch} sequences")
+    held = n_rows if size is None else min(n_rows, size + 1)  # a bounded state still filling holds what it read
     for ms in state:
         cap = n_rows + 64 if size is None else size + 1  # room to decode without growing
         shape = (batch, ms.k.shape[1], cap, ms.k.shape[3])
         ms.k, ms.v = ((torch.randn(shape, generator=g, dtype=model.dtype) * 0.1).to(model.device) for _ in range(2))
-        ms.pos = torch.arange(cap, device=model.device).expand(shape[:3]).contiguous()
+        ms.pos = torch.arange(cap, device=model.device).masked_fill(torch.arange(cap, device=model.device) >= held, -1)
+        ms.pos = ms.pos.expand(shape[:3]).contiguous()
         ms.score = torch.zeros(shape[:3], dtype=ms.score.dtype, device=model.device)
         ms.prev = torch.full(shape[:3], math.nan, dtype=ms.score.dtype, device=model.device)
-        ms.n = n_rows if size is None else size + 1  # a full bounded state: every slot used, slot 0 just freed
+        ms.n = held  # full (bounded): every slot used, slot 0 just freed; else slots [0, held), the next at held
         ms.free.zero_()
     state.t = n_rows
     return state
@@ -582,8 +599,8 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
                          f"{steps!r} and {context!r}")
     if not (guards.number(budget_gib) and budget_gib > 0):
         raise ValueError(f"the cache budget is a number of GiB above 0, got {budget_gib!r}")
-    if not sizes:
-        raise ValueError("memory: give at least one TOVA size to set beside the full cache")
+    if isinstance(sizes, str) or not sizes or not all(guards.integer(x) and x >= 1 for x in sizes):
+        raise ValueError(f"memory: give one or more TOVA sizes, whole numbers >= 1, to set beside the full cache; got {sizes!r}")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
         raise ValueError(f"memory: TOVA {max(sizes)} drops nothing after {context} tokens, so it is the full cache, not "
                          f"a smaller one: give sizes below the context (--context {context})")
@@ -612,6 +629,7 @@ def memory_table(data, whole=True) -> str:
     """The run's table; whole=False: the rows of a run still going (`memory` logs each as it ends), with no
     run-level checks. A whole run's file must say its context and budget, which its rows are checked against."""
     rows, context, budget = data["results"], *((data["context"], data["budget_GiB"]) if whole else (None, None))
+    harness.cells([r for r in rows if r["policy"] == "tova"], lambda r: r["size"], "TOVA size")  # one speed a size
     if whole and (len(rows) < 2 or [r["policy"] for r in rows].count("full") != 1):  # a whole run
         raise ValueError(f"{len(rows)} rows, {[r['policy'] for r in rows].count('full')} of the full cache: a run is "
                          "TOVA at one or more sizes and the full cache once")
@@ -623,6 +641,10 @@ def memory_table(data, whole=True) -> str:
                              "a batch of 0 is not measured, and one that fits is, above 0")
         if context is not None and r["policy"] == "tova" and r["size"] >= context:  # as memory() refuses it
             raise ValueError(f"TOVA {r['size']} after {context} tokens drops nothing: it is the full cache")
+        if whole and r["policy"] == "full" and r["size"] != context:
+            raise ValueError(f"the full cache's row has size {r['size']}, the run read {context} tokens")
+        if whole and r["policy"] == "tova" and r["cache_MiB_per_seq"] >= max(x["cache_MiB_per_seq"] for x in rows if x["policy"] == "full"):
+            raise ValueError(f"TOVA {r['size']} holds {r['cache_MiB_per_seq']:.1f} MiB, no less than the full cache")
         if budget is not None and r["max_batch"] * r["cache_MiB_per_seq"] > 1024 * budget:
             raise ValueError(f"{r['policy']} {r['size']}: a batch of {r['max_batch']} at {r['cache_MiB_per_seq']:.1f} MiB "
                              f"each is past the {budget} GiB budget")

@@ -414,6 +414,8 @@ def median_time(fn, repeat: int, warmup: int = 1) -> float:
     """Seconds per call of fn(): the median of `repeat` calls after `warmup` untimed ones. The median,
     because this machine's speed drifts and a burst of other work should not decide the number.
     On a GPU, the time includes waiting for the work fn() queued."""
+    if not (isinstance(repeat, int) and repeat >= 1):  # a median of no call failed in statistics
+        raise ValueError(f"a time is the median of one or more calls; got repeat={repeat!r}")
     sync = torch.cuda.synchronize if torch.cuda.is_initialized() else (lambda: None)
     for _ in range(warmup):
         fn()

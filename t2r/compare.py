@@ -47,7 +47,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
         raise ValueError(f"kinds {list(kinds)} and window {window}: name each map kind once, and at least one kind or a window")
     for what, x, low in (("length", length, 2), ("train_length", train_length, 2), ("eval_every", eval_every, 1),
                          ("tail_length", 2 if tail_length is None else tail_length, 2),
-                         ("transfer_tokens", transfer_tokens or 1, 1), ("finetune_tokens", finetune_tokens or 1, 1)):
+                         ("transfer_tokens", 1 if transfer_tokens is None else transfer_tokens, 1),
+                         ("finetune_tokens", 1 if finetune_tokens is None else finetune_tokens, 1)):  # 0 was "not given"
         if not (guards.integer(x) and x >= low):  # True read as 1, 0 as "not given", -5 as 0 epochs
             raise ValueError(f"{what} is a whole number >= {low}, got {x!r}")
     if not sizes or not all(guards.integer(x) and x >= 1 for x in [*sizes, *(tail_sizes or ())]):
@@ -70,6 +71,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
         raise ValueError(f"tail sizes {list(tail_sizes)}: each is read beside TOVA at that size, so each must be one of "
                          f"the sizes {list(sizes)}")
+    if tail_sizes and not tails:  # dropped without a word
+        raise ValueError(f"tail sizes {list(tail_sizes)} with tails=False: there is no tail to read at them")
     if tails and not (guards.integer(tail_size) and tail_size >= 1):
         raise ValueError(f"--tail-size {tail_size!r}: TOVA's size under which the tail trains is a whole number >= 1")
     if tails and tail_size >= (tail_length or length) - 1:  # TOVA s first drops a row position s + 1 reads
@@ -272,7 +275,13 @@ def recipe(row) -> str:
 def table(data) -> str:
     lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
              "|---|---|---|---|---|---|"]
+    harness.cells(data["results"], lambda row: row["method"], "method")  # a method twice: two numbers under one name
     for row in data["results"]:
+        if "tokens" in row and not (row["tokens"] > 0 and row["seconds"] > 0 and row["tokens_per_s"] > 0):
+            raise ValueError(f"{row['method']}: {row['tokens']} tokens in {row['seconds']} s at {row['tokens_per_s']} "
+                             "tokens/s; a trained row read some tokens in some time")
+        if row["family"] in ("tova", "h2o", "sink") and not row["method"].startswith(specs.named(row["family"]).label.split("+")[0]):
+            raise ValueError(f"{row['method']!r} is a row of the {row['family']} family, under another's name")
         cost = (f"{row['tokens']:,} | {row['seconds']} s | {row['tokens_per_s']:.0f}" if "tokens" in row else " | | ")
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
     full = [row["ppl"] for row in data["results"] if row["family"] == "full"]

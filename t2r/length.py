@@ -493,6 +493,8 @@ def table(data, family: str | None = None) -> str:
         seg = [{"ppl": segment(cell[m, a]["ppl"], a, cell[m, b]["ppl"], b)} | (
             {"zeroed_ppl": segment(cell[m, a]["zeroed_ppl"], a, cell[m, b]["zeroed_ppl"], b)}
             if "zeroed_ppl" in cell[m, a] else {}) for a, b in spans]
+        if not all(v >= 1 for x in seg for v in x.values()):  # each prefix plausible alone, the two inconsistent
+            raise ValueError(f"{m!r}: a segment's perplexity comes out below 1 from its prefixes' ({[x['ppl'] for x in seg]})")
         cells = [recipe(cell[m, lengths[0]], data['r'], data['tail_r']), *(both(cell[m, n], "ppl") for n in lengths),
                  *(both(x, "ppl") for x in seg)]
         lines.append("| " + " | ".join(cells) + " |")

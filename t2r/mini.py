@@ -433,7 +433,11 @@ MARGIN = 0.02  # nats: a difference smaller than this, or than twice the seeds' 
 def _runs(data, method, init, features, at=None):
     """{seed: row} of one setting (at: the teacher's steps; default its whole budget)."""
     at = 0 if init == "random" else data["preset"]["pretrain_steps"] if at is None else at
-    return {r["seed"]: r for r in by_setting(data["rows"]).get((method, init, features, at), [])}
+    rows = {r["seed"]: r for r in by_setting(data["rows"]).get((method, init, features, at), [])}
+    if not rows:  # a mean of no run failed as statistics' bare error
+        raise ValueError(f"no row of {method}, {init}, {features} features at {at} teacher steps: the preset names a "
+                         "setting the rows do not hold")
+    return rows
 
 
 def _paired(a: dict, b: dict, value) -> list:
@@ -459,9 +463,10 @@ def _reach(curve, target):
 
 def _top(data) -> int:
     """The largest feature count of a results file's preset (none: named, not max()'s bare error)."""
-    if not data["preset"]["features"]:
-        raise ValueError("preset.features is empty: a run trains one or more feature counts")
-    return max(data["preset"]["features"])
+    features = data["preset"]["features"]
+    if not isinstance(features, list) or not features or not all(type(f) is int and f >= 1 for f in features):
+        raise ValueError(f"preset.features is {features!r}: a run trains one or more feature counts, whole numbers >= 1")
+    return max(features)
 
 
 def seeds(n: int) -> str:

@@ -131,10 +131,13 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
 def table(data) -> str:
     """One row per kind: MiB of state and tokens/s at each length, and the last length's speed against the first's."""
     lengths, rows = data["lengths"], {}
-    if not lengths or len(set(lengths)) < len(lengths):  # as check_lengths refuses them
-        raise ValueError(f"lengths {lengths}: one or more, each once")
+    if not lengths or len(set(lengths)) < len(lengths) or not all(guards.integer(n) and n >= 1 for n in lengths) \
+            or not data["results"]:  # as check_lengths refuses them; a table of no row is a header
+        raise ValueError(f"lengths {lengths}: one or more whole numbers of tokens, each once, and rows at them")
     for (label, n), r in harness.cells(data["results"], lambda r: (r["label"], r["tokens_read"]), "(label, tokens read)").items():
         rows.setdefault(label, {})[n] = r
+        if not r["state_bytes"] > 0:  # every state holds something
+            raise ValueError(f"{label} at {n:,} tokens: state_bytes is {r['state_bytes']}; a state holds some bytes")
         if not r["tokens_per_s"] > 0:  # no step in no time: a speed of 0 is no run's
             raise ValueError(f"{label} at {n:,} tokens: tokens_per_s is {r['tokens_per_s']}, and a step takes some time")
     head = "| | " + " | ".join(f"MiB at {n:,}" for n in lengths) + " | " + " | ".join(f"tokens/s at {n:,}" for n in lengths)

@@ -240,8 +240,8 @@ class Teacher:
         self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
-            if not str(folder).strip():
-                raise ValueError("the teacher's folder is blank: give a folder, or None to stream")
+            if not isinstance(folder, (str, os.PathLike)) or not str(folder).strip():
+                raise ValueError(f"the teacher's folder is a path, or None to stream; got {folder!r}")
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
             mark = self.folder / "teacher.key"
@@ -252,7 +252,10 @@ class Teacher:
                                  "or Teacher.cached")
 
     def _versions(self):
-        return [w._version for w in experiments.weights(self.model)]
+        """What the key was made from, cheaply: each tensor's identity, storage and in-place version (a weight
+        replaced, `.data =`, an in-place op, new RoPE frequencies, chunks edited), and the config's text."""
+        tensors = [*experiments.weights(self.model), self.model.inv_freq, self.chunks]
+        return [repr(self.model.config)] + [(id(t), t.data_ptr(), t._version) for t in tensors]
 
     @staticmethod
     def of(model, chunks) -> str:
@@ -268,8 +271,8 @@ class Teacher:
 
     def feed(self, c: int, learn):
         if self.folder and self._versions() != self.versions:
-            raise ValueError(f"the model's weights changed since this Teacher was made, so {self.folder} holds another "
-                             "model's attention: make a new Teacher (Teacher.cached keys it by the weights)")
+            raise ValueError(f"the model (its weights, config or RoPE) or the chunks changed since this Teacher was made, "
+                             f"so {self.folder} holds another's attention: make a new Teacher (Teacher.cached keys it by them)")
         layers = self._read(c) if self.folder else None
         if layers is not None:
             for i, qkvo in enumerate(layers):
@@ -347,9 +350,10 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
-    if not maps_list or not many and isinstance(student, (list, tuple)):
-        raise ValueError("transfer trains FeatureMaps, or a list of them with a list of students (one each); "
-                         f"got {len(maps_list)} set(s) of maps and a student {type(student).__name__}")
+    if not maps_list or not all(isinstance(m, FeatureMaps) for m in maps_list) or \
+            student is not None and isinstance(student, (list, tuple)) != many:
+        raise ValueError("transfer trains FeatureMaps, or a list of them with a list of students (one each); got "
+                         f"{type(maps).__name__} of {len(maps_list)} and a student {type(student).__name__}")
     shared = [id(p) for m in maps_list for p in m.parameters()]  # one set twice (or a copy.copy of it): a doubled
     if len(set(shared)) < len(shared):  # gradient and two Adam steps a step
         raise ValueError("the same maps (or maps sharing a parameter) are given twice: give each set of maps once")
@@ -424,7 +428,7 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
     then Adam steps, the run's meta counts them and the seconds, report(run, last) logs, evaluate() ->
     dict goes on the curve every eval_every steps and at the end (not counted as training time), and the
     run is saved every save_every steps and at the end. Stops after `total` steps or `minutes`."""
-    t0, done_s = time.time(), run["seconds"]
+    t0, done_s, ended = time.time(), run["seconds"], True  # ended: the last step run was saved and evaluated as last
     while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
         tokens, loss = step(run["step"])
         opt.step()
@@ -444,6 +448,12 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
             run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
             t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
         if checkpoint is not None and (run["step"] % save_every == 0 or last):
+            _save_run(checkpoint, params, opt, run)
+        ended = last
+    if run["step"] and not ended:  # the budget ran out during the last step's log or evaluation: it is the last
+        if evaluate and (not run["curve"] or run["curve"][-1]["step"] != run["step"]):
+            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
+        if checkpoint is not None:
             _save_run(checkpoint, params, opt, run)
     run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
     return run

@@ -175,7 +175,7 @@ def test_a_policy_of_ones_own_runs_everywhere(real_model, tokenizer, tmp_path):
     demo.main(["sweep", "--sizes", "8", "--chunks", "1", "--chunk", "40", "--policies", mine, "sink:1", "--jobs", "1"])
     saved = next(tmp_path.glob("runs/sweep-*.json"))
     assert json.loads(saved.read_text())["policies"] == ["Mine+1", "Window+1"]  # in the JSON too
-    key = experiments.passkey(real_model, tokenizer, sizes=(16,), names=(mine,), length=60, depths=(0.5,), keys=(1,),
+    key = experiments.passkey(real_model, tokenizer, sizes=(16,), names=(mine,), length=60, depths=(0.5,), keys=(12345,),
                               regimes=("step", "full"))
     assert set(key["results"]) == {"full cache", "Mine+1/16/step", "Mine+1/16/full"}
 
