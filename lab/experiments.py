@@ -98,7 +98,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
         raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
     oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
-    if size is not None and pieces:  # as the command line checks it (a shorter last chunk is the policy's own number)
+    if size is not None and pieces and len(pieces[0]) > max(1, prompt_len):  # as `ppl` checks it (a shorter last
+        # chunk is the policy's own number there)
         drops_nothing([size], len(pieces[0]), f"chunks of {len(pieces[0])} tokens")
     if oneshot and size < prompt_len and len(pieces[0]) < prompt_len + 2:  # the cut is first read at position prompt_len
         raise ValueError(f"read in full and cut once, a {prompt_len}-token prompt's cut is first read at position "

@@ -464,7 +464,7 @@ def _reach(curve, target):
 def _top(data) -> int:
     """The largest feature count of a results file's preset (none: named, not max()'s bare error)."""
     features = data["preset"]["features"]
-    if not isinstance(features, list) or not features or not all(type(f) is int and f >= 1 for f in features):
+    if not isinstance(features, (list, tuple)) or not features or not all(type(f) is int and f >= 1 for f in features):
         raise ValueError(f"preset.features is {features!r}: a run trains one or more feature counts, whole numbers >= 1")
     return max(features)
 

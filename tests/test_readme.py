@@ -334,7 +334,7 @@ def test_a_results_file_that_cannot_be_read_is_named(tmp_path):
         demo.reported("<!-- results: memory -->\n<!-- /results -->\n", results=tmp_path)
 
 
-@pytest.mark.parametrize("edit, says", [({"about": "a string"}, "AttributeError"), ({"rows": []}, "ValueError: 0 rows of the transformer")])
+@pytest.mark.parametrize("edit, says", [({"about": "a string"}, "AttributeError"), ({"rows": []}, "ValueError: no row of T2R")])
 def test_a_results_file_of_another_shape_is_named(tmp_path, edit, says):
     """An `about` that is not an object, or a summary of no rows, ended the report in a bare traceback."""
     import json

@@ -1784,7 +1784,7 @@ def test_round13_the_report_finds_rows_by_what_they_are_and_refuses_two_of_one_c
         speed.table(sp)
     t = data("t2r")
     t["results"].append(next(r for r in t["results"] if r["family"] == "full"))
-    with pytest.raises(ValueError, match="2 full-cache rows"):
+    with pytest.raises(ValueError, match="two rows of method softmax, full cache"):
         compare.table(t)
     L = data("t2r_length")
     for change, says, call in ((lambda d: d["rows"].append(dict(d["rows"][0])), "two rows of", t2r_length.table),
@@ -1872,7 +1872,7 @@ def test_round14_a_size_that_changes_no_scored_logit_is_refused():
     s + 1's logits, and the last position predicts nothing. One size below is a policy's own number."""
     x = tokens(1, 20)
     full = experiments.perplexity(MODEL, x[0], None, None, 20)["ppl"]
-    at = lambda size: abs(experiments.perplexity(MODEL, x[0], policies.tova, size, 20)["ppl"] / full - 1)
+    at = lambda size: abs(experiments.nll(MODEL, x, policies.tova, size).mean().exp().item() / full - 1)
     assert at(18) < 1e-12 and at(17) > 1e-6  # why 18 is refused (float64: equal to rounding), and 17 is not
     for size in (18, 19):
         with pytest.raises(ValueError, match="drops nothing that is scored in 20-token chunks"):
@@ -1948,7 +1948,7 @@ def test_round14_names_pages_and_what_a_run_reads_are_what_they_say(tmp_path, mo
                        (lambda: experiments.passkey_prompts(Bytes(), 200, (0.1, 1.5), (71432,)), "from 0 to 1"),
                        (lambda: experiments.view(MODEL, None, tokens(2, 30), size=8), r"ids \(T,\); got \(2, 30\)"),
                        (lambda: checker.check(specs.FULL, log=lambda *a: None), "has nothing to check"),
-                       (lambda: experiments.memory(MODEL, context=64, sizes=()), "at least one TOVA size"),
+                       (lambda: experiments.memory(MODEL, context=64, sizes=()), "one or more TOVA sizes"),
                        (lambda: experiments.percent(float("nan")), "from 0 to 1")):
         with pytest.raises(ValueError, match=says):
             call()
