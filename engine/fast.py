@@ -59,8 +59,8 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
         # batch and regime (a one-shot probe never reaches the per-step regime's first drops)
         # inside the graph a policy is neither watched nor checked (a write into rows, NaN scores): its
         # first drops run eagerly first, where the guards see them, on every sequence; once a process
-        # for this model, size and batch (a policy may fail at one size, in a layer another model lacks, or
-        # in a sequence a smaller batch lacks)
+        # for this model, size, batch and regime (a policy may fail at one size, in a layer another model
+        # lacks, or in a sequence a smaller batch lacks)
         prefill(model, ids[:, :f + PROBE], policy, size, oneshot, last=True)
         with contextlib.suppress(TypeError):  # an object no weak reference can hold is probed every time
             _PROBED.setdefault(policy, []).append((weakref.ref(model), (size, B, oneshot)))
@@ -169,7 +169,7 @@ def compiled_step():
     if fast is llama.step.__wrapped__:
         return llama.step
 
-    eager = {}  # (policy, model, size, batch) by id -> [the policy and model, held so their ids are not reused;
+    eager = {}  # (policy, model, size, batch, prompt) by id -> [the policy and model, held so their ids are not reused;
     #             steps with a drop still to run eagerly]
 
     @guards.all_or_nothing
