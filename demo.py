@@ -218,8 +218,11 @@ def cmd_ppl(args):
     else:
         r = experiments.perplexity(model, ids, policy, args.size, args.chunk, regime=args.prompt, prompt_len=prompt_len,
                                    compile=args.compile, progress=progress)
-    how = ("per step" if args.prompt != "full" else "in full (the full cache cuts nothing)" if not args.size else
-           "in full, then cut once" if prompt_len > args.size else f"in full (it fits in {args.size} rows: nothing cut)")
+    how = "per step"
+    if args.prompt == "full" and not args.size:
+        how = "in full (the full cache cuts nothing)"
+    elif args.prompt == "full":  # a prompt that fits the size is not cut either
+        how = "in full, then cut once" if prompt_len > args.size else f"in full (it fits in {args.size} rows: nothing cut)"
     scored = f" after a prompt of {prompt_len} read {how}"
     print(f"\rperplexity {r['ppl']:.3f} over {r['tokens']} tokens in {r['chunks']} chunk(s) of up to {args.chunk}"
           f"{scored if prompt_len else ''}; policy {policy.label}, size {args.size or 'unbounded'}"

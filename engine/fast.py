@@ -174,11 +174,11 @@ def compiled_step():
 
     @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
+        ms, prompt = state.layers[0], getattr(state.layers[0], "prompt", 0)  # prompt: a one-shot state's (engine/oneshot.py)
         # a step reused for another policy, model, size, batch or regime is probed again, as `prefill`'s probe is
-        key = (id(policy), id(model), state.layers[0].size, tokens.shape[0], getattr(state.layers[0], "prompt", 0))
+        key = (id(policy), id(model), ms.size, tokens.shape[0], prompt)
         left = eager.get(key) or eager.setdefault(key, [policy, model, PROBE])  # no list made per step once it is there
-        ms = state.layers[0]  # this step drops: a one-shot state (engine/oneshot.py) only from its prompt's last token
-        if left[2] and policy is not None and ms.n >= ms.size and state.t >= getattr(ms, "prompt", 0) - 1:
+        if left[2] and policy is not None and ms.n >= ms.size and state.t >= prompt - 1:  # this step drops
             out = llama.step.__wrapped__(model, tokens, state, policy)
             left[2] -= 1  # counted once it passed: a step refused and fed again is probed again
             return out

@@ -332,9 +332,8 @@ def all_or_nothing(step):
     @functools.wraps(step)
     def atomic(model, tokens, state, policy=None):
         check_state(model, state)
-        held = next((ms for ms in state.layers if _multistate(ms)), None)
-        if held is not None:  # an unbounded state ignored a policy; a bounded one blamed the missing policy's call
-            check_policy(policy, held.size)
+        if _multistate(state.layers[0]):  # an unbounded state ignored a policy; a bounded one blamed the missing one
+            check_policy(policy, state.layers[0].size)
         tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
         try:

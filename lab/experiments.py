@@ -522,16 +522,17 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
-    if isinstance(names, str) or not names or not sizes or isinstance(keys, int) or not guards.integer(length):
-        raise ValueError(f"passkey takes lists of one or more policies' names, sizes and keys and a whole length; got "
-                         f"{names!r}, {sizes!r}, {keys!r}, {length!r}")
+    if isinstance(names, str) or not names or not sizes or not guards.integer(length):
+        raise ValueError(f"passkey takes lists of one or more policies' names and sizes and a whole length; got "
+                         f"{names!r}, {sizes!r}, {length!r}")
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
     check_regimes(regimes)
     if not depths or not (guards.integer(batch) and batch >= 1):  # 0/0 was saved as an accuracy
         raise ValueError(f"passkey needs one or more depths and a batch of at least 1; got depths {list(depths)}, batch {batch!r}")
-    if not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is in most answers
+    if isinstance(keys, int) or not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is
+        # in most answers
         raise ValueError(f"pass keys are 5-digit numbers, as the prompt says (a short key is found inside any number); "
                          f"got {list(keys)}")
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first

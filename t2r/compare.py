@@ -57,8 +57,11 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if finetune_mode not in ("lora", "full") or not (guards.integer(eval_chunks) and eval_chunks >= 1):  # before training
         raise ValueError(f"finetune_mode is 'lora' or 'full' (got {finetune_mode!r}) and eval_chunks a whole number >= 1 "
                          f"(got {eval_chunks!r})")
-    if tails and (not guards.integer(tail_r) or tail_r % 2 or tail_r < 4):  # the tail's map is Hedgehog's
-        raise ValueError(f"tail_r {tail_r!r}: the tail's Hedgehog map needs an even number of features, at least 4")
+    if tails:  # the tail's Hedgehog map checks its r (even, at least 4) before the training, not after it
+        try:
+            FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype)
+        except ValueError as e:
+            raise ValueError(f"tail_r {tail_r!r}: {e}") from None
     for stage_epochs, stage_minutes in ((epochs, minutes), (finetune_epochs, finetune_minutes), (1, tail_minutes if tails else None)):
         guards.check_training(stage_epochs, stage_minutes)  # a budget of 0 or -1 was refused after the other stages ran
     if min(sizes) <= sinks:  # checked before the training, not after it, when the Window+4 rows are measured

@@ -131,9 +131,9 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
 def table(data) -> str:
     """One row per kind: MiB of state and tokens/s at each length, and the last length's speed against the first's."""
     lengths, rows = data["lengths"], {}
-    if not lengths or len(set(lengths)) < len(lengths) or not all(guards.integer(n) and n >= 1 for n in lengths) \
-            or not data["results"]:  # as check_lengths refuses them; a table of no row is a header
-        raise ValueError(f"lengths {lengths}: one or more whole numbers of tokens, each once, and rows at them")
+    check_lengths(lengths, data["size"])  # as `measure` refuses them
+    if not data["results"]:  # a table of no row is a header
+        raise ValueError(f"lengths {lengths} and no rows at them")
     for (label, n), r in harness.cells(data["results"], lambda r: (r["label"], r["tokens_read"]), "(label, tokens read)").items():
         rows.setdefault(label, {})[n] = r
         if not r["state_bytes"] > 0:  # every state holds something

@@ -244,8 +244,11 @@ class Teacher:
                 raise ValueError(f"the teacher's folder is a path, or None to stream; got {folder!r}")
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            mark = self.folder / "teacher.key"
-            held = mark.read_text().strip() if mark.is_file() else self.folder.name if any(self.folder.glob("*.safetensors")) else None
+            mark, held = self.folder / "teacher.key", None  # held: whose attention the folder holds (None: empty)
+            if mark.is_file():
+                held = mark.read_text().strip()
+            elif any(self.folder.glob("*.safetensors")):  # filled before teacher.key existed: Teacher.cached names it so
+                held = self.folder.name
             if held not in (None, self.key):
                 raise ValueError(f"the teacher folder {self.folder} holds attention that is not this model's on these "
                                  "chunks (its teacher.key, or without one its name, says another): give an empty folder, "
@@ -428,8 +431,11 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
     then Adam steps, the run's meta counts them and the seconds, report(run, last) logs, evaluate() ->
     dict goes on the curve every eval_every steps and at the end (not counted as training time), and the
     run is saved every save_every steps and at the end. Stops after `total` steps or `minutes`."""
-    t0, done_s, ended = time.time(), run["seconds"], True  # ended: the last step run was saved and evaluated as last
-    while run["step"] < total and not (minutes and done_s + time.time() - t0 >= 60 * minutes):
+    t0, done_s = time.time(), run["seconds"]
+    # the loop ends where a step was marked last (not on a later reading of the clock: a budget that ran out during
+    # that step's log or evaluation left it unsaved and off the curve)
+    last = run["step"] >= total or bool(minutes and done_s >= 60 * minutes)
+    while not last:
         tokens, loss = step(run["step"])
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -442,18 +448,12 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
         run["tokens"] += tokens
         run["losses"].append(loss)
         run["seconds"] = done_s + time.time() - t0
-        last = run["step"] == total or (minutes and run["seconds"] >= 60 * minutes)
+        last = run["step"] == total or bool(minutes and run["seconds"] >= 60 * minutes)
         report(run, last)
         if evaluate and (run["step"] % eval_every == 0 or last):
             run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
             t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
         if checkpoint is not None and (run["step"] % save_every == 0 or last):
-            _save_run(checkpoint, params, opt, run)
-        ended = last
-    if run["step"] and not ended:  # the budget ran out during the last step's log or evaluation: it is the last
-        if evaluate and (not run["curve"] or run["curve"][-1]["step"] != run["step"]):
-            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
-        if checkpoint is not None:
             _save_run(checkpoint, params, opt, run)
     run["tokens_per_s"] = run["tokens"] / max(run["seconds"], 1e-9)
     return run

@@ -2174,7 +2174,7 @@ def test_round16_t2r_refuses_what_it_ignored_and_the_grader_blames_the_right_fil
     data = lambda name: json.loads((root / f"{name}.json").read_text())
     for file, change, call, says in (("t2r_length", lambda d: d.update(r=3), length.table, "r is 3"),
                                      ("t2r_length", lambda d: d.update(tail_r=0), length.table, "tail_r is 0"),
-                                     ("t2r_speed", lambda d: d["lengths"].append(d["lengths"][0]), speed.table, "each once"),
+                                     ("t2r_speed", lambda d: d["lengths"].append(d["lengths"][0]), speed.table, "each named once"),
                                      ("t2r_speed", lambda d: d["results"].pop(), speed.table, "not at every length"),
                                      ("t2r_mini", lambda d: d["preset"].update(features=[]), mini.claims, "preset.features is")):
         d = copy.deepcopy(data(file))
