@@ -59,7 +59,7 @@ def next_token_nll(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """(B, T - 1) losses, on the CPU, from logits (B, T, vocab) on any device, in float32 at least. One
     sequence at a time, so the vocabulary stays the last, contiguous dimension: 7x faster than
     cross_entropy on the (B, vocab, T) view."""
-    ids, wide = ids.to(logits.device), llama.wide(logits.dtype)
+    ids, wide = ids.to(logits.device, torch.long), llama.wide(logits.dtype)  # cross_entropy takes int64 targets only
     loss = torch.stack([F.cross_entropy(x[:-1].to(wide), y[1:], reduction="none") for x, y in zip(logits, ids)]).cpu()
     if logits.device.type != "meta" and not loss.isfinite().all():  # NaN or infinite logits: named, not averaged
         exp_loss(loss[~loss.isfinite()][0].item(), logits.dtype)
@@ -462,7 +462,7 @@ def answer(model, tok, prompts, policy=None, size=None, n=6, regime="step") -> l
     from which generation goes on token by token. A lookahead is built on the prompt followed by
     the full-cache model's own answer: the future it reads is the one the full cache would see."""
     named = specs.named(policy) if policy is not None else specs.FULL
-    text = prompts
+    text = prompts = check_answer(model, prompts, n)
     if named.reads_ahead:
         text = torch.cat([prompts, answer_ids(model, prompts, None, None, n)[:, :-1]], 1)
     return [tok.decode(seq) for seq in answer_ids(model, prompts, named.on(model, text), size, n, regime).tolist()]
@@ -474,10 +474,16 @@ def check_regimes(regimes) -> None:
         raise ValueError(f"regimes are a list of 'step' and 'full', got {regimes!r}")
 
 
-def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
-    check_regimes([regime])
+def check_answer(model, prompts, n) -> torch.Tensor:
+    """Prompts (B, T) of token ids (one prompt: prompts[None]) and n >= 1 tokens to answer with."""
     if not (guards.integer(n) and n >= 1):  # n - 1 tokens are generated after the first
         raise ValueError(f"n is the tokens to answer with, a whole number >= 1; got {n!r}")
+    return guards.check_tokens(model, prompts, dims=(2,))
+
+
+def answer_ids(model, prompts, policy, size, n, regime="step", compile=False):
+    check_regimes([regime])
+    prompts = check_answer(model, prompts, n)
     oneshot = prompts.shape[1] if regime == "full" and size is not None else 0
     logits, state = fast.prefill(model, prompts, policy, size, oneshot, compile, last=True)
     return greedy(model, logits[:, -1].argmax(-1), n, policy, state)
@@ -495,6 +501,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     policy and size; only the cut at its last token differs. So one prefill keeps, per layer, the rows
     that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
     from them by OneShot.evict, as fill makes it (test_experiments.py: the same tokens)."""
+    prompts = check_answer(model, prompts, n)
     T = prompts.shape[1]
     seen = []  # per layer: what its cut reads (msrnn.Rows)
 

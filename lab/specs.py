@@ -238,6 +238,10 @@ def distinct(named: list, taken=()) -> list:
     """`named`, refused if two share a display name, or one takes a name in `taken` (the sweep's own rows):
     every table, results file and verdict is keyed by it, so the second would replace the first (a copy of
     policies.py's tova, edited, still labelled TOVA)."""
+    once = {}
+    for p in named:  # one policy named twice ('sink', 'sink:4') is measured once, under the name given first
+        once.setdefault(p.key, p)
+    named = list(once.values())
     labels = [p.label for p in named] + list(taken)
     if twice := sorted({x for x in labels if labels.count(x) > 1}):
         raise ValueError(f"two policies share a display name ({', '.join(twice)}): the tables and results are keyed by it; "
@@ -322,6 +326,8 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
+    defaults = {p.name: p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy
+    kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
     try:

@@ -2302,3 +2302,27 @@ def test_round17_probes_chunks_and_pages_of_the_core_and_the_lab(monkeypatch):
         change(d)
         with pytest.raises(ValueError, match=says):
             experiments.memory_table(d)
+
+
+def test_round18_api_messages_of_the_lab():
+    """Round 17's left cases: `perplexity` of int32 ids failed in cross_entropy (int64 targets only); `answer_ids`
+    and `oneshot_answer_ids` of one prompt (T,) failed in indexing, `oneshot_answer_ids` at n = 0 on a list."""
+    x = tokens(1, 40)[0]
+    assert experiments.perplexity(MODEL, x.to(torch.int32), policies.tova, 8, 32) == \
+        experiments.perplexity(MODEL, x, policies.tova, 8, 32)
+    for call, says in ((lambda: experiments.answer_ids(MODEL, x, policies.tova, 8, 2), r"\(B, T\)"),
+                       (lambda: experiments.oneshot_answer_ids(MODEL, x, [(policies.tova, 8)], 2), r"\(B, T\)"),
+                       (lambda: experiments.oneshot_answer_ids(MODEL, x[None], [(policies.tova, 8)], 0), "n is the tokens")):
+        with pytest.raises(ValueError, match=says):
+            call()
+
+
+def test_round18_one_policy_named_two_ways_is_one_policy():
+    """`board --only sink:4` was refused: the board adds its baseline, 'sink', and the two spellings of Window+4 had
+    two keys (sink:4 bound sinks=4 by hand), so they were taken for two policies sharing a name."""
+    import dataclasses
+    assert specs.named("sink").key == specs.named("sink:4").key == specs.named("sink:4.0").key
+    assert specs.named("h2o:recent=0.5").label == specs.named("h2o").label
+    assert [p.spec for p in specs.distinct([specs.named(n) for n in ("sink", "tova", "sink:4")])] == ["sink", "tova"]
+    with pytest.raises(ValueError, match="share a display name"):  # another policy under a taken name still is refused
+        specs.distinct([specs.named("sink"), dataclasses.replace(specs.named("sink:5"), label="Window+4")])
