@@ -142,6 +142,13 @@ def pytest_runtest_makereport(item, call):
                message=f"your code changed the tests' comparison (torch.testing.assert_close, or what it calls: "
                        f"{', '.join(changed[:3])}): nothing it compared counts (leave it alone)", where=None, printed="")
         return
+    spot = where(call.excinfo.tb, FOLDER) if rep.skipped and call.excinfo is not None else None
+    if spot is not None:  # pytest.skip or xfail called by the student's own code: a placeholder, not a pass
+        rep.outcome, rep.longrepr = "failed", "the student's code skipped the test"
+        record(test=item.nodeid, when=rep.when, outcome="failed", error="Skipped", cause="Skipped", where=spot,
+               message=f"your code skipped this test ({call.excinfo.value}): a skipped test is not passed; write "
+                       f"{spot[2]} in {spot[0]}", printed="")
+        return
     if rep.when == "call" or rep.outcome != "passed":
         e = call.excinfo.value if call.excinfo else None
         inner = innermost(e) if e is not None else None

@@ -36,7 +36,7 @@ _VERIFIED = set()  # books whose cached file matched its pinned hash in this pro
 def book(name: str) -> str:
     """The text of one Canterbury book (see BOOKS), downloaded on first use and checked against its
     pinned hash on the first read in each process (a few ms); a corrupt cached copy is fetched again."""
-    if name not in BOOKS:
+    if not isinstance(name, str) or name not in BOOKS:
         raise ValueError(f"unknown book {name!r}; choose from {', '.join(BOOKS)}")
     folder = default_model.cache_root() / "texts"
     file = folder / f"{name}.txt"

@@ -172,8 +172,12 @@ def compiled_step():
     eager = {}  # (policy, model, size, batch, prompt) by id -> [the policy and model, held so their ids are not reused;
     #             steps with a drop still to run eagerly]
 
-    @guards.all_or_nothing
     def step(model, tokens, state, policy=None):
+        guards.check_multistate(state)  # a T2R state has no size or slots to compile for: llama.step reads it
+        return guarded(model, tokens, state, policy)
+
+    @guards.all_or_nothing
+    def guarded(model, tokens, state, policy=None):
         ms, prompt = state.layers[0], getattr(state.layers[0], "prompt", 0)  # prompt: a one-shot state's (engine/oneshot.py)
         # a step reused for another policy, model, size, batch or regime is probed again, as `prefill`'s probe is
         key = (id(policy), id(model), ms.size, tokens.shape[0], prompt)

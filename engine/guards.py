@@ -235,10 +235,22 @@ def check_multistate(state, size="any"):
     odd = next((ms for ms in state.layers if not (hasattr(ms, "free") and hasattr(ms, "size"))), None)
     if odd is not None:
         raise ValueError(f"the state holds a {type(odd).__name__}, not a multi-state: a T2R state is read by "
-                         f"t2r.linear.run (or llama.step), not by msrnn.run or feed")
+                         f"t2r.linear.run (or llama.step), not by msrnn.run, feed or the compiled step")
+    one_size(state.layers)
     if size != "any" and state.layers[0].size != size:
         raise ValueError(f"size={size!r}, but the state given was made for size={state.layers[0].size!r}: pass the "
                          f"same size, or size=None to take the state's")
+
+
+def one_size(layers) -> set:
+    """The size the multi-states among `layers` share, as a set of it (empty: no multi-state). A state of
+    layers of other sizes is refused: a policy and a size are given for the whole state, and the layer
+    another size silently kept more rows or none of them (a hand-made state: init_state makes one size)."""
+    sizes = {ms.size for ms in layers if _multistate(ms)}
+    if len(sizes) > 1:
+        raise ValueError(f"the state's layers are multi-states of sizes {', '.join(map(str, sorted(sizes, key=str)))}: "
+                         "one state has one size (msrnn.init_state makes one)")
+    return sizes
 
 
 def check_fresh_state(model, state, size, tokens):
@@ -332,8 +344,8 @@ def all_or_nothing(step):
     @functools.wraps(step)
     def atomic(model, tokens, state, policy=None):
         check_state(model, state)
-        if _multistate(state.layers[0]):  # an unbounded state ignored a policy; a bounded one blamed the missing one
-            check_policy(policy, state.layers[0].size)
+        for size in one_size(state.layers):  # an unbounded state ignored a policy; a bounded one blamed the missing one
+            check_policy(policy, size)
         tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
         try:

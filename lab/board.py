@@ -21,6 +21,8 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
     named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
+    if specs.FULL in named:
+        raise ValueError("the board ranks policies against the full cache, which every sweep measures: leave 'full' out")
     if any(p.reads_ahead for p in named):
         raise ValueError(f"the board ranks policies against its own bounds ({', '.join(BOUNDS)}); "
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
@@ -28,6 +30,7 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)  # a length too short for the key, named first
     experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks")  # before the sweep, not after it
     experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts", scored=False)
+    experiments.refused_sizes(named, passkey_sizes)  # the sweep checks its own sizes
     cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"
     missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None

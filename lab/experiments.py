@@ -34,7 +34,7 @@ def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "a
 
 
 @torch.no_grad()
-def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=False) -> torch.Tensor:
+def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=False, last_chunk=False) -> torch.Tensor:
     """Negative log-likelihood of every next token, (B, T - 1), for chunks ids (B, T).
 
     Runs fast.prefill, which gives the token-by-token MSRNN's logits (test_policies.py) several
@@ -42,14 +42,21 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
     a name or specs.Named (built for these chunks if it reads ahead). oneshot: see msrnn.init_state.
     compile: prefill's steps compiled (fast.compiled), except for a bound that reads ahead: its table
     lookup runs outside the graph and splits every step in two, which made it slower compiled (a
-    lookahead setting of the sweep took 290-320 s compiled, 210-270 s not).
+    lookahead setting of the sweep took 290-320 s compiled, 210-270 s not). A size or a one-shot prompt
+    that changes no scored logit is refused (its losses would be the full cache's), except in a text's
+    shorter last chunk (last_chunk: `perplexity` counts it whatever it drops, so every policy scores the
+    same tokens).
     """
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:  # one text (T,) failed deep in the slicing
         raise ValueError(f"nll reads chunks ids (B, T) (one text: ids[None]); got "
                          f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     guards.check_flags(compile=compile)  # "no" compiled
-    if oneshot > ids.shape[1]:  # the prompt never ends, so nothing is cut: the full cache under the policy's name
-        raise ValueError(f"a one-shot prompt of {oneshot} tokens is longer than the {ids.shape[1]} read: it is never cut")
+    T = ids.shape[1]
+    if oneshot > T - 2 and not last_chunk:  # the cut, after position oneshot - 1 attends, is first read at oneshot,
+        raise ValueError(f"a one-shot prompt of {oneshot} tokens is cut after its last token, so chunks of {T} tokens "
+                         f"score nothing read after the cut: give chunks of at least {oneshot + 2} tokens")
+    if size is not None and not last_chunk:  # which the last scored position, T - 2, must be
+        drops_nothing([size], T, f"chunks of {T} tokens")
     named = specs.named(policy) if policy is not None else specs.FULL
     compile = compile and not named.reads_ahead
     return next_token_nll(fast.prefill(model, ids, named.on(model, ids), size, oneshot, compile)[0], ids)
@@ -90,6 +97,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
     to `size` once (regime "full", the one-shot regime)."""
     if regime not in ("step", "full"):
         raise ValueError(f"regime must be 'step' or 'full', got {regime!r}")
+    if regime == "full" and size is not None and prompt_len == 0:  # no prompt to read in full: the per-step regime
+        raise ValueError("the 'full' regime reads a prompt in full and cuts it once: give prompt_len >= 1")
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
         raise ValueError(f"perplexity reads one text, token ids (T,), got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     if not (guards.integer(chunk) and guards.integer(prompt_len)):
@@ -107,7 +116,7 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
                          f"under the policy's name): give chunks of at least {prompt_len + 2} tokens")
     losses = []
     for i, p in enumerate(x for x in pieces if len(x) > max(1, prompt_len)):
-        losses.append(nll(model, p[None], policy, size, oneshot, compile)[0, max(0, prompt_len - 1):])
+        losses.append(nll(model, p[None], policy, size, oneshot, compile, last_chunk=len(p) < chunk)[0, max(0, prompt_len - 1):])
         if progress:
             progress(i + 1, len(pieces))
     if not losses:  # a text of one token has nothing to predict
@@ -148,7 +157,11 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
         raise ValueError(f"sweep takes a list of one or more policies' names, and a batch and n_chunks of at least 1; got "
                          f"{names!r}, {batch!r}, {n_chunks!r}")
     guards.check_flags(compile=compile)
-    named = specs.distinct([specs.named(n) for n in names], taken=("shorter", specs.FULL.label))  # before the books are read
+    named = [specs.named(n) for n in names]
+    if specs.FULL in named:  # "two policies share a display name (full cache)" for one the user named once
+        raise ValueError("the sweep measures the full cache in every run, as its reference: leave 'full' out of its policies")
+    named = specs.distinct(named, taken=("shorter", specs.FULL.label))  # before the books are read
+    refused_sizes(named, sizes)
     drops_nothing(sizes, chunk, f"{chunk}-token chunks")
     if not sizes or min(sizes) < 2:  # before any setting is measured: the shorter-context baseline needs pieces of 2 tokens
         raise ValueError(f"sizes {list(sizes)}: the shorter-context baseline beside each size reads pieces of that many "
@@ -254,6 +267,25 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
                 out[f"{p} / {name}"] = {s: (base[s] - ppl[p][s]["ppl"]) / (base[s] - bound[s])
                                         if bound[s] < base[s] else None for s in sizes}
     return out
+
+
+def refused_sizes(named: list, sizes) -> None:
+    """Each policy called once at each size on random rows (2 KV heads of 8), before the work: a size a
+    policy refuses with its own ValueError (sink's 4 sinks at size 4) is named now, not after the other
+    settings were measured. A bound that reads ahead is built per text, and is not called here."""
+    for p in (p for p in named if p.fn is not None and not p.reads_ahead):
+        for size in sizes:
+            g, n = torch.Generator().manual_seed(0), size + 1
+            r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
+            rows = msrnn.Rows(attn=r(1, 2, 3, n).softmax(-1), pos=torch.arange(n).expand(1, 2, n), score=r(1, 2, n).abs(),
+                              keys=r(1, 2, n, 8), values=r(1, 2, n, 8), query=r(1, 2, 3, 8),
+                              prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
+            try:
+                p.fn(rows)
+            except ValueError as e:
+                raise ValueError(f"{p.label} refuses size {size}: {e}") from None
+            except Exception:  # anything else is the run's to name, with the rows it is really given
+                pass
 
 
 def drops_nothing(sizes, longest: int, where: str, scored: bool = True):
@@ -412,8 +444,10 @@ def percent(share: float) -> str:
 
 def retention_table(data) -> str:
     n_layers, held = len(data["first_tokens_kept_to_end_per_layer"]), data["first_token_kept_to_end_layers"]
-    if not 0 <= held <= n_layers or n_layers < 1:
-        raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers")
+    some = sum(n >= 1 for n in data["first_tokens_kept_to_end_per_layer"])  # layers holding any of the first 4 tokens
+    if not 0 <= held <= some or n_layers < 1:
+        raise ValueError(f"first_token_kept_to_end_layers is {held} of {n_layers} layers, of which {some} hold any of "
+                         "the first 4 tokens at the end")
     if not isinstance(data["policy"], str) or not data["policy"].strip():  # null was published as "None"
         raise ValueError(f"the policy's label is {data['policy']!r}")
     if data["size"] >= data["length"]:  # retention refuses such a run: it never drops a row
@@ -544,6 +578,7 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
                          f"got {list(keys)}")
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
     drops_nothing(sizes, length, f"{length}-token prompts", scored=False)
+    refused_sizes(chosen, sizes)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]
@@ -570,6 +605,8 @@ def passkey_table(data) -> str:
 def synthetic_state(model, batch: int, n_rows: int, size=None) -> msrnn.State:
     """A state that already holds `n_rows` rows (random keys and values), as if `n_rows` tokens were read:
     a decode step's cost depends on how many rows there are, not on their content."""
+    if not (guards.integer(n_rows) and n_rows >= 0):  # a count of -3 made a state of n = -3
+        raise ValueError(f"n_rows is the rows the state has read, a whole number >= 0; got {n_rows!r}")
     state = msrnn.init_state(model, batch, size)
     g = torch.Generator().manual_seed(0)
     guards.check_memory(msrnn.state_bytes(model, n_rows + 64 if size is None else size + 1) * batch,
@@ -652,11 +689,14 @@ def memory_table(data, whole=True) -> str:
             raise ValueError(f"TOVA {r['size']} after {context} tokens drops nothing: it is the full cache")
         if whole and r["policy"] == "full" and r["size"] != context:
             raise ValueError(f"the full cache's row has size {r['size']}, the run read {context} tokens")
-        if whole and r["policy"] == "tova" and r["cache_MiB_per_seq"] >= max(x["cache_MiB_per_seq"] for x in rows if x["policy"] == "full"):
-            raise ValueError(f"TOVA {r['size']} holds {r['cache_MiB_per_seq']:.1f} MiB, no less than the full cache")
-        if budget is not None and r["max_batch"] * r["cache_MiB_per_seq"] > 1024 * budget:
+        full = next(x["cache_MiB_per_seq"] for x in rows if x["policy"] == "full") if whole else None
+        if whole and r["policy"] == "tova" and not math.isclose(r["cache_MiB_per_seq"], full * (r["size"] + 1) / context,
+                                                               rel_tol=1e-9):  # state_bytes: so many bytes a row
+            raise ValueError(f"TOVA {r['size']} holds {r['cache_MiB_per_seq']:.1f} MiB, not the full cache's {full:.1f} MiB "
+                             f"for {context} rows times {r['size'] + 1} rows")
+        if budget is not None and r["max_batch"] != int(budget * 2 ** 30 // (r["cache_MiB_per_seq"] * 2 ** 20)):
             raise ValueError(f"{r['policy']} {r['size']}: a batch of {r['max_batch']} at {r['cache_MiB_per_seq']:.1f} MiB "
-                             f"each is past the {budget} GiB budget")
+                             f"each is not what a {budget} GiB budget holds")
     return "\n".join(f"{('TOVA ' if r['policy'] == 'tova' else 'full ') + str(r['size']):>10}: "
                      f"{r['cache_MiB_per_seq']:7.1f} MiB/seq, batch {r['max_batch']:4d}, " +
                      (f"{r['tokens_per_s']:7.1f} tokens/s" if r["tokens_per_s"] is not None else "no sequence fits: not measured")

@@ -124,6 +124,8 @@ def _globals(f) -> tuple[list, list]:
         names |= set(c.co_names)
         todo += [k for k in c.co_consts if inspect.iscode(k)]
     g, co = f.__globals__, f.__code__
+    if names & {"globals", "vars"}:  # globals()["SETTINGS"] names no global: every data global of the module counts
+        names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
     scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
@@ -204,8 +206,11 @@ def _value(x, depth: int = 0) -> list:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
-    if depth < DEEP and hasattr(x, "__dict__") and not isinstance(x, (str, bytes, int, float, complex, bool)):
-        return [type(x).__qualname__, *_value(vars(x), depth + 1)]  # a dataclass, a namespace: its fields, all of them
+    slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
+        c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
+    if depth < DEEP and (hasattr(x, "__dict__") or slots) and not isinstance(x, (str, bytes, int, float, complex, bool)):
+        fields = {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}  # a dataclass (slots or not),
+        return [type(x).__qualname__, *_value(fields, depth + 1)]  # a namespace: its fields, all of them, not its repr
     return [repr(x)]
 
 

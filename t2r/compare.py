@@ -42,6 +42,7 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     given, set the epochs instead (PAPERS: the papers' budgets, for a GPU). Training runs once: its artefacts are cached in results/ under
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
+    guards.check_flags(tails=tails)  # "no" is true to Python: the tails were trained and measured
     sinks = inspect.signature(specs.POLICIES["sink"]).parameters["sinks"].default
     if len(set(kinds)) < len(kinds) or not kinds and not window:  # a kind twice: two rows, the second finetune the first's
         raise ValueError(f"kinds {list(kinds)} and window {window}: name each map kind once, and at least one kind or a window")
@@ -177,9 +178,11 @@ def finetuned(comp: Comparison, m: FeatureMaps, stage1, mode, minutes, epochs, e
     comp.log(f"stage 2, {mode} finetune of {name(m)} -> {path.name}")
     tuned, run = finetune(comp.model, m, comp.train_ids, mode=mode, minutes=minutes, epochs=epochs, checkpoint=path,
                           log=comp.log, eval_every=max(1, eval_every // 2), evaluate=lambda t: {name(m): comp.ppl(t, m)})
+    seconds = stage1["tokens"] / stage1["tokens_per_s"] + run["seconds"]  # both stages', as its tokens and time are
     comp.record(f"{name(m)}, finetuned", m.kind + " finetuned", m, path.name, model=tuned, stage=f"finetune ({mode})",
-                tokens=stage1["tokens"] + run["tokens"], seconds=round(stage1["seconds"] + run["seconds"]),
-                tokens_per_s=run["tokens_per_s"], finetune_tokens=run["tokens"], finetune_seconds=round(run["seconds"]))
+                tokens=stage1["tokens"] + run["tokens"], seconds=round(seconds),
+                tokens_per_s=(stage1["tokens"] + run["tokens"]) / seconds, finetune_tokens=run["tokens"],
+                finetune_seconds=round(run["seconds"]))
     return run["curve"]
 
 
@@ -312,14 +315,15 @@ def draw(plt, data):
     labels = {"relu": "ReLU maps, transfer", "hedgehog": "Hedgehog map, transfer", "relu finetuned": "ReLU maps, transfer + finetune",
               "hedgehog finetuned": "Hedgehog map, transfer + finetune", "elu": "ELU+1 (untrained)", "hybrid": "hybrid (window + Hedgehog)",
               "hybrid zeroed": "hybrid, features zeroed", "tail": "TOVA + tail", "tail zeroed": "TOVA + tail, zeroed",
-              "full": "softmax, full cache"}
-    for fam in ("tova", "h2o", "sink", "tail", "tail zeroed", "full", "relu", "hedgehog", "relu finetuned",
-                "hedgehog finetuned", "elu", "hybrid", "hybrid zeroed"):
+              "full": "softmax, full cache", "t2r": "Kasai's tied map, transfer", "t2r finetuned": "Kasai's tied map, transfer + finetune"}
+    order = ("tova", "h2o", "sink", "tail", "tail zeroed", "full", "relu", "hedgehog", "relu finetuned", "hedgehog finetuned",
+             "elu", "hybrid", "hybrid zeroed")
+    for fam in [*order, *dict.fromkeys(r["family"] for r in data["results"] if r["family"] not in order)]:  # every row
         pts = [(row["state_bytes"] / 2**20, row["ppl"]) for row in data["results"] if row["family"] == fam]
         if pts:
             line = fam in ("tova", "h2o", "sink", "tail", "tail zeroed")  # the MSRNNs: a line over sizes
             plt.plot(*zip(*pts), marker="o" if line else "s", ls="-" if line else "",
-                     label=labels.get(fam) or specs.named(fam).label)
+                     label=labels.get(fam) or (specs.named(fam).label if fam in specs.POLICIES else fam))
     plt.xscale("log")
     plt.yscale("log")
     plt.xlabel(f"state per sequence at {data['tokens']:,} tokens (MiB, {data['dtype']})")

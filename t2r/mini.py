@@ -677,6 +677,8 @@ def main(argv=None):
     # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
     mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
     folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--folder {folder} is a file: name a new or empty folder")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
         raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
                          f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "

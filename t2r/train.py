@@ -131,6 +131,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
     asyoulik, the evaluation books, are never among them."""
     sources = [corpus.book(b) for b in books]
+    licenses = None if licenses is None else pathlib.Path(licenses)  # a folder given as a string
     if licenses is not None and licenses.is_dir():
         seen = {}
         for f in sorted(licenses.iterdir()):
@@ -213,6 +214,10 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
 
 def _resume(checkpoint, params, opt, settings: dict, log, total=None) -> dict:
     """The meta of a saved run of the same settings, not past `total` steps (its tensors restored), or a fresh one."""
+    if checkpoint is not None and (not isinstance(checkpoint, (str, os.PathLike)) or str(checkpoint).strip() in ("", ".")
+                                   or os.path.isdir(checkpoint) or not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint)))):
+        raise ValueError(f"checkpoint is a file's path in a folder that exists, or None; got {checkpoint!r}: the run "
+                         "would train, then fail to save")  # named before the training, not after it
     if checkpoint is None or not os.path.isfile(checkpoint):
         return {"settings": settings, "step": 0, "seconds": 0.0, "tokens": 0, "losses": [], "curve": []}
     meta = _load_run(checkpoint, params, opt, settings, total)
@@ -237,11 +242,12 @@ class Teacher:
     refused. A 1,024-token chunk of the default model is about 189 MB in float32."""
 
     def __init__(self, model, chunks, folder=None, key=None):
-        self.model, self.chunks, self.folder = model, chunks, folder and pathlib.Path(folder)
+        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or str(folder).strip() in ("", ".")):
+            raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
+                             f"stream; got {folder!r}")
+        self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder)
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
-            if not isinstance(folder, (str, os.PathLike)) or not str(folder).strip():
-                raise ValueError(f"the teacher's folder is a path, or None to stream; got {folder!r}")
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
             mark, held = self.folder / "teacher.key", None  # held: whose attention the folder holds (None: empty)
@@ -273,6 +279,8 @@ class Teacher:
         return cls(model, chunks, harness.RESULTS / "t2r_teacher" / key, key)
 
     def feed(self, c: int, learn):
+        if not (guards.integer(c) and 0 <= c < len(self.chunks)):
+            raise ValueError(f"chunk {c!r}: this Teacher holds chunks 0 to {len(self.chunks) - 1}")
         if self.folder and self._versions() != self.versions:
             raise ValueError(f"the model (its weights, config or RoPE) or the chunks changed since this Teacher was made, "
                              f"so {self.folder} holds another's attention: make a new Teacher (Teacher.cached keys it by them)")
@@ -333,6 +341,13 @@ def student_of(maps: FeatureMaps):
     return lambda i, q, k, v: linear.swapped(maps, i, q, k, v)
 
 
+def check_callbacks(**functions):
+    """log and evaluate: a function, or None (False too for log: no log)."""
+    for name, f in functions.items():
+        if f is not None and f is not False and not callable(f):
+            raise ValueError(f"{name} is a function, or None; got {f!r}")
+
+
 def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000.0, seed=0, minutes=None,
              checkpoint=None, save_every=20, evaluate=None, eval_every=50, teacher=None, log=print) -> dict:
     """Attention transfer (LoLCATs' stage 1: output MSE), streamed: the frozen model reads each chunk
@@ -351,6 +366,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     running the model again (the same q, k, v and outputs, so the same training: tests/test_t2r.py).
     Returns the run's meta: steps, tokens, seconds, tokens/s, per step the MSE of each maps set."""
     guards.check_training(epochs, minutes, lr=lr, scale=scale)
+    if teacher is not None and not isinstance(teacher, Teacher):
+        raise ValueError(f"teacher is a Teacher of these chunks (Teacher or Teacher.cached), or None to stream; got {teacher!r}")
+    check_callbacks(log=log, evaluate=evaluate)
     many = isinstance(maps, (list, tuple))
     maps_list = list(maps) if many else [maps]
     if not maps_list or not all(isinstance(m, FeatureMaps) for m in maps_list) or \
@@ -432,6 +450,11 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
     dict goes on the curve every eval_every steps and at the end (not counted as training time), and the
     run is saved every save_every steps and at the end. Stops after `total` steps or `minutes`."""
     t0, done_s = time.time(), run["seconds"]
+    # a resumed run already past this budget under another: served, it would be a longer run's weights under this one's
+    if minutes and done_s >= 60 * minutes and run.get("minutes", minutes) != minutes:
+        raise ValueError(f"{checkpoint}: a run of {done_s / 60:.1f} minutes (its budget {run['minutes']}), past the "
+                         f"{minutes} this run asks for; give at least its budget, or delete the file or use another")
+    run["minutes"] = minutes  # saved with the run, so that a resume under a smaller budget is refused
     # the loop ends where a step was marked last (not on a later reading of the clock: a budget that ran out during
     # that step's log or evaluation left it unsaved and off the curve)
     last = run["step"] >= total or bool(minutes and done_s >= 60 * minutes)
@@ -451,7 +474,10 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
         last = run["step"] == total or bool(minutes and run["seconds"] >= 60 * minutes)
         report(run, last)
         if evaluate and (run["step"] % eval_every == 0 or last):
-            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **evaluate()})
+            got = evaluate()
+            if not (isinstance(got, dict) and all(isinstance(k, str) for k in got)):  # before it is saved on the curve
+                raise ValueError(f"evaluate() returns a dict of figures by name, got {got!r}")
+            run["curve"].append({"step": run["step"], "tokens": run["tokens"], **got})
             t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
         if checkpoint is not None and (run["step"] % save_every == 0 or last):
             _save_run(checkpoint, params, opt, run)
@@ -577,6 +603,7 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     Returns (the finetuned llama.Model, detached; the run's meta)."""
     lr = lr if lr is not None else {"lora": 1e-4, "full": 1e-5}.get(mode, 1e-4)
     guards.check_training(epochs, minutes, lr=lr, maps_lr=maps_lr, **({"rank": rank, "alpha": alpha} if mode == "lora" else {}))
+    check_callbacks(log=log, evaluate=evaluate)
     if mode == "lora" and not guards.integer(rank):
         raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
     _check_run(model, [maps], chunks, seed=seed, save_every=save_every, eval_every=eval_every)  # transfer's checks
