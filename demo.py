@@ -452,7 +452,7 @@ def outside_code(text: str) -> str:
         if block:
             block = not line.startswith("<!-- /results -->")
         elif fence is not None:  # a fence closes at a run as long, indented less than 4 spaces (CommonMark)
-            if fence[1] in s.lower() if fence[1].startswith("</") else indent < 4 and s.startswith(fence[1]) and not s.strip(fence[1][0]):
+            if fence[1] in s.lower() if fence[1].startswith(("</", "-->")) else indent < 4 and s.startswith(fence[1]) and not s.strip(fence[1][0]):
                 out[fence[0]:pos + len(line)] = blank(fence[0], pos + len(line))
                 fence = None
         elif indent < 4 and s.startswith(("```", "~~~")) and not (s[0] == "`" and "`" in s.lstrip("`")):  # ```x```: a span
@@ -464,13 +464,21 @@ def outside_code(text: str) -> str:
                 fence = None
         elif line.startswith("<!-- results:"):
             block = True
+        elif indent < 4 and s.startswith("<!--") and not s.startswith(("<!-- results:", "<!-- /results -->")):  # a comment:
+            fence = (pos, "-->")  # nothing in it opens a fence (CommonMark's HTML block up to its '-->'); it shows nothing
+            if "-->" in s[4:]:  # one line
+                out[pos:pos + len(line)] = blank(pos, pos + len(line))
+                fence = None
         elif indent >= 4 or s.startswith(">"):  # an indented code block or a quote: an example
             out[pos:pos + len(line)] = blank(pos, pos + len(line))
         else:  # a code span in prose: `<!-- results: NAME -->` quoted as an example
             for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", line):
                 out[pos + m.start():pos + m.end()] = blank(pos + m.start(), pos + m.end())
         pos += len(line)
-    if fence is not None:  # a fence never closed runs to the end of the page
+    if fence is not None:  # a fence never closed runs to the end of the page: a block after it would be an example
+        if re.search(r"^<!-- results:", text[fence[0]:], re.M):  # never rewritten, and --check would call it up to date
+            raise ValueError(f"line {text[:fence[0]].count(chr(10)) + 1} opens {fence[1]!r}'s example, which is never "
+                             "closed, so the results blocks after it are taken for an example: close it")
         out[fence[0]:] = [c if c == "\n" else " " for c in text[fence[0]:]]
     return "".join(out)
 

@@ -205,6 +205,17 @@ def check_flags(**flags):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
 
 
+def whole_numbers(values, what: str, low: int = 1) -> list:
+    """values (a list, tuple or generator; not a string) as a list of whole numbers >= low, or one error naming
+    `what` (a generator was used up by the first check, and the run went on with none)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{what} are a list of whole numbers >= {low}, got {values!r}")
+    values = list(values)
+    if not values or not all(integer(v) and v >= low for v in values):
+        raise ValueError(f"{what} are one or more whole numbers >= {low}, got {values}")
+    return values
+
+
 def check_state_args(batch, size, oneshot=0, model=None):
     if size is not None and (not integer(size) or size < 1):
         raise ValueError(f"multi-state size must be a positive integer or None, got {size!r}")
@@ -246,7 +257,7 @@ def one_size(layers) -> set:
     """The size the multi-states among `layers` share, as a set of it (empty: no multi-state). A state of
     layers of other sizes is refused: a policy and a size are given for the whole state, and the layer
     another size silently kept more rows or none of them (a hand-made state: init_state makes one size)."""
-    sizes = {ms.size for ms in layers if _multistate(ms)}
+    sizes = {ms.size for ms in layers if hasattr(ms, "free") and hasattr(ms, "size")}  # a tail's layers too
     if len(sizes) > 1:
         raise ValueError(f"the state's layers are multi-states of sizes {', '.join(map(str, sorted(sizes, key=str)))}: "
                          "one state has one size (msrnn.init_state makes one)")
@@ -271,8 +282,10 @@ def check_step_tokens(model, tokens, state) -> torch.Tensor:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(f"llama.step takes one token id per sequence, an integer tensor (B,), got {got}")
     ids = check_tokens(model, tokens, dims=(1,))[0]
-    if hasattr(state.layers[0], "free"):  # a multi-state knows its batch (a T2R state's is checked where it reads)
+    if hasattr(state.layers[0], "free"):  # a multi-state knows its batch
         check_batch(ids, state)
+    elif isinstance(getattr(state.layers[0], "S", None), torch.Tensor) and ids.shape[0] != state.layers[0].S.shape[0]:
+        raise ValueError(f"tokens have batch {ids.shape[0]}, the state was made for {state.layers[0].S.shape[0]}")
     return ids
 
 
@@ -344,8 +357,12 @@ def all_or_nothing(step):
     @functools.wraps(step)
     def atomic(model, tokens, state, policy=None):
         check_state(model, state)
-        for size in one_size(state.layers):  # an unbounded state ignored a policy; a bounded one blamed the missing one
+        sizes = one_size(state.layers)
+        for size in sizes:  # an unbounded state ignored a policy; a bounded one blamed the missing one
             check_policy(policy, size)
+        if not sizes and policy is not None:  # every layer a T2R state: no row is ever dropped, the policy never read
+            raise ValueError(f"this state holds no multi-state (every layer is {type(state.layers[0]).__name__}): it drops "
+                             f"no row, so it takes no policy; got {getattr(policy, '__name__', policy)!r}")
         tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
         try:

@@ -9,6 +9,7 @@ import json
 import re
 import time
 
+from engine import guards
 from lab import checker
 from lab import experiments
 from lab import harness
@@ -21,6 +22,7 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
     named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
+    sizes, passkey_sizes = guards.whole_numbers(sizes, "sizes"), guards.whole_numbers(passkey_sizes, "passkey sizes")
     if specs.FULL in named:
         raise ValueError("the board ranks policies against the full cache, which every sweep measures: leave 'full' out")
     if any(p.reads_ahead for p in named):

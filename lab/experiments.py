@@ -50,7 +50,7 @@ def nll(model, ids: torch.Tensor, policy=None, size=None, oneshot=0, compile=Fal
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:  # one text (T,) failed deep in the slicing
         raise ValueError(f"nll reads chunks ids (B, T) (one text: ids[None]); got "
                          f"{tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
-    guards.check_flags(compile=compile)  # "no" compiled
+    guards.check_flags(compile=compile, last_chunk=last_chunk)  # "no" compiled, and skipped the checks below
     T = ids.shape[1]
     if oneshot > T - 2 and not last_chunk:  # the cut, after position oneshot - 1 attends, is first read at oneshot,
         raise ValueError(f"a one-shot prompt of {oneshot} tokens is cut after its last token, so chunks of {T} tokens "
@@ -161,8 +161,9 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     if specs.FULL in named:  # "two policies share a display name (full cache)" for one the user named once
         raise ValueError("the sweep measures the full cache in every run, as its reference: leave 'full' out of its policies")
     named = specs.distinct(named, taken=("shorter", specs.FULL.label))  # before the books are read
-    refused_sizes(named, sizes)
+    sizes = guards.whole_numbers(sizes, "sizes")
     drops_nothing(sizes, chunk, f"{chunk}-token chunks")
+    refused_sizes(named, sizes)
     if not sizes or min(sizes) < 2:  # before any setting is measured: the shorter-context baseline needs pieces of 2 tokens
         raise ValueError(f"sizes {list(sizes)}: the shorter-context baseline beside each size reads pieces of that many "
                          "tokens, and a piece of 1 predicts nothing; give sizes of at least 2")
@@ -347,6 +348,8 @@ def retention(model, tok, size=256, length=2048, layer=15, book="alice29", polic
         raise ValueError("retention needs a policy: with every row kept there is nothing to see")
     if not (guards.integer(layer) and 0 <= layer < model.config.n_layers):  # True ran as layer 1, 1.0 failed in torch
         raise ValueError(f"layer {layer!r}: the model has layers 0 to {model.config.n_layers - 1}")
+    if not (guards.integer(size) and size >= 1):
+        raise ValueError(f"retention's size is the rows each layer keeps, a whole number >= 1; got {size!r}")
     ids = book_chunks(tok, 1, length, books=(book,))
     if size >= ids.shape[1]:  # no share of kept rows to report, and no "kept longest"
         raise ValueError(f"retention: a multi-state of {size} rows never drops a row of a {ids.shape[1]}-token text; "
@@ -409,6 +412,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
     if not isinstance(ids, torch.Tensor) or ids.dim() != 1:  # a (2, T) batch was joined into one text of 2T
         raise ValueError(f"view reads one text, ids (T,); got {tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__}")
     ids = ids.view(1, -1)
+    if not (guards.integer(size) and size >= 1):
+        raise ValueError(f"view's size is the rows each layer keeps, a whole number >= 1; got {size!r}")
     if ids.shape[1] <= size:
         raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
     if isinstance(names, str) or not names:  # a page of no policy shows nothing
@@ -537,6 +542,11 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     from them by OneShot.evict, as fill makes it (test_experiments.py: the same tokens)."""
     prompts = check_answer(model, prompts, n)
     T = prompts.shape[1]
+    if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
+        raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")
+    for policy, size in cuts:
+        guards.check_policy(policy, size)
+        guards.check_state_args(prompts.shape[0], size, T)  # a cut keeps `size` rows of the prompt's T
     seen = []  # per layer: what its cut reads (msrnn.Rows)
 
     def keep_rows(rows):
@@ -563,9 +573,11 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
-    if isinstance(names, str) or not names or not sizes or not guards.integer(length):
-        raise ValueError(f"passkey takes lists of one or more policies' names and sizes and a whole length; got "
-                         f"{names!r}, {sizes!r}, {length!r}")
+    if isinstance(names, str) or not names or not guards.integer(length):
+        raise ValueError(f"passkey takes a list of one or more policies' names and a whole length; got "
+                         f"{names!r}, {length!r}")
+    sizes = guards.whole_numbers(sizes, "passkey's sizes")  # a generator was used up by the first check
+    depths = list(depths) if hasattr(depths, "__iter__") and not isinstance(depths, (str, bytes)) else depths
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
@@ -645,8 +657,7 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
                          f"{steps!r} and {context!r}")
     if not (guards.number(budget_gib) and budget_gib > 0):
         raise ValueError(f"the cache budget is a number of GiB above 0, got {budget_gib!r}")
-    if isinstance(sizes, str) or not sizes or not all(guards.integer(x) and x >= 1 for x in sizes):
-        raise ValueError(f"memory: give one or more TOVA sizes, whole numbers >= 1, to set beside the full cache; got {sizes!r}")
+    sizes = guards.whole_numbers(sizes, "memory's TOVA sizes, set beside the full cache,")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
         raise ValueError(f"memory: TOVA {max(sizes)} drops nothing after {context} tokens, so it is the full cache, not "
                          f"a smaller one: give sizes below the context (--context {context})")

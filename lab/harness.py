@@ -70,6 +70,22 @@ def _terminate_as_exit():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def check_file_path(path, what: str) -> pathlib.Path:
+    """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a
+    name the file system takes, in a folder that takes files (its temporary file made and removed here)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or os.path.isdir(path):
+        raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if os.path.isdir(str(path)) else ""))
+    path = pathlib.Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise ValueError(f"{what} {path} cannot be written there ({e.strerror or e})") from None
+    return path
+
+
 def atomic_write(path: pathlib.Path, text: str):
     with atomic(path) as tmp:
         tmp.write_text(text)

@@ -53,7 +53,7 @@ class Named:
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
         runs, held = _reads(self.fn)
         try:
-            source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code))
+            source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code), *_compiled(f))
                              for f in runs for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
         except (OSError, TypeError):
             source = repr(self.fn)
@@ -62,6 +62,18 @@ class Named:
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
+
+
+def _compiled(f) -> list:
+    """A function's compiled code as key parts (its bytecode, names and constants, nested code too): two lambdas on
+    one line share their source lines, not their code."""
+    todo, parts = [getattr(f, "__code__", None)], []
+    while todo:
+        c = todo.pop()
+        if c is not None:
+            parts += [c.co_code, repr(c.co_names), *(repr(k) for k in c.co_consts if not inspect.iscode(k))]
+            todo += [k for k in c.co_consts if inspect.iscode(k)]
+    return parts
 
 
 def _reads(fn) -> tuple[list, list]:
@@ -119,13 +131,11 @@ def _globals(f) -> tuple[list, list]:
     Functions f reaches this way are returned as helpers (of its own module or the user's, not installed
     ones: torch's, Python's), whose reads count too. Returns (key parts, those functions)."""
     names, todo = set(), [f.__code__]
-    while todo:  # the code of f's comprehensions and inner functions names globals too
-        c = todo.pop()
-        names |= set(c.co_names)
+    while todo:  # the code of f's comprehensions and inner functions names globals too, and so do its words:
+        c = todo.pop()  # globals()["SIGN"], getattr(cfg, "SIGN"), vars(cfg)["SIGN"] read SIGN by a string
+        names |= set(c.co_names) | {k for k in c.co_consts if isinstance(k, str) and k.isidentifier()}
         todo += [k for k in c.co_consts if inspect.iscode(k)]
     g, co = f.__globals__, f.__code__
-    if names & {"globals", "vars"}:  # globals()["SETTINGS"] names no global: every data global of the module counts
-        names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
     scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
@@ -244,8 +254,8 @@ def distinct(named: list, taken=()) -> list:
     every table, results file and verdict is keyed by it, so the second would replace the first (a copy of
     policies.py's tova, edited, still labelled TOVA)."""
     once = {}
-    for p in named:  # one policy named twice ('sink', 'sink:4') is measured once, under the name given first
-        once.setdefault(p.key, p)
+    for p in named:  # one policy named twice ('sink', 'sink:4': one function, one key) is measured once
+        once.setdefault((p.key, id(p.fn)), p)
     named = list(once.values())
     labels = [p.label for p in named] + list(taken)
     if twice := sorted({x for x in labels if labels.count(x) > 1}):

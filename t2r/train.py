@@ -30,6 +30,7 @@ from t2r.linear import FeatureMaps
 
 
 def save(maps: FeatureMaps, path):
+    harness.check_file_path(path, "the maps' path")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -130,6 +131,8 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
     asyoulik, the evaluation books, are never among them."""
+    if isinstance(books, (str, bytes)):  # 'lcet10' was read letter by letter: "unknown book 'l'"
+        raise ValueError(f"books is a list of book names, got {books!r}")
     sources = [corpus.book(b) for b in books]
     licenses = None if licenses is None else pathlib.Path(licenses)  # a folder given as a string
     if licenses is not None and licenses.is_dir():
@@ -214,10 +217,8 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
 
 def _resume(checkpoint, params, opt, settings: dict, log, total=None) -> dict:
     """The meta of a saved run of the same settings, not past `total` steps (its tensors restored), or a fresh one."""
-    if checkpoint is not None and (not isinstance(checkpoint, (str, os.PathLike)) or str(checkpoint).strip() in ("", ".")
-                                   or os.path.isdir(checkpoint) or not os.path.isdir(os.path.dirname(os.path.abspath(checkpoint)))):
-        raise ValueError(f"checkpoint is a file's path in a folder that exists, or None; got {checkpoint!r}: the run "
-                         "would train, then fail to save")  # named before the training, not after it
+    if checkpoint is not None:  # named before the training, not after it
+        harness.check_file_path(checkpoint, "checkpoint")
     if checkpoint is None or not os.path.isfile(checkpoint):
         return {"settings": settings, "step": 0, "seconds": 0.0, "tokens": 0, "losses": [], "curve": []}
     meta = _load_run(checkpoint, params, opt, settings, total)
@@ -242,7 +243,7 @@ class Teacher:
     refused. A 1,024-token chunk of the default model is about 189 MB in float32."""
 
     def __init__(self, model, chunks, folder=None, key=None):
-        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or str(folder).strip() in ("", ".")):
+        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or os.path.normpath(str(folder).strip() or ".") == "."):
             raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
                              f"stream; got {folder!r}")
         self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder)
@@ -475,8 +476,10 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
         report(run, last)
         if evaluate and (run["step"] % eval_every == 0 or last):
             got = evaluate()
-            if not (isinstance(got, dict) and all(isinstance(k, str) for k in got)):  # before it is saved on the curve
-                raise ValueError(f"evaluate() returns a dict of figures by name, got {got!r}")
+            if not (isinstance(got, dict) and all(isinstance(k, str) and k not in ("step", "tokens") and guards.number(v)
+                                                  for k, v in got.items())):  # before it is saved on the curve
+                raise ValueError(f"evaluate() returns a dict of numbers by name (not 'step' or 'tokens', the curve's "
+                                 f"own), got {got!r}")
             run["curve"].append({"step": run["step"], "tokens": run["tokens"], **got})
             t0, done_s = time.time(), run["seconds"]  # evaluation is not training time
         if checkpoint is not None and (run["step"] % save_every == 0 or last):

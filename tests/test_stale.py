@@ -2436,3 +2436,88 @@ def test_round18_t2r_the_data_and_the_course(tmp_path, monkeypatch):
     done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 1 and "FAIL" in done.stdout and "skipped this test" in done.stdout, done.stdout + done.stderr
+
+
+def test_round19_the_core_and_the_lab(tmp_path):
+    """Round 19, the core and the lab: two lambdas on one line shared a key (their source line), so a sweep kept
+    one; getattr(cfg, "SIGN"), vars(cfg)["SIGN"] and eval("SIGN") read a value the key missed; generators of sizes
+    or depths were used up by the first check (0/0 saved, a passkey column gone); sweep's sizes were probed before
+    they were checked (a negative dimension, 35 GB of rows); a T2R state of linear layers only took any policy;
+    retention and view of size None, nll's last_chunk="no", oneshot_answer_ids of 1 token or a cut of no size failed
+    raw or ran; a ``` in an HTML comment hid every results block after it from the report."""
+    import demo
+    from t2r import linear
+    newest, oldest = lambda rows: rows.pos[:, :1].double(), lambda rows: -rows.pos[:, :1].double()  # one line
+    assert specs.named(newest).key != specs.named(oldest).key
+    (tmp_path / "reads.py").write_text("import cfg\n\ndef by_getattr(rows):\n    return getattr(cfg, 'SIGN') * rows.pos[:, :1].double()\n\n"
+                                       "def by_vars(rows):\n    return vars(cfg)['SIGN'] * rows.pos[:, :1].double()\n\n"
+                                       "SIGN = 1.0\n\ndef by_eval(rows):\n    return eval('SIGN') * rows.pos[:, :1].double()\n")
+    (tmp_path / "cfg.py").write_text("SIGN = 1.0\n")
+    reads, cfg = imported(tmp_path, "reads", "cfg")
+    fns = (reads.by_getattr, reads.by_vars, reads.by_eval)
+    before = [specs.named(f).key for f in fns]
+    cfg.SIGN, reads.SIGN = -1.0, -1.0
+    assert all(a != specs.named(f).key for a, f in zip(before, fns))
+    x = tokens(1, 30)
+    swapped = linear.init_state(MODEL, linear.FeatureMaps(MODEL.config, 4, dtype=MODEL.dtype))
+    for call, says in ((lambda: experiments.sweep(MODEL, None, sizes=[-5], names=("tova",), n_chunks=1, chunk=24), "whole numbers"),
+                       (lambda: experiments.sweep(MODEL, None, sizes=(s for s in [10**8]), names=("tova",), n_chunks=1, chunk=24),
+                        "drops nothing that is scored"),
+                       (lambda: experiments.passkey(MODEL, Bytes(), sizes=(8.5,), names=("tova",), length=200), "whole numbers"),
+                       (lambda: experiments.retention(MODEL, None, size=None, length=40, layer=0), "a whole number"),
+                       (lambda: experiments.view(MODEL, None, x[0], size=None), "a whole number"),
+                       (lambda: experiments.nll(MODEL, x, policies.tova, 28, last_chunk="no"), "last_chunk must be True or False"),
+                       (lambda: experiments.oneshot_answer_ids(MODEL, x[:, :1], [(policies.tova, 8)], 2), "at least 2 tokens"),
+                       (lambda: experiments.oneshot_answer_ids(MODEL, x, [(policies.tova, None)], 2), "give both"),
+                       (lambda: llama.step(MODEL, x[:, 0], swapped, policies.tova), "takes no policy"),
+                       (lambda: llama.step(MODEL, x[0, :2], swapped), "tokens have batch 2")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    assert guards.whole_numbers((s for s in (8, 16)), "sizes") == [8, 16]
+    page = "Notes.\n<!--\n```\nold example, commented out\n-->\n\n<!-- results: memory -->\nSTALE TABLE\n<!-- /results -->\n"
+    assert "STALE TABLE" not in demo.reported(page)
+    with pytest.raises(ValueError, match="never closed"):
+        demo.reported("Notes.\n```\nan example never closed\n\n<!-- results: memory -->\nSTALE\n<!-- /results -->\n")
+
+
+def test_round19_t2r_and_the_course(tmp_path, monkeypatch):
+    """Round 19, T2R and the course: the grader's new skip rule failed the reference where the repository itself
+    skips (conftest, without the default model); a student's policies.py without a label that a test's parameters
+    read made the grader say it was out of date; Teacher('./') wrote into the current folder; evaluate() could
+    overwrite the curve's step and tokens; tail settings with tails=False were ignored; a checkpoint name too long or
+    in a folder that takes no files failed after the training; generators and a string for compare's sizes and
+    kinds, a string for training_sources' books, a batch for corpus.chunks, a folder for train.save."""
+    import subprocess
+    import sys
+    from t2r import compare, linear, train
+    from data import corpus
+    m, chunks = MODEL, tokens(4, 12)
+    maps = linear.FeatureMaps(m.config, 4, "relu", dtype=m.dtype)
+    for call, says in ((lambda: train.Teacher(m, chunks, "./"), "a path of its own"),
+                       (lambda: train.transfer(m, maps, chunks, evaluate=lambda: {"step": 99}, eval_every=1, log=None), "the curve's own"),
+                       (lambda: train.transfer(m, maps, chunks, checkpoint=tmp_path / ("a" * 300), log=None), "cannot be written"),
+                       (lambda: train.save(maps, tmp_path), "a file's path"),
+                       (lambda: train.training_sources("lcet10", None), "a list of book names"),
+                       (lambda: corpus.chunks(torch.zeros(1, 100, dtype=torch.long), 10), "one text's token ids"),
+                       (lambda: compare.experiment(m, None, kinds="relu"), "a list of map kinds"),
+                       (lambda: compare.experiment(m, None, tails=False, tail_r=3), "tail_r set with tails=False")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    published = json.loads((pathlib.Path(__file__).resolve().parents[1] / "results" / "t2r.json").read_text())
+    assert "| 257,024 | 1623 s | 158 |" in compare.table(published)  # its stored 182 is the finetune's alone
+    root = pathlib.Path(__file__).resolve().parents[1]
+    folder = tmp_path / "student"
+    folder.mkdir()
+    for f in ("llama.py", "msrnn.py", "policies.py"):
+        (folder / f).write_text((root / f).read_text())
+    src = (folder / "policies.py").read_text()
+    assert '@label("TOVA (head)")\n' in src
+    (folder / "policies.py").write_text(src.replace('@label("TOVA (head)")\n', "", 1))
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "4"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert "out of date" not in done.stdout + done.stderr and "4. " in done.stdout and done.returncode == 1, done.stdout + done.stderr
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "empty"))  # no default model: the repository's conftest skips
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    done = subprocess.run([sys.executable, "-m", "course.grade", "--reference", "--model", "--only", "2"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "skipped this test" not in done.stdout, done.stdout + done.stderr
