@@ -360,7 +360,8 @@ def all_or_nothing(step):
         sizes = one_size(state.layers)
         for size in sizes:  # an unbounded state ignored a policy; a bounded one blamed the missing one
             check_policy(policy, size)
-        if not sizes and policy is not None:  # every layer a T2R state: no row is ever dropped, the policy never read
+        if policy is not None and not any(hasattr(ms, "size") for ms in state.layers):  # every layer a T2R state: no
+            # row is ever dropped, the policy never read (a layer state of another kind with a size takes one)
             raise ValueError(f"this state holds no multi-state (every layer is {type(state.layers[0]).__name__}): it drops "
                              f"no row, so it takes no policy; got {getattr(policy, '__name__', policy)!r}")
         tokens = check_step_tokens(model, tokens, state)

@@ -1949,7 +1949,7 @@ def test_round14_names_pages_and_what_a_run_reads_are_what_they_say(tmp_path, mo
                        (lambda: experiments.passkey_prompts(Bytes(), 200, (0.1, 1.5), (71432,)), "from 0 to 1"),
                        (lambda: experiments.view(MODEL, None, tokens(2, 30), size=8), r"ids \(T,\); got \(2, 30\)"),
                        (lambda: checker.check(specs.FULL, log=lambda *a: None), "has nothing to check"),
-                       (lambda: experiments.memory(MODEL, context=64, sizes=()), "one or more TOVA sizes"),
+                       (lambda: experiments.memory(MODEL, context=64, sizes=()), "TOVA sizes, set beside the full cache, are one or more"),
                        (lambda: experiments.percent(float("nan")), "from 0 to 1")):
         with pytest.raises(ValueError, match=says):
             call()
