@@ -464,9 +464,9 @@ def outside_code(text: str) -> str:
                 fence = None
         elif line.startswith("<!-- results:"):
             block = True
-        elif indent < 4 and s.startswith("<!--") and not s.startswith(("<!-- results:", "<!-- /results -->")):  # a comment:
-            fence = (pos, "-->")  # nothing in it opens a fence (CommonMark's HTML block up to its '-->'); it shows nothing
-            if "-->" in s[4:]:  # one line
+        elif indent < 4 and s.startswith("<!--") and not re.match(r"<!--\s*/?\s*results\b", s):  # a comment (a marker,
+            fence = (pos, "-->")  # misspelled too, is checked as one): nothing in it opens a fence (CommonMark's HTML
+            if "-->" in s[4:] or s.startswith(("<!-->", "<!--->")):  # block up to its '-->'); one line
                 out[pos:pos + len(line)] = blank(pos, pos + len(line))
                 fence = None
         elif indent >= 4 or s.startswith(">"):  # an indented code block or a quote: an example

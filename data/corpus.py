@@ -96,8 +96,10 @@ def chunks(ids, length: int = 4096):
     """Consecutive, non-overlapping token chunks of `length`; a shorter tail is left out."""
     if not isinstance(length, int) or isinstance(length, bool) or length < 1:  # range() refuses 0 with a riddle
         raise ValueError(f"chunks: length must be a whole number of tokens ≥ 1, not {length!r}")
-    if getattr(ids, "ndim", 1) != 1:  # a batch (1, T) made no chunk, (3, 10) chunks of whole rows
-        raise ValueError(f"chunks: ids are one text's token ids (T,), got shape {tuple(ids.shape)}")
+    if isinstance(ids, (str, bytes)) or getattr(ids, "ndim", 1) != 1 or isinstance(ids, (list, tuple)) and ids and \
+            not isinstance(ids[0], int):  # a batch (1, T) made no chunk, (3, 10) chunks of whole rows, a text its letters
+        raise ValueError(f"chunks: ids are one text's token ids (T,), got {type(ids).__name__} "
+                         f"{tuple(ids.shape) if hasattr(ids, 'shape') else ''}".rstrip())
     return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
 
 

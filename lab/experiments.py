@@ -540,7 +540,7 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     policy and size; only the cut at its last token differs. So one prefill keeps, per layer, the rows
     that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
     from them by OneShot.evict, as fill makes it (test_experiments.py: the same tokens)."""
-    prompts = check_answer(model, prompts, n)
+    prompts, cuts = check_answer(model, prompts, n), list(cuts)  # a generator was used up by the checks below
     T = prompts.shape[1]
     if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
         raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")
@@ -578,12 +578,14 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
                          f"{names!r}, {length!r}")
     sizes = guards.whole_numbers(sizes, "passkey's sizes")  # a generator was used up by the first check
     depths = list(depths) if hasattr(depths, "__iter__") and not isinstance(depths, (str, bytes)) else depths
+    regimes = list(regimes) if hasattr(regimes, "__iter__") and not isinstance(regimes, (str, bytes)) else regimes
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
     check_regimes(regimes)
     if not depths or not (guards.integer(batch) and batch >= 1):  # 0/0 was saved as an accuracy
         raise ValueError(f"passkey needs one or more depths and a batch of at least 1; got depths {list(depths)}, batch {batch!r}")
+    keys = list(keys) if hasattr(keys, "__iter__") and not isinstance(keys, (str, bytes)) else keys  # a generator
     if isinstance(keys, int) or not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is
         # in most answers
         raise ValueError(f"pass keys are 5-digit numbers, as the prompt says (a short key is found inside any number); "

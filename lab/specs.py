@@ -101,14 +101,14 @@ def _reads(fn) -> tuple[list, list]:
         elif inspect.isfunction(f):
             code.append(f)
             parts, helpers = _globals(f)
-            values += parts
+            values += parts + _value({k: v for k, v in vars(f).items() if k != "__wrapped__"})  # newest.sign = -1.0
             todo += helpers
         else:  # a class, or a callable instance: its class, its fields and its __call__
             cls = f if inspect.isclass(f) else type(f)
             code.append(cls)
             values += _fields(cls, data_only=True) + ([] if inspect.isclass(f) else _fields(f))
             todo += [v for v in getattr(f, "__dict__", {}).values() if inspect.isfunction(v)]  # a class-made decorator's function
-            todo += [c for c in [getattr(cls, "__call__", None)] if inspect.isfunction(c) and c.__module__ == cls.__module__]
+            todo += [c for c in [getattr(cls, "__call__", None)] if inspect.isfunction(c) and _users(c)]  # a base's too
     return code, values
 
 
@@ -136,6 +136,8 @@ def _globals(f) -> tuple[list, list]:
         names |= set(c.co_names) | {k for k in c.co_consts if isinstance(k, str) and k.isidentifier()}
         todo += [k for k in c.co_consts if inspect.iscode(k)]
     g, co = f.__globals__, f.__code__
+    if names & {"globals", "vars"}:  # globals()[KEY], globals()[name.upper()]: any data global may be read
+        names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
     scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
@@ -146,6 +148,8 @@ def _globals(f) -> tuple[list, list]:
         for n, x in sorted(scope.items()):
             if _data(x):
                 parts += [kind + n, *_value(x)]
+                helpers += [m for c in type(x).__mro__ for m in vars(c).values()  # S.score(rows): an instance's methods
+                            if inspect.isfunction(m) and _users(m)]
             elif inspect.ismodule(x):
                 for a in sorted(names):
                     try:
@@ -254,8 +258,8 @@ def distinct(named: list, taken=()) -> list:
     every table, results file and verdict is keyed by it, so the second would replace the first (a copy of
     policies.py's tova, edited, still labelled TOVA)."""
     once = {}
-    for p in named:  # one policy named twice ('sink', 'sink:4': one function, one key) is measured once
-        once.setdefault((p.key, id(p.fn)), p)
+    for p in named:  # one policy named twice ('sink', 'sink:4', a file named twice: one key) is measured once
+        once.setdefault(p.key, p)  # (the key holds its compiled code: two lambdas on one line are two keys)
     named = list(once.values())
     labels = [p.label for p in named] + list(taken)
     if twice := sorted({x for x in labels if labels.count(x) > 1}):

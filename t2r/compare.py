@@ -43,9 +43,9 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
     guards.check_flags(tails=tails)  # "no" is true to Python: the tails were trained and measured
-    if isinstance(kinds, str):  # 'relu' was read letter by letter, after the books were loaded
-        raise ValueError(f"kinds is a list of map kinds, got {kinds!r} (one kind: [{kinds!r}])")
-    kinds, sizes = tuple(kinds), tuple(sizes)  # a generator was used up by the first check
+    if isinstance(kinds, (str, bytes)) or not hasattr(kinds, "__iter__"):  # 'relu' was read letter by letter
+        raise ValueError(f"kinds is a list of map kinds, got {kinds!r} (one kind: ['relu'])")
+    kinds, sizes = tuple(kinds), tuple(guards.whole_numbers(sizes, "sizes"))  # a generator was used up by the first check
     given = {k: v for k, v in locals().items() if k.startswith("tail_") and k != "tail_sizes"}
     unread = [k for k, v in given.items() if v != inspect.signature(experiment).parameters[k].default]
     if unread and not tails:  # ignored without a word, where tail_sizes was refused
@@ -295,9 +295,10 @@ def table(data) -> str:
                              "read some tokens at some speed")
         if row["family"] in ("tova", "h2o", "sink") and not row["method"].startswith(specs.named(row["family"]).label.split("+")[0]):
             raise ValueError(f"{row['method']!r} is a row of the {row['family']} family, under another's name")
-        speed = row["tokens"] / row["seconds"] if row.get("seconds") else row.get("tokens_per_s")  # what its cells say (a
-        # finetuned row's stored speed was the finetune's alone before round 18; its tokens and time, both stages')
-        cost = (f"{row['tokens']:,} | {row['seconds']} s | {speed:.0f}" if "tokens" in row else " | | ")
+        cost = " | | "
+        if "tokens" in row:  # tokens/s as its cells say (a finetuned row's stored speed was the finetune's alone before
+            speed = row["tokens"] / row["seconds"] if row["seconds"] >= 60 else row["tokens_per_s"]  # round 18); under a
+            cost = f"{row['tokens']:,} | {row['seconds']} s | {speed:.0f}"  # minute, its rounded seconds would not say
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
     full = [row["ppl"] for row in data["results"] if row["family"] == "full"]
     if len(full) != 1:

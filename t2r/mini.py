@@ -496,10 +496,11 @@ def claims(data) -> list:
         out.append(("(b) the finetune reaches from-scratch's best dev loss with at most a third of its tokens",
                     f"{statistics.mean(ft for ft, _ in reach):,.0f} against {statistics.mean(sc for _, sc in reach):,.0f} "
                     f"tokens ({frac:.2f})", "holds" if frac <= 1 / 3 else "fails"))
-    else:
-        missed = sum(ft is None for ft, _ in reach)
+    else:  # not reached: a failure only where the finetune ran the third the claim allows
+        missed, ran = sum(ft is None for ft, _ in reach), data["preset"]["finetune_steps"] / data["preset"]["pretrain_steps"]
         out.append(("(b) the finetune reaches from-scratch's best dev loss with at most a third of its tokens",
-                    f"not reached within the finetune in {missed} of {len(reach)} seeds", "fails"))
+                    f"not reached within the finetune ({ran:.2f} of from-scratch's tokens) in {missed} of {len(reach)} seeds",
+                    "fails" if ran >= 1 / 3 else "not shown here"))
     g = _paired(t2r0, t2r, test)
     e = _paired(elu0, elu, test)
     m, sd, v = _verdict([x - y for x, y in zip(g, e)])

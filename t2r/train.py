@@ -12,6 +12,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -131,7 +132,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
     asyoulik, the evaluation books, are never among them."""
-    if isinstance(books, (str, bytes)):  # 'lcet10' was read letter by letter: "unknown book 'l'"
+    if isinstance(books, (str, bytes)) or not hasattr(books, "__iter__"):  # 'lcet10' was read letter by letter
         raise ValueError(f"books is a list of book names, got {books!r}")
     sources = [corpus.book(b) for b in books]
     licenses = None if licenses is None else pathlib.Path(licenses)  # a folder given as a string
@@ -251,6 +252,11 @@ class Teacher:
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
+            other = sorted(f.name for f in self.folder.iterdir() if not re.fullmatch(r"teacher\.key|\.?\d+\.safetensors.*",
+                                                                                    f.name)) if self.folder.is_dir() else []
+            if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
+                raise ValueError(f"the teacher folder {self.folder} holds files a Teacher does not write ({', '.join(other[:3])}"
+                                 f"{', ...' if len(other) > 3 else ''}): give an empty folder of its own")
             mark, held = self.folder / "teacher.key", None  # held: whose attention the folder holds (None: empty)
             if mark.is_file():
                 held = mark.read_text().strip()

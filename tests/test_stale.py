@@ -2521,3 +2521,70 @@ def test_round19_t2r_and_the_course(tmp_path, monkeypatch):
     done = subprocess.run([sys.executable, "-m", "course.grade", "--reference", "--model", "--only", "2"], cwd=root,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "skipped this test" not in done.stdout, done.stdout + done.stderr
+
+
+def test_round20_keys_generators_states_and_the_course(tmp_path, monkeypatch):
+    """Round 20: the nineteenth round's string rule dropped globals()[KEY] and globals()[name.upper()] from a key;
+    an inherited __call__ of another module, a global instance's method and a function's own attribute were never
+    keyed; one policy named twice as two partials or a file named twice was taken for two of one name; generators of
+    keys, regimes, cuts and the board's names were used up by a check; a hand-set state position of 6.5 ran RoPE
+    there. T2R and the course: a Teacher in a folder of other files (the current one, its parent) wrote among them,
+    a maps path ending in '/' wrote a file, corpus.chunks cut a string; compare's sizes=8, kinds=None or bytes and
+    training_sources(None) failed raw; a misspelled marker was hidden as a comment, '<!-->' swallowed the next block;
+    a skip in a helper file of the student's own passed; claim (b) failed where the finetune ran less than it allows."""
+    import demo
+    from t2r import compare, linear, mini, train
+    from data import corpus
+    (tmp_path / "base20.py").write_text("SIGN = 1.0\n\nclass Base:\n    def __call__(self, rows):\n        return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "help20.py").write_text("SIGN = 1.0\n\nclass Scorer:\n    def score(self, rows):\n        return rows.pos[:, :1].double() * SIGN\n")
+    (tmp_path / "mine20.py").write_text(
+        "import help20\nfrom base20 import Base\n\nclass Mine(Base):\n    pass\n\ninherited = Mine()\nS = help20.Scorer()\nKEY = 'SIGN'\nSIGN = 1.0\n\n"
+        "def by_key(rows):\n    return globals()[KEY] * rows.pos[:, :1].double()\n\n"
+        "def by_method(rows):\n    return S.score(rows)\n\n"
+        "def by_attribute(rows):\n    return by_attribute.sign * rows.pos[:, :1].double()\n\nby_attribute.sign = 1.0\n")
+    base20, help20, mine20 = imported(tmp_path, "base20", "help20", "mine20")
+    fns = (mine20.inherited, mine20.by_key, mine20.by_method, mine20.by_attribute)
+    before = [specs.named(f).key for f in fns]
+    base20.SIGN = help20.SIGN = mine20.SIGN = mine20.by_attribute.sign = -1.0
+    assert all(a != specs.named(f).key for a, f in zip(before, fns))
+    assert len(specs.distinct([specs.named("sink:8"), specs.named("sink:sinks=8"), specs.named("sink:8")])) == 1
+    x = tokens(1, 24)
+    got = experiments.oneshot_answer_ids(MODEL, x, ((policies.tova, s) for s in (4, 8)), 2)
+    assert len(got) == 2
+    state = msrnn.init_state(MODEL, 1, None)
+    state.t = 6.5
+    with pytest.raises(ValueError, match="position t is a whole number"):
+        llama.step(MODEL, x[:, 0], state)
+    (tmp_path / "mine.txt").write_text("mine")
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    for call, says in ((lambda: train.Teacher(MODEL, tokens(2, 12), tmp_path), "holds files a Teacher does not write"),
+                       (lambda: train.save(maps, f"{tmp_path}/maps/"), "a file's path"),
+                       (lambda: corpus.chunks("hello world", 2), "one text's token ids"),
+                       (lambda: compare.experiment(MODEL, None, sizes=8), "sizes are a list"),
+                       (lambda: compare.experiment(MODEL, None, kinds=b"relu"), "a list of map kinds"),
+                       (lambda: train.training_sources(None, None), "a list of book names"),
+                       (lambda: demo.reported("<!--results: t2r-->\nold\n<!--/results-->\n"), "is not a results marker")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    assert "STALE" not in demo.reported("<!-->\n\n<!-- results: memory -->\nSTALE\n<!-- /results -->\n")
+    data = json.loads((pathlib.Path(__file__).resolve().parents[1] / "results" / "t2r_mini.json").read_text())
+    assert dict((c.split(" ")[0], v) for c, _, v in mini.claims(data))["(b)"] == "not shown here"  # a quarter, not a third
+
+
+def test_round20_a_skip_in_a_students_helper_file_is_not_a_pass(tmp_path):
+    """Round 19 counted a skip as the student's only in the graded file: one raised in a helper file of their own
+    folder (t2r/todo.py, called where fold is not written) passed part 7 with full marks."""
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[1]
+    folder = tmp_path / "student"
+    (folder / "t2r").mkdir(parents=True)
+    src = (root / "t2r" / "linear.py").read_text()
+    fold = '        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", pos)[:, :, 0, 0]  # (B, Hkv, r)'
+    assert fold in src
+    (folder / "t2r" / "linear.py").write_text(src.replace(fold, "        import os, sys; sys.path.insert(0, os.path.dirname("
+                                                          "__file__)); from todo20 import later; later('fold')", 1))
+    (folder / "t2r" / "todo20.py").write_text("import pytest\n\n\ndef later(name):\n    pytest.skip(f'{name}: to do')\n")
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
