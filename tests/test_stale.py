@@ -1844,7 +1844,7 @@ def test_round14_speed_and_the_comparison_check_what_they_measure_before_the_wor
     chars = types.SimpleNamespace(encode=lambda text: types.SimpleNamespace(ids=[ord(c) % 61 for c in text]))
     base = dict(r=4, window=3, length=96, train_length=64, epochs=1, minutes=1e-4, finetune_minutes=1e-4, sizes=(6, 8),
                 kinds=("relu",), tails=False, log=None)
-    for change, says in ((dict(sizes=()), "at least one"), (dict(tails=True, tail_size=0), "tail-size 0"),
+    for change, says in ((dict(sizes=()), "one or more"), (dict(tails=True, tail_size=0), "tail-size 0"),
                          (dict(curve_tokens=1), "at least 2 tokens")):
         with pytest.raises(ValueError, match=says):
             compare.experiment(f32, chars, **(base | change))
