@@ -354,7 +354,8 @@ REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=p
            for f in t2r_length.ALONE for part in ("", "_costs")}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"^(<!-- results: (\w+) -->\n)(.*?)^(<!-- /results -->)", re.S | re.M)  # markers at a line's start
-MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|<!--\s*/?\s*results\b[^>]*-->")
+MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|(?i:<!--\s*/?\s*results?\s*(?::[^>]*)?-->)")  # a marker
+# misspelled (no spaces, capitals, singular) is named; a comment of prose that starts with "results" is a comment
 RAW = ("pre", "textarea", "script", "style")  # HTML whose content is shown or run as written, never read as Markdown
 PUBLISHED = harness.ROOT / "results"  # what every page cites, whatever MSRNN_RESULTS says
 
@@ -464,7 +465,7 @@ def outside_code(text: str) -> str:
                 fence = None
         elif line.startswith("<!-- results:"):
             block = True
-        elif indent < 4 and s.startswith("<!--") and not re.match(r"<!--\s*/?\s*results\b", s):  # a comment (a marker,
+        elif indent < 4 and s.startswith("<!--") and not re.match(r"<!--\s*/?\s*results?\s*(:|-->)", s, re.I):  # a comment (a marker,
             fence = (pos, "-->")  # misspelled too, is checked as one): nothing in it opens a fence (CommonMark's HTML
             if "-->" in s[4:] or s.startswith(("<!-->", "<!--->")):  # block up to its '-->'); one line
                 out[pos:pos + len(line)] = blank(pos, pos + len(line))

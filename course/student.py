@@ -145,9 +145,9 @@ def pytest_runtest_makereport(item, call):
         return
     spot = where(call.excinfo.tb, FOLDER) if rep.skipped and call.excinfo is not None else None
     graded = {FILES[m] for m in os.environ.get("MSRNN_MODULES", ",".join(FILES)).split(",") if m}
-    if spot is not None and (spot[0] in graded or not (ROOT / spot[0]).exists()):  # pytest.skip or xfail in the graded
-        # file or a file of the student's own beside it: a placeholder, not a pass (a skip in a file the repository
-        # has, as conftest's when the default model cannot be had, is the repository's: under --reference, all of them)
+    if spot is not None and (spot[0] in graded or FOLDER != ROOT):  # pytest.skip or xfail in the graded file or any
+        # file of the student's folder (a helper named like a repository file too): a placeholder, not a pass; under
+        # --reference the folder is the repository, whose own skips (conftest's without the default model) are skips
         rep.outcome, rep.longrepr = "failed", "the student's code skipped the test"
         record(test=item.nodeid, when=rep.when, outcome="failed", error="Skipped", cause="Skipped", where=spot,
                message=f"your code skipped this test ({call.excinfo.value}): a skipped test is not passed; write "

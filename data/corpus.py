@@ -6,6 +6,7 @@ beside the default model (MSRNN_CACHE, default ~/.cache/msrnn). Any text file of
 well (`read`).
 """
 import hashlib
+import numbers
 import os
 import pathlib
 import shutil
@@ -96,9 +97,11 @@ def chunks(ids, length: int = 4096):
     """Consecutive, non-overlapping token chunks of `length`; a shorter tail is left out."""
     if not isinstance(length, int) or isinstance(length, bool) or length < 1:  # range() refuses 0 with a riddle
         raise ValueError(f"chunks: length must be a whole number of tokens ≥ 1, not {length!r}")
-    if isinstance(ids, (str, bytes)) or getattr(ids, "ndim", 1) != 1 or isinstance(ids, (list, tuple)) and ids and \
-            not isinstance(ids[0], int):  # a batch (1, T) made no chunk, (3, 10) chunks of whole rows, a text its letters
-        raise ValueError(f"chunks: ids are one text's token ids (T,), got {type(ids).__name__} "
+    listed = isinstance(ids, (list, tuple)) and (not ids or isinstance(ids[0], numbers.Integral) and not isinstance(
+        ids[0], bool) or getattr(ids[0], "ndim", None) == 0)  # ints, numpy's or torch's too
+    if not (listed or getattr(ids, "ndim", None) == 1):  # a batch (1, T) made no chunk, (3, 10) chunks of whole rows
+        raise ValueError(f"chunks: ids are one text's token ids (T,): a list or a 1-D tensor (a text or bytes are cut by "
+                         f"letter, a generator has no length), got {type(ids).__name__} "
                          f"{tuple(ids.shape) if hasattr(ids, 'shape') else ''}".rstrip())
     return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
 

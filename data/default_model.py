@@ -36,7 +36,7 @@ LAYER_NAMES = {
 
 def cache_root():
     # '~/x' quoted, and a relative one made absolute: the cache must not move with the working folder
-    return pathlib.Path(os.environ.get("MSRNN_CACHE") or pathlib.Path.home() / ".cache" / "msrnn").expanduser().absolute()
+    return pathlib.Path(os.environ.get("MSRNN_CACHE", "").strip() or pathlib.Path.home() / ".cache" / "msrnn").expanduser().absolute()
 
 
 class CacheError(RuntimeError):

@@ -332,8 +332,8 @@ def check_state(model, state):
     """A state made for this model: one multi-state per layer, each of its KV heads, head_dim, dtype
     and device (a state of another model was zipped to the shorter list of layers, or failed deep in torch)."""
     c = model.config
-    if not (integer(state.t) and state.t >= 0):  # a position of 6.5 or -3 ran RoPE there
-        raise ValueError(f"the state's position t is a whole number >= 0, got {state.t!r}")
+    if not (integer(state.t) and 0 <= state.t < 2 ** 62):  # a position of 6.5 or -3 ran RoPE there
+        raise ValueError(f"the state's position t is a whole number from 0 to 2**62, got {state.t!r}")
     if len(state.layers) != c.n_layers:
         raise ValueError(f"the state has {len(state.layers)} layer(s), the model {c.n_layers}: it was made for another model")
     for i, ms in enumerate(state.layers):

@@ -541,6 +541,8 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     that cut sees (a state of T - 1 rows makes it call the policy there), and each cut is then made
     from them by OneShot.evict, as fill makes it (test_experiments.py: the same tokens)."""
     prompts, cuts = check_answer(model, prompts, n), list(cuts)  # a generator was used up by the checks below
+    if not all(isinstance(c, (tuple, list)) and len(c) == 2 for c in cuts):
+        raise ValueError(f"cuts are (policy, size) pairs, got {cuts!r}")
     T = prompts.shape[1]
     if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
         raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")

@@ -28,7 +28,7 @@ from engine import threads
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 # next to the code, wherever it is run from; MSRNN_RESULTS elsewhere (the course's runs go to course/work/)
-RESULTS = pathlib.Path(os.environ.get("MSRNN_RESULTS") or ROOT / "results").expanduser().resolve()
+RESULTS = pathlib.Path(os.environ.get("MSRNN_RESULTS", "").strip() or ROOT / "results").expanduser().resolve()
 
 
 @contextlib.contextmanager

@@ -136,7 +136,8 @@ def _globals(f) -> tuple[list, list]:
         names |= set(c.co_names) | {k for k in c.co_consts if isinstance(k, str) and k.isidentifier()}
         todo += [k for k in c.co_consts if inspect.iscode(k)]
     g, co = f.__globals__, f.__code__
-    if names & {"globals", "vars"}:  # globals()[KEY], globals()[name.upper()]: any data global may be read
+    if names & {"globals", "vars", "getattr", "eval", "exec", "__globals__", "f_globals", "modules", "__dict__"}:  # a name
+        # computed (globals()[KEY], f.__globals__[name.upper()], sys.modules[__name__]): any data global may be read
         names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
     scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
@@ -150,6 +151,8 @@ def _globals(f) -> tuple[list, list]:
                 parts += [kind + n, *_value(x)]
                 helpers += [m for c in type(x).__mro__ for m in vars(c).values()  # S.score(rows): an instance's methods
                             if inspect.isfunction(m) and _users(m)]
+                held = x.values() if isinstance(x, dict) else x if isinstance(x, (list, tuple, set, frozenset)) else ()
+                helpers += [v for v in held if inspect.isfunction(v) and _users(v)]  # FNS = [helper.score]: its reads
             elif inspect.ismodule(x):
                 for a in sorted(names):
                     try:

@@ -46,6 +46,7 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if isinstance(kinds, (str, bytes)) or not hasattr(kinds, "__iter__"):  # 'relu' was read letter by letter
         raise ValueError(f"kinds is a list of map kinds, got {kinds!r} (one kind: ['relu'])")
     kinds, sizes = tuple(kinds), tuple(guards.whole_numbers(sizes, "sizes"))  # a generator was used up by the first check
+    tail_sizes = None if tail_sizes is None else tuple(guards.whole_numbers(tail_sizes, "tail sizes"))
     given = {k: v for k, v in locals().items() if k.startswith("tail_") and k != "tail_sizes"}
     unread = [k for k, v in given.items() if v != inspect.signature(experiment).parameters[k].default]
     if unread and not tails:  # ignored without a word, where tail_sizes was refused
@@ -293,11 +294,14 @@ def table(data) -> str:
         if "tokens" in row and not (row["tokens"] > 0 and row["tokens_per_s"] > 0):  # seconds are rounded: 0 for a tiny run
             raise ValueError(f"{row['method']}: {row['tokens']} tokens at {row['tokens_per_s']} tokens/s; a trained row "
                              "read some tokens at some speed")
+        if not (guards.integer(row["state_bytes"]) and row["state_bytes"] >= 1):  # published as "0.00 MiB"
+            raise ValueError(f"{row['method']}: a state of {row['state_bytes']!r} bytes; every row holds a state")
         if row["family"] in ("tova", "h2o", "sink") and not row["method"].startswith(specs.named(row["family"]).label.split("+")[0]):
             raise ValueError(f"{row['method']!r} is a row of the {row['family']} family, under another's name")
         cost = " | | "
         if "tokens" in row:  # tokens/s as its cells say (a finetuned row's stored speed was the finetune's alone before
-            speed = row["tokens"] / row["seconds"] if row["seconds"] >= 60 else row["tokens_per_s"]  # round 18); under a
+            speed = row["tokens"] / row["seconds"] if guards.number(row.get("seconds")) and row["seconds"] >= 60 else \
+                row["tokens_per_s"]  # round 18); under a
             cost = f"{row['tokens']:,} | {row['seconds']} s | {speed:.0f}"  # minute, its rounded seconds would not say
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
     full = [row["ppl"] for row in data["results"] if row["family"] == "full"]

@@ -134,8 +134,13 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     asyoulik, the evaluation books, are never among them."""
     if isinstance(books, (str, bytes)) or not hasattr(books, "__iter__"):  # 'lcet10' was read letter by letter
         raise ValueError(f"books is a list of book names, got {books!r}")
+    books = list(books)
+    if set(books) & {"alice29", "asyoulik"} or len(set(books)) < len(books):  # evaluated on; a book twice weighs double
+        raise ValueError(f"training books are other books than the evaluation's (alice29, asyoulik), each once; got {books}")
     sources = [corpus.book(b) for b in books]
     licenses = None if licenses is None else pathlib.Path(licenses)  # a folder given as a string
+    if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
+        raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
         seen = {}
         for f in sorted(licenses.iterdir()):
@@ -252,7 +257,7 @@ class Teacher:
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            other = sorted(f.name for f in self.folder.iterdir() if not re.fullmatch(r"teacher\.key|\.?\d+\.safetensors.*",
+            other = sorted(f.name for f in self.folder.iterdir() if not re.fullmatch(r"teacher\.key|\d+\.safetensors|\.\d+\.safetensors\.\w+\.tmp\.safetensors",
                                                                                     f.name)) if self.folder.is_dir() else []
             if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
                 raise ValueError(f"the teacher folder {self.folder} holds files a Teacher does not write ({', '.join(other[:3])}"

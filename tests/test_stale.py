@@ -2588,3 +2588,77 @@ def test_round20_a_skip_in_a_students_helper_file_is_not_a_pass(tmp_path):
     done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
+
+
+def test_round21_keys_of_computed_names_a_far_position_and_cuts(tmp_path):
+    """Round 21: a policy's key missed a global read by a computed name through f.__globals__, sys.modules or a
+    frame, and a helper function held in a global list; a position of 10**30 failed in torch; cuts given as a dict
+    were read as its keys."""
+    (tmp_path / "cfg21.py").write_text("SIGN = 1.0\n\ndef score(rows):\n    return SIGN * rows.pos[:, :1].double()\n")
+    (tmp_path / "mine21.py").write_text(
+        "import sys\nimport cfg21\n\nSIGN = 1.0\nFNS = [cfg21.score]\n\n"
+        "def by_upper(rows):\n    return by_upper.__globals__['sign'.upper()] * rows.pos[:, :1].double()\n\n"
+        "def by_module(rows):\n    return getattr(sys.modules[__name__], 'sign'.upper()) * rows.pos[:, :1].double()\n\n"
+        "def by_frame(rows):\n    return sys._getframe().f_globals['sign'.upper()] * rows.pos[:, :1].double()\n\n"
+        "def by_list(rows):\n    return FNS[0](rows)\n")
+    cfg21, mine21 = imported(tmp_path, "cfg21", "mine21")
+    fns = (mine21.by_upper, mine21.by_module, mine21.by_frame, mine21.by_list)
+    before = [specs.named(f).key for f in fns]
+    cfg21.SIGN = mine21.SIGN = -1.0
+    assert all(a != specs.named(f).key for a, f in zip(before, fns))
+    state = msrnn.init_state(MODEL, 1, None)
+    state.t = 10 ** 30
+    with pytest.raises(ValueError, match="position t is a whole number from 0"):
+        llama.step(MODEL, tokens(1, 1)[:, 0], state)
+    with pytest.raises(ValueError, match=r"cuts are \(policy, size\) pairs"):
+        experiments.oneshot_answer_ids(MODEL, tokens(1, 24), {policies.tova: 4}, 2)
+
+
+def test_round21_t2r_the_data_the_report_and_the_grader(tmp_path, monkeypatch):
+    """Round 21, T2R's side: a skip in a student's helper named like a repository file (t2r/speed.py) passed;
+    markers in capitals or singular were skipped without a word, while a prose comment starting "results" must stay
+    a comment; corpus.chunks cut a bytearray by byte, failed raw on a generator, refused a list of numpy ints;
+    training_sources took an evaluation book, a book twice, a licenses folder that does not exist; a Teacher folder
+    took a user's 7.safetensors.orig; compare's tail sizes of 8 failed raw, a row of 0 state bytes was published;
+    a blank MSRNN_CACHE or MSRNN_RESULTS was a folder named ' '."""
+    import subprocess
+    import sys
+    import numpy as np
+    import demo
+    from data import corpus, default_model
+    from t2r import compare, train
+    body = "| old |\n"
+    for page in (f"<!-- RESULTS: t2r_speed -->\n{body}<!-- /RESULTS -->\n", f"<!-- result: t2r_speed -->\n{body}<!-- /result -->\n"):
+        with pytest.raises(ValueError, match="is not a results marker"):
+            demo.reported(page)
+    prose = "# P\n\n<!-- results of an old run were lost -->\n\ntext\n"
+    assert demo.reported(prose) == prose
+    assert corpus.chunks([np.int64(i) for i in range(6)], 3) == [[0, 1, 2], [3, 4, 5]]
+    (tmp_path / "7.safetensors.orig").write_text("mine")
+    for call, says in ((lambda: corpus.chunks(bytearray(b"hello world"), 3), "one text's token ids"),
+                       (lambda: corpus.chunks((i for i in range(6)), 3), "one text's token ids"),
+                       (lambda: train.training_sources(["alice29"], None), "other books than the evaluation's"),
+                       (lambda: train.training_sources(["lcet10", "lcet10"], None), "each once"),
+                       (lambda: train.training_sources([], tmp_path / "none"), "is not a folder"),
+                       (lambda: train.Teacher(MODEL, tokens(2, 12), tmp_path), "7.safetensors.orig"),
+                       (lambda: compare.experiment(MODEL, None, tail_sizes=8), "tail sizes are a list")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    published = json.loads((pathlib.Path(__file__).resolve().parents[1] / "results" / "t2r.json").read_text())
+    published["results"][0]["state_bytes"] = 0
+    with pytest.raises(ValueError, match="a state of 0 bytes"):
+        compare.table(published)
+    monkeypatch.setenv("MSRNN_CACHE", " ")
+    assert default_model.cache_root() != pathlib.Path(" ").absolute()
+    root = pathlib.Path(__file__).resolve().parents[1]
+    folder = tmp_path / "student"
+    (folder / "t2r").mkdir(parents=True)
+    src = (root / "t2r" / "linear.py").read_text()
+    fold = '        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", pos)[:, :, 0, 0]  # (B, Hkv, r)'
+    (folder / "t2r" / "linear.py").write_text(src.replace(fold, "        import os, sys; sys.path.insert(0, os.path.dirname("
+                                                          "__file__)); import speed; speed.later('fold')", 1))
+    (folder / "t2r" / "speed.py").write_text("import pytest\n\n\ndef later(name):\n    pytest.skip(f'{name}: to do')\n")
+    monkeypatch.delenv("MSRNN_CACHE")
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
