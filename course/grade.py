@@ -282,12 +282,12 @@ def run_tests(folder: pathlib.Path, modules, tests, timeout=TIMEOUT, what="tests
         if done.returncode == 4 and "ERROR: not found:" in said:  # pytest's usage error, 4 (a student's file printing
             # the words does not make it): a test renamed or removed is the grader's fault; a test the repository's own
             # files make and the student's do not (a parametrization read from their module) is the student's
-            files = sorted({t.split("::")[0] for t in tests})
+            files = sorted({t.split("[")[0] for t in tests})  # the test functions, each with all its parameters
             made = lambda e: {line for line in subprocess.run(
                 [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files], cwd=ROOT,
                 env=e, capture_output=True, text=True).stdout.splitlines() if "::" in line}  # pytest names no parameters
-            gone = [t for t in tests if t not in made({k: v for k, v in env.items() if k != "MSRNN_REPORT"} | {
-                "PYTEST_ADDOPTS": "-p course.student"})]
+            theirs = made({k: v for k, v in env.items() if k != "MSRNN_REPORT"} | {"PYTEST_ADDOPTS": "-p course.student"})
+            gone = [t for t in tests if t not in theirs]
             ours = made({k: v for k, v in env.items() if not k.startswith("MSRNN_")})
             if not gone or not set(gone) <= ours:
                 raise SystemExit(f"course/grade.py is out of date, its PARTS name a test that does not exist:\n{said[-600:]}")
