@@ -354,8 +354,9 @@ REPORT |= {f"t2r_length_{f}{part}": (f"t2r_length_{f}", lambda data, f=f, part=p
            for f in t2r_length.ALONE for part in ("", "_costs")}
 PAGES = ["README.md", "docs/*.md", "course/*.md"]
 BLOCK = re.compile(r"^(<!-- results: (\w+) -->\n)(.*?)^(<!-- /results -->)", re.S | re.M)  # markers at a line's start
-MARKER = re.compile(r"<!-- results: (\w+) -->\n|<!-- /results -->|(?i:<!--\s*/?\s*results?\s*(?::[^>]*)?-->)")  # a marker
-# misspelled (no spaces, capitals, singular) is named; a comment of prose that starts with "results" is a comment
+LOOSE = r"(?i:<!--\s*/?\s*results?\s*(?::[^>]*)?-->)"  # a marker misspelled (no spaces, capitals, singular), which is
+# named; a comment of prose that starts with "results" is a comment
+MARKER = re.compile(rf"<!-- results: (\w+) -->\n|<!-- /results -->|{LOOSE}")
 RAW = ("pre", "textarea", "script", "style")  # HTML whose content is shown or run as written, never read as Markdown
 PUBLISHED = harness.ROOT / "results"  # what every page cites, whatever MSRNN_RESULTS says
 
@@ -465,9 +466,9 @@ def outside_code(text: str) -> str:
                 fence = None
         elif line.startswith("<!-- results:"):
             block = True
-        elif indent < 4 and s.startswith("<!--") and not re.match(r"<!--\s*/?\s*results?\s*(:|-->)", s, re.I):  # a comment (a marker,
-            fence = (pos, "-->")  # misspelled too, is checked as one): nothing in it opens a fence (CommonMark's HTML
-            if "-->" in s[4:] or s.startswith(("<!-->", "<!--->")):  # block up to its '-->'); one line
+        elif indent < 4 and s.startswith("<!--") and not re.match(LOOSE, s):  # a comment, not a marker however spelled:
+            fence = (pos, "-->")  # nothing in it opens a fence (CommonMark's HTML block up to its '-->')
+            if "-->" in s[4:] or s.startswith(("<!-->", "<!--->")):  # one line
                 out[pos:pos + len(line)] = blank(pos, pos + len(line))
                 fence = None
         elif indent >= 4 or s.startswith(">"):  # an indented code block or a quote: an example

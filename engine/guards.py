@@ -205,12 +205,17 @@ def check_flags(**flags):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
 
 
-def whole_numbers(values, what: str, low: int = 1) -> list:
-    """values (a list, tuple or generator; not a string) as a list of whole numbers >= low, or one error naming
-    `what` (a generator was used up by the first check, and the run went on with none)."""
+def listed(values, said: str) -> list:
+    """values (a list, tuple, set or generator; not a string, read letter by letter) as a list, or `said`: a
+    generator given where a list was meant was used up by the first check, and the run went on with none."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{what} are a list of whole numbers >= {low}, got {values!r}")
-    values = list(values)
+        raise ValueError(f"{said}, got {values!r}")
+    return list(values)
+
+
+def whole_numbers(values, what: str, low: int = 1) -> list:
+    """values (see `listed`) as a list of whole numbers >= low, or one error naming `what`."""
+    values = listed(values, f"{what} are a list of whole numbers >= {low}")
     if not values or not all(integer(v) and v >= low for v in values):
         raise ValueError(f"{what} are one or more whole numbers >= {low}, got {values}")
     return values
@@ -362,8 +367,8 @@ def all_or_nothing(step):
         sizes = one_size(state.layers)
         for size in sizes:  # an unbounded state ignored a policy; a bounded one blamed the missing one
             check_policy(policy, size)
-        if policy is not None and not any(hasattr(ms, "size") for ms in state.layers):  # every layer a T2R state: no
-            # row is ever dropped, the policy never read (a layer state of another kind with a size takes one)
+        if policy is not None and not sizes and not any(hasattr(ms, "size") for ms in state.layers):  # every layer a
+            # T2R state: no row is ever dropped, the policy never read (a layer state of another kind with a size takes one)
             raise ValueError(f"this state holds no multi-state (every layer is {type(state.layers[0]).__name__}): it drops "
                              f"no row, so it takes no policy; got {getattr(policy, '__name__', policy)!r}")
         tokens = check_step_tokens(model, tokens, state)

@@ -21,7 +21,7 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
-    names = list(names) if hasattr(names, "__iter__") and not isinstance(names, (str, bytes)) else [names]  # a generator
+    names = guards.listed(names, "the board takes a list of policies' names")
     named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
     sizes, passkey_sizes = guards.whole_numbers(sizes, "sizes"), guards.whole_numbers(passkey_sizes, "passkey sizes")
     if specs.FULL in named:

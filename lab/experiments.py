@@ -579,16 +579,16 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
         raise ValueError(f"passkey takes a list of one or more policies' names and a whole length; got "
                          f"{names!r}, {length!r}")
     sizes = guards.whole_numbers(sizes, "passkey's sizes")  # a generator was used up by the first check
-    depths = list(depths) if hasattr(depths, "__iter__") and not isinstance(depths, (str, bytes)) else depths
-    regimes = list(regimes) if hasattr(regimes, "__iter__") and not isinstance(regimes, (str, bytes)) else regimes
+    depths = guards.listed(depths, "depths are a list of shares of the prompt")
+    regimes = guards.listed(regimes, "regimes are a list of 'step' and 'full'")
     chosen = specs.distinct([specs.named(p) for p in names])  # before the prompts are made
     if specs.FULL in chosen:
         raise ValueError("passkey reads the full cache first whatever it is given: name the policies to compare with it")
     check_regimes(regimes)
     if not depths or not (guards.integer(batch) and batch >= 1):  # 0/0 was saved as an accuracy
         raise ValueError(f"passkey needs one or more depths and a batch of at least 1; got depths {list(depths)}, batch {batch!r}")
-    keys = list(keys) if hasattr(keys, "__iter__") and not isinstance(keys, (str, bytes)) else keys  # a generator
-    if isinstance(keys, int) or not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is
+    keys = guards.listed(keys, "pass keys are a list of 5-digit numbers")
+    if not keys or not all(guards.integer(k) and 10_000 <= k <= 99_999 for k in keys):  # "1" is
         # in most answers
         raise ValueError(f"pass keys are 5-digit numbers, as the prompt says (a short key is found inside any number); "
                          f"got {list(keys)}")

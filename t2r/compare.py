@@ -43,9 +43,8 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     a key of the settings and the code, and an interrupted run goes on from its last checkpoint."""
     log, t_start = log or (lambda msg: None), time.time()
     guards.check_flags(tails=tails)  # "no" is true to Python: the tails were trained and measured
-    if isinstance(kinds, (str, bytes)) or not hasattr(kinds, "__iter__"):  # 'relu' was read letter by letter
-        raise ValueError(f"kinds is a list of map kinds, got {kinds!r} (one kind: ['relu'])")
-    kinds, sizes = tuple(kinds), tuple(guards.whole_numbers(sizes, "sizes"))  # a generator was used up by the first check
+    kinds = tuple(guards.listed(kinds, "kinds is a list of map kinds (one kind: ['relu'])"))
+    sizes = tuple(guards.whole_numbers(sizes, "sizes"))
     tail_sizes = None if tail_sizes is None else tuple(guards.whole_numbers(tail_sizes, "tail sizes"))
     given = {k: v for k, v in locals().items() if k.startswith("tail_") and k != "tail_sizes"}
     unread = [k for k, v in given.items() if v != inspect.signature(experiment).parameters[k].default]
@@ -60,9 +59,6 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
                          ("finetune_tokens", 1 if finetune_tokens is None else finetune_tokens, 1)):  # 0 was "not given"
         if not (guards.integer(x) and x >= low):  # True read as 1, 0 as "not given", -5 as 0 epochs
             raise ValueError(f"{what} is a whole number >= {low}, got {x!r}")
-    if not sizes or not all(guards.integer(x) and x >= 1 for x in [*sizes, *(tail_sizes or ())]):
-        raise ValueError(f"sizes are multi-state sizes, whole numbers >= 1, at least one; got {list(sizes)}"
-                         f"{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
     if finetune_mode not in ("lora", "full") or not (guards.integer(eval_chunks) and eval_chunks >= 1):  # before training
         raise ValueError(f"finetune_mode is 'lora' or 'full' (got {finetune_mode!r}) and eval_chunks a whole number >= 1 "
                          f"(got {eval_chunks!r})")

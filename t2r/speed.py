@@ -102,7 +102,7 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     if not (guards.integer(steps) and steps >= 1):
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
     log = log or (lambda *a: None)  # as the other T2R functions take it
-    lengths = list(lengths) if hasattr(lengths, "__iter__") and not isinstance(lengths, (str, bytes)) else lengths  # a generator
+    lengths = guards.listed(lengths, "lengths are a list of whole numbers of tokens")
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
     check_lengths(lengths, size)
     kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}

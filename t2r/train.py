@@ -132,9 +132,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
     asyoulik, the evaluation books, are never among them."""
-    if isinstance(books, (str, bytes)) or not hasattr(books, "__iter__"):  # 'lcet10' was read letter by letter
-        raise ValueError(f"books is a list of book names, got {books!r}")
-    books = list(books)
+    books = guards.listed(books, "books is a list of book names")
     if set(books) & {"alice29", "asyoulik"} or len(set(books)) < len(books):  # evaluated on; a book twice weighs double
         raise ValueError(f"training books are other books than the evaluation's (alice29, asyoulik), each once; got {books}")
     sources = [corpus.book(b) for b in books]
