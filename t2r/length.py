@@ -186,9 +186,9 @@ def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
     return {"sink_share": share.tolist(), "distance": dist.tolist()}
 
 
-# Chosen on one text, reported on another: the best hybrid, the horizon start of 32 and the tail's map and
-# size were picked from these rows measured on alice29 (the dev text; `git show 01e9306:results/t2r_length.json`),
-# so the rows are now measured on asyoulik (39,915 tokens), which picked nothing, with alice29 after it.
+# Chosen on one text, reported on another: the best hybrid was picked from these rows measured on alice29 (the
+# dev text; `git show 01e9306:results/t2r_length.json`), so the rows are now measured on asyoulik (39,915
+# tokens), which picked nothing, with alice29 after it.
 TEST = ("asyoulik", "alice29")
 
 
