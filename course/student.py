@@ -134,6 +134,7 @@ def innermost(e):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    raised = call.excinfo  # before pytest turns a unittest.SkipTest into its own skip, whose traceback is pytest's
     outcome = yield
     rep = outcome.get_result()
     changed = changed_comparison() if rep.when == "call" else []
@@ -143,14 +144,14 @@ def pytest_runtest_makereport(item, call):
                message=f"your code changed the tests' comparison (torch.testing.assert_close, or what it calls: "
                        f"{', '.join(changed[:3])}): nothing it compared counts (leave it alone)", where=None, printed="")
         return
-    spot = where(call.excinfo.tb, FOLDER) if rep.skipped and call.excinfo is not None else None
+    spot = where(raised.tb, FOLDER) if rep.skipped and raised is not None else None
     graded = {FILES[m] for m in os.environ.get("MSRNN_MODULES", ",".join(FILES)).split(",") if m}
     if spot is not None and (spot[0] in graded or FOLDER != ROOT):  # pytest.skip or xfail in the graded file or any
         # file of the student's folder (a helper named like a repository file too): a placeholder, not a pass; under
         # --reference the folder is the repository, whose own skips (conftest's without the default model) are skips
         rep.outcome, rep.longrepr = "failed", "the student's code skipped the test"
         record(test=item.nodeid, when=rep.when, outcome="failed", error="Skipped", cause="Skipped", where=spot,
-               message=f"your code skipped this test ({call.excinfo.value}): a skipped test is not passed; write "
+               message=f"your code skipped this test ({raised.value}): a skipped test is not passed; write "
                        f"{spot[2]} in {spot[0]}", printed="")
         return
     if rep.when == "call" or rep.outcome != "passed":

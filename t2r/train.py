@@ -618,15 +618,20 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     check_callbacks(log=log, evaluate=evaluate)
     if mode == "lora" and not guards.integer(rank):
         raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
+    if mode == "full" and (rank, alpha) != (8, 16):  # read by nothing: said, not stored as if it had trained
+        raise ValueError(f"rank and alpha are LoRA's (mode='lora'); mode 'full' trains every weight, got rank={rank!r}, alpha={alpha!r}")
     _check_run(model, [maps], chunks, seed=seed, save_every=save_every, eval_every=eval_every)  # transfer's checks
+    side = min((min(getattr(L, w).shape) for L in model.layers for w in LORA_ON), default=rank)
+    if mode == "lora" and rank > side:  # B A of rank r > side is any matrix of rank <= side: r buys nothing but time
+        raise ValueError(f"rank {rank} exceeds the smallest side ({side}) of the weights LoRA adapts ({', '.join(LORA_ON)})")
     guards.check_flags(grad_checkpoint=grad_checkpoint)  # "no" was true
     start = _identity(model, [maps], chunks)
     params, build = weights(model, mode, rank, alpha, seed)
     params = {f"maps.{n}": p for n, p in maps.named_parameters()} | {f"model.{n}": p for n, p in params.items()}
     opt = torch.optim.Adam([{"params": [p for n, p in params.items() if n.startswith("maps.")], "lr": maps_lr},
                             {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
-    settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "rank": rank, "alpha": alpha,
-                "seed": seed, "chunks": list(chunks.shape), "maps": describe(maps)} | start
+    settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "seed": seed, "chunks": list(chunks.shape),
+                "maps": describe(maps)} | ({"rank": rank, "alpha": alpha} if mode == "lora" else {}) | start
     total = epochs * len(chunks)
     run = _resume(checkpoint, params, opt, settings, log, total)
     student = student_of(maps)

@@ -2662,3 +2662,28 @@ def test_round21_t2r_the_data_the_report_and_the_grader(tmp_path, monkeypatch):
     done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
+
+
+def test_round22_left_cases_of_round21(tmp_path):
+    """Round 21 left: a unittest.SkipTest raised in the graded file passed (pytest swaps its traceback for its
+    own skip's, so the grader saw no file of the student's); a LoRA rank above the adapted weights' side trained;
+    finetune(mode="full") stored the LoRA rank and alpha it never reads."""
+    import subprocess
+    import sys
+    from t2r import linear, train
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu").to(MODEL.dtype)
+    for kw, says in ((dict(rank=17), r"rank 17 exceeds the smallest side \(16\)"), (dict(mode="full", rank=4), "rank and alpha are LoRA's"),
+                     (dict(mode="full", alpha=3), "rank and alpha are LoRA's")):
+        with pytest.raises(ValueError, match=says):
+            train.finetune(MODEL, maps, tokens(2, 12), minutes=1e-4, log=None, **kw)
+    _, run = train.finetune(MODEL, maps, tokens(2, 12), mode="full", log=None)
+    assert "rank" not in run["settings"] and "alpha" not in run["settings"]
+    root = pathlib.Path(__file__).resolve().parents[1]
+    folder = tmp_path / "student"
+    (folder / "t2r").mkdir(parents=True)
+    src = (root / "t2r" / "linear.py").read_text()
+    fold = '        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", pos)[:, :, 0, 0]  # (B, Hkv, r)'
+    (folder / "t2r" / "linear.py").write_text(src.replace(fold, '        import unittest; raise unittest.SkipTest("later")', 1))
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "7"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
