@@ -448,9 +448,9 @@ def outside_code(text: str) -> str:
     out, fence, block = list(text), None, False
     pos = 0
     blank = lambda a, b: [c if c == "\n" else " " for c in text[a:b]]
-    for line in text.splitlines(keepends=True):
+    for line in re.findall(r"[^\n]*\n|[^\n]+$", text):  # Markdown's lines end at \n alone (splitlines: at \f, U+2028 too)
         columns = line.expandtabs(4)  # CommonMark's tab stops: a tab indents as far as 4 spaces
-        s, indent = line.strip(), len(columns) - len(columns.lstrip(" "))
+        s, indent = line.strip(" \t\n"), len(columns) - len(columns.lstrip(" "))  # a no-break space is text, not indentation
         if block:
             block = not line.startswith("<!-- /results -->")
         elif fence is not None:  # a fence closes at a run as long, indented less than 4 spaces (CommonMark)
@@ -501,7 +501,7 @@ def paired(text: str):
             opened = None
         elif m.group(1) is None:
             raise ValueError(f"line {line}: {m.group(0)!r} is not a results marker: write '<!-- results: NAME -->' "
-                             "on a line of its own, or '<!-- /results -->'")
+                             "on a line of its own, or '<!-- /results -->' (a comment of prose: start it with another word)")
         elif opened is not None:
             raise ValueError(f"line {opened[0]}: the block {opened[1]!r} has no '<!-- /results -->' before the next "
                              f"block (line {line})")

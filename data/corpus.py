@@ -9,6 +9,7 @@ import hashlib
 import numbers
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -97,12 +98,13 @@ def chunks(ids, length: int = 4096):
     """Consecutive, non-overlapping token chunks of `length`; a shorter tail is left out."""
     if not isinstance(length, int) or isinstance(length, bool) or length < 1:  # range() refuses 0 with a riddle
         raise ValueError(f"chunks: length must be a whole number of tokens ≥ 1, not {length!r}")
-    listed = isinstance(ids, (list, tuple)) and (not ids or isinstance(ids[0], numbers.Integral) and not isinstance(
-        ids[0], bool) or getattr(ids[0], "ndim", None) == 0)  # ints, numpy's or torch's too
-    if not (listed or getattr(ids, "ndim", None) == 1):  # a batch (1, T) made no chunk, (3, 10) chunks of whole rows
-        raise ValueError(f"chunks: ids are one text's token ids (T,): a list or a 1-D tensor (a text or bytes are cut by "
-                         f"letter, a generator has no length), got {type(ids).__name__} "
-                         f"{tuple(ids.shape) if hasattr(ids, 'shape') else ''}".rstrip())
+    whole = lambda x: re.fullmatch(r"(torch\.)?u?int\d*", str(getattr(x, "dtype", "")))  # an integer tensor or array
+    listed = isinstance(ids, (list, tuple)) and all(isinstance(i, numbers.Integral) and not isinstance(i, bool) or
+                                                    getattr(i, "ndim", None) == 0 and whole(i) for i in ids)  # numpy's, torch's
+    if not (listed or getattr(ids, "ndim", None) == 1 and whole(ids)):  # a batch (1, T) made no chunk, (3, 10) rows
+        raise ValueError(f"chunks: ids are one text's token ids (T,): a list of whole numbers or a 1-D integer tensor (a "
+                         f"text or bytes are cut by letter, a generator has no length, a float is no token), got "
+                         f"{type(ids).__name__} {tuple(ids.shape) if hasattr(ids, 'shape') else ''}".rstrip())
     return [ids[i:i + length] for i in range(0, len(ids) - length + 1, length)]
 
 

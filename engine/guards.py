@@ -3,6 +3,7 @@ fast.prefill, fast.generate) checks its inputs here, once, so that the step itse
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
 import contextlib
+from collections import abc
 import dataclasses
 import functools
 import inspect
@@ -206,18 +207,19 @@ def check_flags(**flags):
 
 
 def listed(values, said: str) -> list:
-    """values (a list, tuple, set or generator; not a string, read letter by letter) as a list, or `said`: a
-    generator given where a list was meant was used up by the first check, and the run went on with none."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+    """values (a list, tuple, set or generator; not a string or bytes, read letter by letter or byte by byte, nor a
+    dict, read as its keys) as a list, or `said`: a generator given where a list was meant was used up by the
+    first check, and the run went on with none."""
+    if isinstance(values, (str, bytes, bytearray, memoryview, abc.Mapping)) or not hasattr(values, "__iter__"):
         raise ValueError(f"{said}, got {values!r}")
     return list(values)
 
 
 def whole_numbers(values, what: str, low: int = 1) -> list:
-    """values (see `listed`) as a list of whole numbers >= low, or one error naming `what`."""
+    """values (see `listed`) as a list of distinct whole numbers >= low, or one error naming `what`."""
     values = listed(values, f"{what} are a list of whole numbers >= {low}")
-    if not values or not all(integer(v) and v >= low for v in values):
-        raise ValueError(f"{what} are one or more whole numbers >= {low}, got {values}")
+    if not values or not all(integer(v) and v >= low for v in values) or len(set(values)) < len(values):  # [8, 8]:
+        raise ValueError(f"{what} are one or more distinct whole numbers >= {low}, got {values}")  # measured once, shown twice
     return values
 
 

@@ -22,6 +22,8 @@ BASELINE = "sink"                        # Window+4, where the gap starts
 def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, passkey_sizes=(128, 512), length=2048,
           jobs=2, compile=False, log=experiments.quiet) -> dict:
     names = guards.listed(names, "the board takes a list of policies' names")
+    if not names:  # a board of no policy ranks nothing
+        raise ValueError("the board takes one or more policies' names, got none")
     named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
     sizes, passkey_sizes = guards.whole_numbers(sizes, "sizes"), guards.whole_numbers(passkey_sizes, "passkey sizes")
     if specs.FULL in named:

@@ -153,7 +153,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     more: other jobs for the same processes, after the settings: (fn, *args) runs fn(model, ids, *args),
     which keeps its own result and returns a line for the log (board.py's cells).
     """
-    if isinstance(names, str) or not names or not (guards.integer(batch) and batch >= 1) or not (guards.integer(n_chunks) and n_chunks >= 1):
+    names = guards.listed(names, "sweep takes a list of policies' names (one policy: ['tova'])")
+    if not names or not (guards.integer(batch) and batch >= 1) or not (guards.integer(n_chunks) and n_chunks >= 1):
         raise ValueError(f"sweep takes a list of one or more policies' names, and a batch and n_chunks of at least 1; got "
                          f"{names!r}, {batch!r}, {n_chunks!r}")
     guards.check_flags(compile=compile)
@@ -308,9 +309,10 @@ def sweep_table(data) -> str:
     sizes, ppl = data["sizes"], data["ppl"]
     width = max(12, *map(len, data["policies"])) + 1
     full = ppl["full cache"][data["chunk"]]["ppl"]
-    lines = [f"{'policy':<{width}}" + "".join(f"{s:>9}" for s in sizes) + f"{'full':>9}"]
+    col = max(9, *(len(f"{x:.2f}") + 1 for x in [full, *(ppl[n][s]["ppl"] for n in ["shorter", *data["policies"]] for s in sizes)]))
+    lines = [f"{'policy':<{width}}" + "".join(f"{s:>{col}}" for s in sizes) + f"{'full':>{col}}"]  # 295396.59 has a space
     for name in ["shorter", *data["policies"]]:
-        lines.append(f"{name:<{width}}" + "".join(f"{ppl[name][s]['ppl']:>9.2f}" for s in sizes) + f"{full:>9.2f}")
+        lines.append(f"{name:<{width}}" + "".join(f"{ppl[name][s]['ppl']:>{col}.2f}" for s in sizes) + f"{full:>{col}.2f}")
     if data["gap_closed"]:
         wide = max(map(len, data["gap_closed"])) + 1
         lines += ["", "share of the gap from Window+4 to a bound that a policy closes, (Window+4 - policy) / "
@@ -416,7 +418,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
         raise ValueError(f"view's size is the rows each layer keeps, a whole number >= 1; got {size!r}")
     if ids.shape[1] <= size:
         raise ValueError(f"the text has {ids.shape[1]} tokens: with a multi-state of {size} rows nothing is dropped")
-    if isinstance(names, str) or not names:  # a page of no policy shows nothing
+    names = guards.listed(names, "view takes a list of policies' names (one policy: ['tova'])")
+    if not names:  # a page of no policy shows nothing
         raise ValueError(f"view needs one or more policies' names, got {names!r}")
     data = {"tokens": [tok.decode([i]) for i in ids[0].tolist()], "size": size, "n_layers": model.config.n_layers,
             "policies": []}
@@ -547,6 +550,8 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
         raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")
     for policy, size in cuts:
+        if size is None:  # check_state_args would blame the prompt's length: the unbounded state cuts nothing
+            raise ValueError(f"a cut keeps a number of the prompt's rows: each cut's size is a whole number >= 1, got {size!r}")
         guards.check_policy(policy, size)
         guards.check_state_args(prompts.shape[0], size, T)  # a cut keeps `size` rows of the prompt's T
     seen = []  # per layer: what its cut reads (msrnn.Rows)
@@ -575,7 +580,8 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     """Accuracy of retrieving a 5-digit key from `length` tokens of filler, per policy, size and prompt
     regime ("step": evict while reading the prompt; "full": read it in full, then cut once).
     The prompt goes through fast.prefill, which hands over its state; 6 tokens are then generated."""
-    if isinstance(names, str) or not names or not guards.integer(length):
+    names = guards.listed(names, "passkey takes a list of policies' names (one policy: ['tova'])")
+    if not names or not guards.integer(length):
         raise ValueError(f"passkey takes a list of one or more policies' names and a whole length; got "
                          f"{names!r}, {length!r}")
     sizes = guards.whole_numbers(sizes, "passkey's sizes")  # a generator was used up by the first check

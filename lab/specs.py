@@ -47,21 +47,49 @@ class Named:
         anything that file imports from its own folder or the repository does (harness.sources): a
         helper or a constant beside the function counts, not only the function's own lines; and so do
         the data files those sources name beside them (harness.data_files: weights it loads), and the
-        values its code reads (_reads). Not covered: what it imports from anywhere else (an installed
-        package, a folder on PYTHONPATH), the state only such code reaches, and a file it reads by a name
-        its source does not spell: after changing those, run with
+        values its code reads (_reads), and every public data global of the user's modules those files are
+        (_world). Not covered: what it imports from anywhere else (an installed package, a folder on
+        PYTHONPATH, a module its source does not import), the state only such code reaches, a private global
+        (_NAME) its code does not name, and a file it reads by a name its source does not spell: after
+        changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
         runs, held = _reads(self.fn)
         try:
+            codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
             source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code), *_compiled(f))
-                             for f in runs for code in [harness.sources(pathlib.Path(inspect.getsourcefile(f)))])
+                             for f, code in zip(runs, codes))
         except (OSError, TypeError):
-            source = repr(self.fn)
+            source, codes = repr(self.fn), []
+        held += _world({p for code in codes for p in code}, runs)
         bound = harness.fingerprint(*_value(dict(getattr(self.fn, "keywords", {}))))  # the parameters, as bound, by contents
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
+
+
+def _world(files: set, runs) -> list:
+    """The data of every module of the user's that the policy's files are (its own file, what that imports beside
+    it, a module made at run time): each public global by its contents, each class's settings. Read whole, not
+    by the names the code spells: a name computed any way (attrgetter, getattr_static, a staticmethod's global, a
+    helper held in a namespace) reads one of these. The repository's own modules and installed ones are not
+    the user's; a private global (_NAME) is a module's cache."""
+    def mine(m):
+        file = getattr(m, "__file__", None)
+        if not isinstance(file, str):  # made at run time: the policy's own module only
+            return any(getattr(f, "__module__", None) == m.__name__ for f in runs)
+        path = pathlib.Path(file).resolve()
+        return path in files and not path.is_relative_to(harness.ROOT) and not file.startswith(INSTALLED)
+    parts = []
+    for m in sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__):
+        for n, x in sorted(vars(m).items()):
+            if n.startswith("_"):
+                continue
+            if inspect.isclass(x) and x.__module__ == m.__name__:  # OBJ.SIGN where SIGN is the class's
+                parts += [f"{m.__name__}.{n}", *_fields(x, data_only=True)]
+            elif _data(x):
+                parts += [f"{m.__name__}.{n}", *_value(x)]
+    return parts
 
 
 def _compiled(f) -> list:
@@ -352,6 +380,8 @@ def _bind(fn, args, spec) -> Named:
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
+    if not isinstance(text, str):
+        raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
     try:
         shown = text.format(**bound)
     except (KeyError, IndexError, ValueError) as e:  # @label("Mine {kk}") of a function with no parameter kk
@@ -363,9 +393,11 @@ def _bind(fn, args, spec) -> Named:
     if shown.startswith("_"):  # matplotlib leaves such a line out of its legend: drawn, but not named
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
                          "leave out; give it another with policies.label(\"...\")")
-    if not shown.strip() or "$" in shown:  # a blank row and legend entry; matplotlib reads $...$ as mathematics
+    broken = not all(c.isprintable() for c in shown) or "|" in shown  # a new line or a '|' splits a table's row
+    if not shown.strip() or "$" in shown or broken:  # a blank row and legend entry; matplotlib reads $...$ as mathematics
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} is " +
-                         ("blank" if not shown.strip() else "not drawn as written (a '$' starts matplotlib's mathematics)") +
+                         ("blank" if not shown.strip() else "not one line of printable text without '|' (a table's row)" if broken
+                          else "not drawn as written (a '$' starts matplotlib's mathematics)") +
                          "; give it another with policies.label(\"...\")")
     policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)

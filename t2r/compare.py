@@ -74,8 +74,6 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     experiments.drops_nothing(sizes, length, f"the {length}-token chunks it is read on")  # else TOVA's row is the full cache's
     if not (guards.integer(curve_tokens) and curve_tokens >= 2):  # one token has no next token: every point NaN
         raise ValueError(f"curve_tokens {curve_tokens!r}: the curves' perplexity needs at least 2 tokens")
-    if len(set(sizes)) < len(sizes) or tail_sizes and len(set(tail_sizes)) < len(tail_sizes):
-        raise ValueError(f"sizes name a size twice: {list(sizes)}{f', tail sizes {list(tail_sizes)}' if tail_sizes else ''}")
     if tail_sizes and not set(tail_sizes) <= set(sizes):  # each tail row sits beside TOVA's row of its size
         raise ValueError(f"tail sizes {list(tail_sizes)}: each is read beside TOVA at that size, so each must be one of "
                          f"the sizes {list(sizes)}")
@@ -241,7 +239,8 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     maps = FeatureMaps(model.config, tail_r, "hedgehog", dtype=model.dtype).to(model.device)
     with torch.no_grad():
         maps.gq.fill_(TAIL_GAIN)
-    path = comp.cache("tail", tova.key, tail_size, tail_r, minutes, TAIL_GAIN, train_ids, pathlib.Path(tail.__file__))  # trained under TOVA as it is
+    path = comp.cache("tail", tova.key, tail_size, tail_r, minutes, TAIL_GAIN, train_ids,  # trained under TOVA as it is,
+                      *harness.sources(pathlib.Path(tail.__file__)))  # by the tail and what it imports (msrnn.lowest)
     comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
                    minutes=minutes, checkpoint=path, log=comp.log)
@@ -251,7 +250,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"
         got = comp.measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
-                            tova.key, pathlib.Path(tail.__file__))  # an edit of policies.tova or the tail measures it again
+                            tova.key, *harness.sources(pathlib.Path(tail.__file__)))  # an edit of policies.tova, the tail or msrnn measures it again
         comp.rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
                               stage=f"transfer at {tail_size} rows", **cost(run)))
         comp.log(f"   {method}: {comp.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f}")

@@ -223,7 +223,7 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
     if which == "tails":
         maps, tova = tail_sets(model.config, args.tail_r, args.horizons), specs.named("tova")
         students = [tail.student(model, m, tova.fn, args.sizes) for m in maps.values()]
-        described = [sorted(maps), train.TAIL_GAIN, tova.key, args.sizes, args.tail_r, pathlib.Path(tail.__file__)]
+        described = [sorted(maps), train.TAIL_GAIN, tova.key, args.sizes, args.tail_r, *harness.sources(pathlib.Path(tail.__file__))]
     elif which in ("sinks", "control"):
         profile = attention_profile(train.Teacher.cached(model, chunks), 2) if which == "sinks" else None
         if profile:

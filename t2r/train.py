@@ -125,6 +125,7 @@ def _field_int(path, field, text, low) -> int:
 
 # ---------------------------------------------------------------- the training text
 
+EVALUATED = ("alice29", "asyoulik")  # the books every T2R perplexity reads: never training text
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
@@ -133,10 +134,13 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
     asyoulik, the evaluation books, are never among them."""
     books = guards.listed(books, "books is a list of book names")
-    if set(books) & {"alice29", "asyoulik"} or len(set(books)) < len(books):  # evaluated on; a book twice weighs double
-        raise ValueError(f"training books are other books than the evaluation's (alice29, asyoulik), each once; got {books}")
+    if not all(isinstance(b, str) for b in books) or set(books) & set(EVALUATED) or len(set(books)) < len(books):
+        raise ValueError(f"training books are names of other books than the evaluation's ({', '.join(EVALUATED)}), each "
+                         f"once; got {books}")  # evaluated on; a book twice weighs double
     sources = [corpus.book(b) for b in books]
-    licenses = None if licenses is None else pathlib.Path(licenses)  # a folder given as a string
+    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or not str(licenses).strip()):
+        raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
+    licenses = None if licenses is None else pathlib.Path(licenses).expanduser()  # a folder given as a string
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
@@ -145,6 +149,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
             if f.is_file():
                 seen.setdefault(f.read_bytes(), f)  # GPL -> GPL-3 and the like: one copy
         sources += [corpus.read(f) for f in seen.values()]
+        starts = {b: corpus.book(b)[:1000] for b in EVALUATED}  # the books' own folder, a copy: tested on, trained on
+        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):]) for b in starts if starts[b] in t}):
+            raise ValueError(f"licenses {licenses} holds an evaluation book: {', '.join(held)}")
     return sources
 
 
@@ -250,15 +257,19 @@ class Teacher:
         if folder is not None and (not isinstance(folder, (str, os.PathLike)) or os.path.normpath(str(folder).strip() or ".") == "."):
             raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
                              f"stream; got {folder!r}")
-        self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder)
+        if not (isinstance(chunks, torch.Tensor) and chunks.ndim == 2 and chunks.numel()):  # (T,): a chunk of each token
+            raise ValueError(f"a Teacher reads training chunks (N, T) of token ids, got "
+                             f"{tuple(chunks.shape) if isinstance(chunks, torch.Tensor) else type(chunks).__name__}")
+        self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder).expanduser()
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            other = sorted(f.name for f in self.folder.iterdir() if not re.fullmatch(r"teacher\.key|\d+\.safetensors|\.\d+\.safetensors\.\w+\.tmp\.safetensors",
-                                                                                    f.name)) if self.folder.is_dir() else []
+            other = sorted(f.name for f in self.folder.iterdir() if not f.is_file() or not re.fullmatch(  # a sub-folder too
+                r"teacher\.key|\d+\.safetensors|\.\d+\.safetensors\.\w+\.tmp\.safetensors", f.name)) if self.folder.is_dir() else []
             if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
-                raise ValueError(f"the teacher folder {self.folder} holds files a Teacher does not write ({', '.join(other[:3])}"
+                raise ValueError(f"the teacher folder {self.folder} holds files or folders a Teacher does not write "
+                                 f"({', '.join(other[:3])}"
                                  f"{', ...' if len(other) > 3 else ''}): give an empty folder of its own")
             mark, held = self.folder / "teacher.key", None  # held: whose attention the folder holds (None: empty)
             if mark.is_file():
