@@ -288,9 +288,10 @@ def check_writable(name: str) -> pathlib.Path:
     if theirs is not None and theirs != ours:
         raise ValueError(f"results/{name}.json holds the results of `python {theirs}`, not of `python {ours}`: "
                          f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
-    if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.log").exists():  # results/tests.log, a log of its own
-        raise ValueError(f"results/{name}.log is a log no run of this kind wrote (it has no {name}.json beside it): "
-                         f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
+    for kind, what in (("log", "a log"), ("png", "a plot")):  # results/tests.log, a log of its own; a user's plot
+        if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.{kind}").exists():
+            raise ValueError(f"results/{name}.{kind} is {what} no run of this kind wrote (it has no {name}.json beside it): "
+                             f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
     folder = (RESULTS / f"{name}.json").parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -2664,13 +2664,19 @@ def test_round21_t2r_the_data_the_report_and_the_grader(tmp_path, monkeypatch):
     assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
 
 
-def test_round22_left_cases_of_round21(tmp_path):
+def test_round22_left_cases_of_round21(tmp_path, monkeypatch):
     """Round 21 left: a unittest.SkipTest raised in the graded file passed (pytest swaps its traceback for its
     own skip's, so the grader saw no file of the student's); a LoRA rank above the adapted weights' side trained;
-    finetune(mode="full") stored the LoRA rank and alpha it never reads."""
+    finetune(mode="full") stored the LoRA rank and alpha it never reads; a user's own results/<name>.png with
+    no run's JSON beside it was replaced by a run of that name."""
     import subprocess
     import sys
     from t2r import linear, train
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "mine.png").write_bytes(b"my own plot")
+    with pytest.raises(ValueError, match="results/mine.png is a plot no run of this kind wrote"):
+        harness.check_writable("mine")
     maps = linear.FeatureMaps(MODEL.config, 4, "relu").to(MODEL.dtype)
     for kw, says in ((dict(rank=17), r"rank 17 exceeds the smallest side \(16\)"), (dict(mode="full", rank=4), "rank and alpha are LoRA's"),
                      (dict(mode="full", alpha=3), "rank and alpha are LoRA's")):
