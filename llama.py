@@ -243,8 +243,8 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
     x = model.embed[ids]                                             # (B, T, dim)
     for i, L in enumerate(model.layers):
         q, k, v = qkv(model, L, x, cos, sin)                         # (B, T, Hkv, G, hd), (B, T, Hkv, hd) x2
-        q, k, v = q.permute(0, 2, 3, 1, 4), k.transpose(1, 2)[:, :, None], v.transpose(1, 2)[:, :, None]
-        o = attention(i, q, k, v)                                    # (B, Hkv, G, T, hd); k, v were (B, Hkv, 1, T, hd)
+        q, k, v = q.permute(0, 2, 3, 1, 4), k.transpose(1, 2)[:, :, None], v.transpose(1, 2)[:, :, None]  # T after heads
+        o = attention(i, q, k, v)                                    # q, o (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         x = x + F.linear(o.permute(0, 3, 1, 2, 4).flatten(2), L.wo)  # (B, Hkv, G, T, hd) -> (B, T, H*hd) -> (B, T, dim)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
     logits = output(model, x[:, -1:] if last else x)
