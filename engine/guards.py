@@ -2,6 +2,7 @@
 fast.prefill, fast.generate) checks its inputs here, once, so that the step itself stays the equation
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
+import collections
 import contextlib
 from collections import abc
 import dataclasses
@@ -210,17 +211,19 @@ def listed(values, said: str) -> list:
     """values (a list, tuple, set or generator; not a string or bytes, read letter by letter or byte by byte, nor a
     dict, read as its keys) as a list, or `said`: a generator given where a list was meant was used up by the
     first check, and the run went on with none."""
-    if isinstance(values, (str, bytes, bytearray, memoryview, abc.Mapping)) or not hasattr(values, "__iter__"):
+    if isinstance(values, (str, bytes, bytearray, memoryview, abc.Mapping, collections.UserString)) or \
+            not hasattr(values, "__iter__") or getattr(values, "ndim", 1) == 0:  # tensor(8) has __iter__, and fails in it
         raise ValueError(f"{said}, got {values!r}")
     return list(values)
 
 
 def whole_numbers(values, what: str, low: int = 1) -> list:
-    """values (see `listed`) as a list of distinct whole numbers >= low, or one error naming `what`."""
+    """values (see `listed`) as a sorted list of distinct whole numbers >= low, or one error naming `what`: the
+    tables' columns and the plots' lines run in increasing order (16 8 32 drew a zigzag)."""
     values = listed(values, f"{what} are a list of whole numbers >= {low}")
     if not values or not all(integer(v) and v >= low for v in values) or len(set(values)) < len(values):  # [8, 8]:
         raise ValueError(f"{what} are one or more distinct whole numbers >= {low}, got {values}")  # measured once, shown twice
-    return values
+    return sorted(values)
 
 
 def check_state_args(batch, size, oneshot=0, model=None):

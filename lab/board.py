@@ -24,7 +24,7 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     names = guards.listed(names, "the board takes a list of policies' names")
     if not names:  # a board of no policy ranks nothing
         raise ValueError("the board takes one or more policies' names, got none")
-    named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)))
+    named = specs.distinct(list(dict.fromkeys(specs.named(n) for n in names)), taken=("(bound)",))  # the table's own row
     sizes, passkey_sizes = guards.whole_numbers(sizes, "sizes"), guards.whole_numbers(passkey_sizes, "passkey sizes")
     if specs.FULL in named:
         raise ValueError("the board ranks policies against the full cache, which every sweep measures: leave 'full' out")
@@ -108,19 +108,21 @@ def table(data) -> str:
     sizes, ps = data["sizes"], data["passkey_sizes"]
     rows = data["policies"]
     width = max(8, *map(len, rows)) + 1
-    head = (f"{'policy':<{width}}" + "".join(f"{f'ppl {s}':>10}" for s in sizes) + "".join(f"{f'gap {s}':>9}" for s in sizes)
+    sweep = data["sweep"]["ppl"]
+    bound = {s: min(sweep[specs.named(b).label][s]["ppl"] for b in BOUNDS) for s in sizes}
+    col = experiments.column([*bound.values(), *(r["ppl"][s] for r in rows.values() for s in sizes)], ".2f", 10)
+    gcol = experiments.column([r["gap_closed"].get(s) for r in rows.values() for s in sizes], ".0%", 9)
+    head = (f"{'policy':<{width}}" + "".join(f"{f'ppl {s}':>{col}}" for s in sizes) + "".join(f"{f'gap {s}':>{gcol}}" for s in sizes)
             + "".join(f"{f'key {s} {r}':>14}" for s in ps for r in ("step", "full")) + f"{'µs':>6}  verdicts")
     lines = [head]
     for label, r in rows.items():
         gap = lambda s: "" if r["gap_closed"].get(s) is None else f"{r['gap_closed'][s]:.0%}"
         bad = [k for k, v in r["verdicts"].items() if v != "pass"] + (["cost"] if r["us_per_call"] is None else [])
-        lines.append(f"{label:<{width}}" + "".join(f"{r['ppl'][s]:>10.2f}" for s in sizes)
-                     + "".join(f"{gap(s):>9}" for s in sizes)
+        lines.append(f"{label:<{width}}" + "".join(f"{r['ppl'][s]:>{col}.2f}" for s in sizes)
+                     + "".join(f"{gap(s):>{gcol}}" for s in sizes)
                      + "".join(f"{str(r['passkey'][f'{s} {g}']) + f'/{PROMPTS}':>14}" for s in ps for g in ("step", "full"))
                      + f"{'–' if r['us_per_call'] is None else round(r['us_per_call']):>6}  " + ("pass" if not bad else "fails " + ", ".join(bad)))
-    sweep = data["sweep"]["ppl"]
-    bound = {s: min(sweep[specs.named(b).label][s]["ppl"] for b in BOUNDS) for s in sizes}
-    lines.append(f"{'(bound)':<{width}}" + "".join(f"{bound[s]:>10.2f}" for s in sizes)
+    lines.append(f"{'(bound)':<{width}}" + "".join(f"{bound[s]:>{col}.2f}" for s in sizes)
                  + f"   full cache {sweep['full cache'][data['chunk']]['ppl']:.2f}")
     return "\n".join(lines)
 

@@ -305,21 +305,28 @@ def drops_nothing(sizes, longest: int, where: str, scored: bool = True):
                          f"be the full cache's under the policy's name: give sizes below {limit}")
 
 
+def column(values, fmt: str, least: int) -> int:
+    """A table column's width: `least`, or wider, so that its widest value keeps a space before it (a
+    perplexity of 295396.59 fused with the next column's number)."""
+    return max([least, *(len(format(v, fmt)) + 1 for v in values if v is not None)])
+
+
 def sweep_table(data) -> str:
     sizes, ppl = data["sizes"], data["ppl"]
     width = max(12, *map(len, data["policies"])) + 1
     full = ppl["full cache"][data["chunk"]]["ppl"]
-    col = max(9, *(len(f"{x:.2f}") + 1 for x in [full, *(ppl[n][s]["ppl"] for n in ["shorter", *data["policies"]] for s in sizes)]))
-    lines = [f"{'policy':<{width}}" + "".join(f"{s:>{col}}" for s in sizes) + f"{'full':>{col}}"]  # 295396.59 has a space
+    col = column([full, *(ppl[n][s]["ppl"] for n in ["shorter", *data["policies"]] for s in sizes)], ".2f", 9)
+    lines = [f"{'policy':<{width}}" + "".join(f"{s:>{col}}" for s in sizes) + f"{'full':>{col}}"]
     for name in ["shorter", *data["policies"]]:
         lines.append(f"{name:<{width}}" + "".join(f"{ppl[name][s]['ppl']:>{col}.2f}" for s in sizes) + f"{full:>{col}.2f}")
     if data["gap_closed"]:
         wide = max(map(len, data["gap_closed"])) + 1
+        col = column([x for by_size in data["gap_closed"].values() for x in by_size.values()], ".0%", 9)
         lines += ["", "share of the gap from Window+4 to a bound that a policy closes, (Window+4 - policy) / "
                   "(Window+4 - bound);", "'-' where the bound is not below Window+4",
-                  f"{'policy / bound':<{wide}}" + "".join(f"{s:>9}" for s in sizes)]
+                  f"{'policy / bound':<{wide}}" + "".join(f"{s:>{col}}" for s in sizes)]
         for pair, by_size in data["gap_closed"].items():
-            lines.append(f"{pair:<{wide}}" + "".join(f"{by_size[s]:>9.0%}" if by_size[s] is not None else f"{'-':>9}"
+            lines.append(f"{pair:<{wide}}" + "".join(f"{by_size[s]:>{col}.0%}" if by_size[s] is not None else f"{'-':>{col}}"
                                                      for s in sizes))
     return "\n".join(lines)
 
@@ -550,8 +557,9 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
         raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")
     for policy, size in cuts:
-        if size is None:  # check_state_args would blame the prompt's length: the unbounded state cuts nothing
-            raise ValueError(f"a cut keeps a number of the prompt's rows: each cut's size is a whole number >= 1, got {size!r}")
+        if size is None or guards.integer(size) and size >= T:  # check_state_args would blame the prompt's length
+            raise ValueError(f"a cut keeps fewer rows than the prompt's {T}: each cut's size is a whole number from 1 to "
+                             f"{T - 1}, got {size!r} (the full cache's answer would be the cut's)")
         guards.check_policy(policy, size)
         guards.check_state_args(prompts.shape[0], size, T)  # a cut keeps `size` rows of the prompt's T
     seen = []  # per layer: what its cut reads (msrnn.Rows)

@@ -185,6 +185,8 @@ def run_name(name: str, changed: list) -> str:
     the results the pages show. A hash stands in for what is not plain or too long to be a file name."""
     if not changed:
         return name
+    changed = [(k, sorted(v) if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else v)
+               for k, v in changed]  # --sizes 16 8 and --sizes 8 16 measure the same (guards.whole_numbers sorts)
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
     plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)

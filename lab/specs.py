@@ -13,6 +13,7 @@ import os
 import pathlib
 import sys
 import sysconfig
+import unicodedata
 
 import numpy as np
 import torch
@@ -79,17 +80,28 @@ def _world(files: set, runs) -> list:
         if not isinstance(file, str):  # made at run time: the policy's own module only
             return any(getattr(f, "__module__", None) == m.__name__ for f in runs)
         path = pathlib.Path(file).resolve()
-        return path in files and not path.is_relative_to(harness.ROOT) and not file.startswith(INSTALLED)
+        return path in files and not file.startswith(INSTALLED) and not (
+            path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT)
+
+    def settings(cls):  # a class's settings, and those of the classes nested in it (C.Cfg.SIGN)
+        return _fields(cls, data_only=True) + [p for k, v in sorted(vars(cls).items()) if inspect.isclass(v) and
+                                               v.__qualname__.startswith(cls.__qualname__ + ".") for p in (k, *settings(v))]
     parts = []
     for m in sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__):
         for n, x in sorted(vars(m).items()):
             if n.startswith("_"):
                 continue
             if inspect.isclass(x) and x.__module__ == m.__name__:  # OBJ.SIGN where SIGN is the class's
-                parts += [f"{m.__name__}.{n}", *_fields(x, data_only=True)]
+                parts += [f"{m.__name__}.{n}", *settings(x)]
             elif _data(x):
                 parts += [f"{m.__name__}.{n}", *_value(x)]
+            elif type(x).__module__ == m.__name__:  # an instance of its own class that defines __get__: its fields
+                parts += [f"{m.__name__}.{n}", *_value(getattr(x, "__dict__", {}))]
     return parts
+
+
+PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
+           "engine", "lab", "t2r", "data", "course", "tests")  # the repository's own code: a policy file beside it is the user's
 
 
 def _compiled(f) -> list:
@@ -394,10 +406,12 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
                          "leave out; give it another with policies.label(\"...\")")
     broken = not all(c.isprintable() for c in shown) or "|" in shown  # a new line or a '|' splits a table's row
-    if not shown.strip() or "$" in shown or broken:  # a blank row and legend entry; matplotlib reads $...$ as mathematics
-        raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} is " +
-                         ("blank" if not shown.strip() else "not one line of printable text without '|' (a table's row)" if broken
-                          else "not drawn as written (a '$' starts matplotlib's mathematics)") +
+    blank = not any(unicodedata.category(c)[0] in "LNPS" for c in shown)  # nothing shown: spaces, a lone accent
+    if blank or "$" in shown or broken or shown != shown.strip():  # matplotlib reads $...$ as mathematics; 'shorter '
+        raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} is " +  # shows as the sweep's 'shorter'
+                         ("blank" if blank else "not one line of printable text without '|' (a table's row)" if broken
+                          else "not drawn as written (a '$' starts matplotlib's mathematics)" if "$" in shown
+                          else "padded with spaces (in a table it reads as the name without them)") +
                          "; give it another with policies.label(\"...\")")
     policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)

@@ -2792,3 +2792,44 @@ def test_round22_t2r_and_the_data(tmp_path, monkeypatch):
             call()
     monkeypatch.setenv("HOME", str(tmp_path))
     assert train.Teacher(MODEL, tokens(2, 12), "~/teach").folder == tmp_path / "teach"
+
+
+def test_round23_keys_tables_sizes_and_names(tmp_path, monkeypatch):
+    """Round 23, on round 22's fixes: a policy file inside the repository's folder (not its code) was skipped by
+    the key's module data, and so were a class nested in a class (C.Cfg.SIGN) and an instance of a class that
+    defines __get__; the board's and the gap block's columns fused past their fixed widths; sizes 16 8 32 drew a
+    zigzag and named two runs; tensor(8) as sizes failed raw; '(bound)', 'shorter ' and a lone accent were
+    display names; a one-shot cut of the whole prompt cut nothing and answered as the full cache."""
+    from lab import board
+    monkeypatch.setattr(harness, "ROOT", tmp_path)  # the policy file beside the repository's code, not in it
+    (tmp_path / "mine23.py").write_text(
+        "import importlib, operator\n\nSIGN = 1.0\n\n\nclass C:\n    class Cfg:\n        SIGN = 1.0\n\n\n"
+        "class D:\n    def __init__(self):\n        self.sign = 1.0\n\n    def __get__(self, obj, typ=None):\n        return self\n\n\n"
+        "HOLD = D()\n\n\ndef by_attrgetter(rows):\n    return operator.attrgetter('sign'.upper())(importlib.import_module(__name__)) * rows.pos[:, :1].double()\n\n\n"
+        "def by_nested(rows):\n    return C.Cfg.SIGN * rows.pos[:, :1].double()\n\n\n"
+        "def by_descriptor(rows):\n    return HOLD.sign * rows.pos[:, :1].double()\n")
+    mine23, = imported(tmp_path, "mine23")
+    fns = (mine23.by_attrgetter, mine23.by_nested, mine23.by_descriptor)
+    before = [specs.named(f).key for f in fns]
+    mine23.SIGN = mine23.C.Cfg.SIGN = mine23.HOLD.sign = -1.0
+    assert [a == specs.named(f).key for a, f in zip(before, fns)] == [False] * 3
+    r = lambda p: {"ppl": p}
+    gaps = experiments.sweep_table({"sizes": [8, 16], "policies": ["TOVA"], "chunk": 48, "gap_closed": {"TOVA / L": {8: -5.1, 16: -123456.78}},
+                                    "ppl": {"full cache": {48: r(5.0)}, "shorter": {8: r(9.0), 16: r(8.0)}, "TOVA": {8: r(9.5), 16: r(8.5)}}})
+    assert "-510% -12345678%" in gaps.replace("  ", " ")  # not "-510%-12345678%"
+    monkeypatch.setattr(board, "BOUNDS", ("lookahead",))
+    shown = board.table({"sizes": [8, 16], "passkey_sizes": [8], "chunk": 48, "policies": {"TOVA": {
+        "ppl": {8: 1234567.89, 16: 7654321.01}, "gap_closed": {}, "passkey": {"8 step": 1, "8 full": 2},
+        "verdicts": {"exact": "pass"}, "us_per_call": 3.0}}, "sweep": {"ppl": {"Lookahead": {8: r(2.5), 16: r(3.5)}, "full cache": {48: r(5.0)}}}})
+    assert "1234567.89 7654321.01" in shown
+    assert guards.whole_numbers([16, 8, 32], "sizes") == [8, 16, 32]
+    assert harness.run_name("sweep", [("sizes", [16, 8])]) == harness.run_name("sweep", [("sizes", [8, 16])])
+    x = tokens(1, 24)
+    for call, says in ((lambda: guards.whole_numbers(torch.tensor(8), "sizes"), "a list of whole numbers"),
+                       (lambda: board.board(MODEL, None, [policies.label("(bound)")(lambda rows: rows.pos.double())], sizes=[8]),
+                        r"\(bound\)"),
+                       (lambda: specs.named(policies.label("shorter ")(lambda rows: rows.pos.double())), "padded with spaces"),
+                       (lambda: specs.named(policies.label("\u0301")(lambda rows: rows.pos.double())), "blank"),
+                       (lambda: experiments.oneshot_answer_ids(MODEL, x, [(policies.tova, 24)], 2), "from 1 to 23")):
+        with pytest.raises(ValueError, match=says):
+            call()
