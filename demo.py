@@ -723,7 +723,8 @@ def main(argv=None):
     if argv[:1] == ["grade"]:  # the course's grader, with its own options (course/grade.py)
         from course import grade
         raise SystemExit(grade.main(argv[1:]))
-    if "grade" in argv and argv[0].startswith("-"):  # `demo.py --model X grade`: the grader has options of its own
+    command = next((a for a in argv if a in sub.choices or a == "grade"), None)  # `--text grade` is ppl's text
+    if command == "grade" and argv[0].startswith("-"):  # `demo.py --model X grade`: the grader has options of its own
         raise SystemExit("error: grade takes no options before it: python demo.py grade [FOLDER] [--reference] "
                          "[--only N ...] [--model] (its --model is the real-model checks, not a checkpoint)")
     args = harness.parse(ap, argv)

@@ -224,7 +224,7 @@ PARTS = [
         *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("relu", "elu", "hedgehog")),
         T2R + "test_hedgehog_map_is_two_softmaxes", T2R + "test_elu_map_is_elu_plus_one",
         *(f"{T2R}test_relu_maps_are_relu_of_their_own_projections[{k}]" for k in ("t2r", "relu")),
-        T2R + "test_linear_attention_is_normalised_as_the_paper_writes",
+        T2R + "test_linear_attention_is_normalised_as_the_paper_writes[attention]",
         T2R + "test_state_size_is_constant[relu]", T2R + "test_swap_and_swap_back"), writes=T2R_WRITES,
         hints=(
             ("test_elu_map", "", "your ELU+1 map differs from its formula {diff}: φ(x) = ELU(x) + 1, that is x + 1 "
@@ -247,7 +247,7 @@ PARTS = [
     Part(8, "extra: T2R's hybrid window (t2r/linear.py)", ("t2r.linear",), points=5, tests=(
         *(f"{T2R}test_recurrent_equals_parallel[{m}]" for m in ("hybrid-1", "hybrid-3", "hybrid-9", "hedgehog-3")),
         T2R + "test_hybrid_with_features_off_is_the_sliding_window_transformer", T2R + "test_state_size_is_constant[hybrid-3]",
-        T2R + "test_the_hybrid_shares_one_denominator_as_written",
+        T2R + "test_the_hybrid_shares_one_denominator_as_written[attention]",
         T2R + "test_hybrid_shorter_than_its_window_is_the_transformer"), writes=T2R_WRITES,
         hints=(
             ("test_hybrid_shorter_than_its_window", "", "with fewer tokens than its window your hybrid is not softmax "
@@ -354,17 +354,20 @@ def load_hint(r):
 
 
 def blank(folder, file, name) -> int | None:
-    """The line of `name` in folder/file if its body is still `raise NotImplementedError`, else None."""
+    """The line of `name` in folder/file if its body is still the skeleton's (`raise NotImplementedError`,
+    after a guard the skeleton gives), else None: a written function that raises it for a case it does
+    not cover is written."""
+    def bodies(path):  # each function's statements but its docstring, as the parser reads them
+        tree = ast.parse(path.read_text(encoding="utf-8-sig"))
+        return [(n, [ast.dump(b) for b in n.body[isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):]])
+                for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name.split(".")[-1]]
     try:
-        tree = ast.parse((folder / file).read_text(encoding="utf-8-sig"))
+        given = [b for n, b in bodies(SKELETON / file) if isinstance(n.body[-1], ast.Raise)]  # its blanks, not its given code
+        mine = bodies(folder / file)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    for node in ast.walk(tree):  # of several functions of that name (t2r's forward has its own attend), a blank one
-        if isinstance(node, ast.FunctionDef) and node.name == name.split(".")[-1]:
-            last = node.body[-1]
-            if isinstance(last, ast.Raise) and "NotImplementedError" in ast.unparse(last):
-                return node.lineno
-    return None
+    # of several functions of that name (t2r's forward has its own attend), one left as the skeleton gives it
+    return next((node.lineno for node, body in mine if body in given), None)
 
 
 TAMPERED = "your code changed the tests' comparison"  # course/student.py's message
@@ -499,7 +502,7 @@ def grade(folder: pathlib.Path, parts, model=False, jobs=2, log=print):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("folder", nargs="?", type=pathlib.Path, help=f"the student's files (default {WORK.relative_to(ROOT)})")
+    ap.add_argument("folder", nargs="?", type=harness.path, help=f"the student's files (default {WORK.relative_to(ROOT)})")
     ap.add_argument("--reference", action="store_true", help="grade the repository's own files instead")
     ap.add_argument("--init", action="store_true", help=f"copy the skeletons to the folder (default {WORK.relative_to(ROOT)})")
     ap.add_argument("--only", type=int, nargs="+", metavar="PART", help="grade only these parts")
@@ -507,6 +510,8 @@ def main(argv=None):
     args = harness.parse(ap, argv)
     if args.reference and args.folder:
         ap.error("--reference grades the repository itself: give no folder")
+    if args.init and (args.reference or args.only or args.model):  # dropped without a word, or "exists already"
+        ap.error("--init copies the skeletons and grades nothing: run it alone, then grade (--only, --model)")
     folder = (ROOT if args.reference else args.folder or WORK).resolve()
     if args.init:
         if folder.exists():

@@ -109,9 +109,16 @@ if not compares():
 
 
 def where(tb, folder):
-    """The innermost frame of the traceback that is in the student's folder: (file, line, function)."""
-    frames = [f for f in traceback.extract_tb(tb) if folder and pathlib.Path(f.filename).resolve().is_relative_to(folder)]
-    return (str(pathlib.Path(frames[-1].filename).relative_to(folder)), frames[-1].lineno, frames[-1].name) if frames else None
+    """The innermost frame of the traceback that is in the student's folder: (file, line, function). A file
+    linked into the folder is the student's by its path there; a clone of the repository kept inside the
+    folder is the repository's."""
+    def mine(path):  # path as the student's folder spells it, or None
+        for p in (pathlib.Path(os.path.abspath(path)), pathlib.Path(path).resolve()):
+            if p.is_relative_to(folder) and (folder.is_relative_to(ROOT) or not p.resolve().is_relative_to(ROOT)):
+                return p.relative_to(folder)
+        return None
+    frames = [(f, rel) for f in traceback.extract_tb(tb) if folder and (rel := mine(f.filename)) is not None]
+    return (str(frames[-1][1]), frames[-1][0].lineno, frames[-1][0].name) if frames else None
 
 
 if FOLDER is not None:

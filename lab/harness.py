@@ -514,6 +514,11 @@ def at_least(low, most=None):
     return parse
 
 
+def path(text: str) -> pathlib.Path:
+    """A command line's path, ~ expanded as a shell would (a shell leaves --folder=~/x as it is)."""
+    return pathlib.Path(text).expanduser()
+
+
 def positive_at_most(most: float):
     """argparse type: a positive number no larger than `most` (1e308 GiB is no budget, only an overflow)."""
     def parse(text: str) -> float:

@@ -281,6 +281,16 @@ def recipe(row) -> str:
     return method + (", LoLCATs' transfer" if row["family"] == "tail" else "")
 
 
+def named_as(family: str, method: str) -> bool:
+    """Whether a row's method is a name its family's rows take (a ReLU row renamed Hedgehog, a tail renamed H2O's
+    would show its numbers under another's name): the names `experiment` gives."""
+    kind, _, stage = family.partition(" ")
+    pattern = {"tova": r"TOVA \d+", "h2o": r"H2O \d+", "sink": r"Window\+4 \d+", "tail": r"TOVA \d+ \+ tail \w+ \d+",
+               "full": r"softmax, full cache", "elu": r"ELU\+1 \(untrained\)", "hybrid": r"hybrid: .+ \+ T2R \w+ \d+, "
+               + ("features zeroed" if stage == "zeroed" else "transfer")}.get(kind, rf"T2R {kind} \d+, " + (stage or "transfer"))
+    return re.fullmatch(pattern, method) is not None
+
+
 def table(data) -> str:
     lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
              "|---|---|---|---|---|---|"]
@@ -291,7 +301,7 @@ def table(data) -> str:
                              "read some tokens at some speed")
         if not (guards.integer(row["state_bytes"]) and row["state_bytes"] >= 1):  # published as "0.00 MiB"
             raise ValueError(f"{row['method']}: a state of {row['state_bytes']!r} bytes; every row holds a state")
-        if row["family"] in ("tova", "h2o", "sink") and not row["method"].startswith(specs.named(row["family"]).label.split("+")[0]):
+        if not named_as(row["family"], row["method"]):
             raise ValueError(f"{row['method']!r} is a row of the {row['family']} family, under another's name")
         cost = " | | "
         if "tokens" in row:  # tokens/s as its cells say (a finetuned row's stored speed was the finetune's alone before

@@ -665,11 +665,11 @@ def preflight(p: dict):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a smaller model, one seed, shorter runs (about 2 minutes on 2 cores)")
-    ap.add_argument("--folder", type=pathlib.Path, help="where the model and checkpoints go "
+    ap.add_argument("--folder", type=harness.path, help="where the model and checkpoints go "
                     "(default: the cache folder's t2r-mini-<preset>)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_mini, or t2r_mini_quick)")
     ap.add_argument("--jobs", type=harness.at_least(1), default=2, help="RNN runs side by side, one thread each (default 2)")
-    ap.add_argument("--linear", type=pathlib.Path, help="another t2r/linear.py to run the rows with (the course's "
+    ap.add_argument("--linear", type=harness.path, help="another t2r/linear.py to run the rows with (the course's "
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
     if args.linear is not None:

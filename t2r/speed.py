@@ -70,9 +70,9 @@ def check_lengths(lengths, size) -> None:
     exact = max(size, SINKS + WINDOW)
     if not lengths or not all(guards.integer(n) for n in lengths) or len(set(lengths)) < len(lengths):
         raise ValueError(f"lengths are whole numbers of tokens, each named once; got {list(lengths)}")
-    if min(lengths) <= exact:
-        raise ValueError(f"every length must exceed {exact}: TOVA {size} holds {size + 1} rows and the hybrid "
-                         f"{SINKS + WINDOW} exact rows only after reading more tokens; got {min(lengths)}")
+    if min(lengths) <= exact + 1:  # at size + 1 tokens TOVA's size + 1 slots hold every row: the full cache's bytes
+        raise ValueError(f"every length must exceed {exact + 1}: TOVA {size} holds {size + 1} rows and the hybrid "
+                         f"{SINKS + WINDOW} exact rows, so at fewer tokens than that each is the full cache; got {min(lengths)}")
 
 
 def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None) -> msrnn.State:
@@ -94,6 +94,12 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
     return state
 
 
+def labels(size, t2r, tail_spec) -> dict:
+    """Each kind's label in the tables and the plot."""
+    return {"t2r": f"T2R {t2r}", "hybrid": f"sinks {SINKS} + window {WINDOW} + hedgehog:64", "tova": f"TOVA {size}",
+            "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
+
+
 @torch.no_grad()
 def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", tail_spec="relu:16", steps=15, log=print) -> dict:
     """Every state built first, then `steps` rounds of one step from each, so that a change in the
@@ -105,7 +111,7 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     lengths = guards.listed(lengths, "lengths are a list of whole numbers of tokens")
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
     check_lengths(lengths, size)
-    kinds = {"t2r": f"T2R {t2r}", "hybrid": "sinks 4 + window 60 + hedgehog:64", "tova": f"TOVA {size}", "tail": f"TOVA {size} + tail {tail_spec}", "full": "full cache"}
+    kinds = labels(size, t2r, tail_spec)
     token = torch.zeros(1, dtype=torch.long, device=model.device)   # a step costs the same whatever the token
     cells = [(n, kind) for n in lengths for kind in kinds]
     states = {cell: built(model, cell[1], cell[0], size, t2r_maps, tail_maps, hybrid) for cell in cells}
@@ -135,8 +141,11 @@ def table(data) -> str:
     check_lengths(lengths, data["size"])  # as `measure` refuses them
     if not data["results"]:  # a table of no row is a header
         raise ValueError(f"lengths {lengths} and no rows at them")
+    named = labels(data["size"], data["t2r"], data["tail"])
     for (label, n), r in harness.cells(data["results"], lambda r: (r["label"], r["tokens_read"]), "(label, tokens read)").items():
         rows.setdefault(label, {})[n] = r
+        if named.get(r["kind"]) != label:  # a row shown under another kind's label: its bytes and speed under that name
+            raise ValueError(f"a {r['kind']!r} row is labelled {label!r}; this run's is {named.get(r['kind'])!r}")
         if not r["state_bytes"] > 0:  # every state holds something
             raise ValueError(f"{label} at {n:,} tokens: state_bytes is {r['state_bytes']}; a state holds some bytes")
         if not r["tokens_per_s"] > 0:  # no step in no time: a speed of 0 is no run's

@@ -148,10 +148,13 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         for f in sorted(licenses.iterdir()):
             if f.is_file():
                 seen.setdefault(f.read_bytes(), f)  # GPL -> GPL-3 and the like: one copy
+        if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
+            raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
         sources += [corpus.read(f) for f in seen.values()]
-        starts = {b: corpus.book(b)[:1000] for b in EVALUATED}  # the books' own folder, a copy: tested on, trained on
-        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):]) for b in starts if starts[b] in t}):
-            raise ValueError(f"licenses {licenses} holds an evaluation book: {', '.join(held)}")
+        pieces = {b: [t[i:i + 200] for i in range(0, len(t) - 200, len(t) // 25)] for b in EVALUATED for t in [corpus.book(b)]}
+        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # the books' own folder,
+                           for b in pieces if any(x in t for x in pieces[b])}):  # a copy, a part: tested on, trained on
+            raise ValueError(f"licenses {licenses} holds an evaluation book, or a part of one: {', '.join(held)}")
     return sources
 
 
@@ -262,11 +265,14 @@ class Teacher:
                              f"{tuple(chunks.shape) if isinstance(chunks, torch.Tensor) else type(chunks).__name__}")
         self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder).expanduser()
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
+        if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
+            raise ValueError(f"the teacher folder {self.folder} is a file, not a folder")
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            other = sorted(f.name for f in self.folder.iterdir() if not f.is_file() or not re.fullmatch(  # a sub-folder too
-                r"teacher\.key|\d+\.safetensors|\.\d+\.safetensors\.\w+\.tmp\.safetensors", f.name)) if self.folder.is_dir() else []
+            own = r"teacher\.key|(0|[1-9]\d*)\.safetensors|\.(0|[1-9]\d*)\.safetensors\.\w+\.tmp\.safetensors"  # not 007
+            other = sorted(f.name for f in self.folder.iterdir() if not f.is_file() or not re.fullmatch(own, f.name)) \
+                if self.folder.is_dir() else []  # a sub-folder too
             if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
                 raise ValueError(f"the teacher folder {self.folder} holds files or folders a Teacher does not write "
                                  f"({', '.join(other[:3])}"
@@ -451,8 +457,8 @@ def _check_run(model, maps_list, chunks, seed=0, save_every=1, eval_every=1):
         if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0
             raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
                              "chunks: their linear part would learn nothing; train on longer chunks")
-    if not guards.integer(seed):
-        raise ValueError(f"seed must be a whole number, got {seed!r}")
+    if not (guards.integer(seed) and 0 <= seed <= 2**62):  # each epoch seeds torch with seed + epoch: 64 bits at most
+        raise ValueError(f"seed must be a whole number from 0 to 2**62, got {seed!r}")
     for name, x in (("save_every", save_every), ("eval_every", eval_every)):
         if not (guards.integer(x) and x >= 1):
             raise ValueError(f"{name} is a number of steps, a whole number >= 1; got {x!r}")

@@ -406,7 +406,7 @@ def test_feature_map_specs_are_refused_before_any_work(spec):
 
 
 @pytest.mark.parametrize("argv,says", [(["--t2r", "elu:5"], "elu takes no r"),
-                                       (["--lengths", "8", "--size", "256"], "every length must exceed 256")])
+                                       (["--lengths", "8", "--size", "256"], "every length must exceed 257")])
 def test_a_speed_row_is_refused_where_it_would_not_be_what_its_label_says(argv, says, capsys):
     """elu:5 would hold 64 features; TOVA 256 after 8 tokens would be a state that cannot exist."""
     from t2r import speed
@@ -581,7 +581,7 @@ def test_t2r_speed_says_its_threads_and_names_a_long_run_by_a_hash(tmp_path, mon
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     before = torch.get_num_threads()
     try:
-        speed.main(["--size", "8", "--steps", "1", "--lengths", *map(str, range(65, 145))])
+        speed.main(["--size", "8", "--steps", "1", "--lengths", *map(str, range(66, 146))])
     finally:
         torch.set_num_threads(before)
     out = capsys.readouterr().out

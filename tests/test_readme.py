@@ -392,6 +392,7 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
     with the real table; a label holding ``` turned the escaping off for what followed (a tag published);
     a command holding `` ended its code span."""
     import json
+    from t2r import speed
     import demo
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
     (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
@@ -405,10 +406,9 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
         text = demo.reported(page, results=tmp_path)
         assert text.startswith(example) and text.endswith(example) and "old" not in text, example
     data = json.loads((ROOT / "results" / "t2r_speed.json").read_text())
-    labels = {r["label"] for r in data["results"]}
-    first, last = sorted(labels)[0], sorted(labels)[-1]
+    data["t2r"], data["tail"] = "relu ``` x", "<img src=x>"  # the settings a run's labels are made of (speed.labels)
     for r in data["results"]:
-        r["label"] = {first: "relu ``` x", last: "TOVA <img src=x>"}.get(r["label"], r["label"])
+        r["label"] = speed.labels(data["size"], data["t2r"], data["tail"])[r["kind"]]
     data["about"]["command"] = "python -m t2r.speed --x ``<b>y</b>``"
     (tmp_path / "t2r_speed.json").write_text(json.dumps(data))
     text = demo.reported("<!-- results: t2r_speed -->\n<!-- /results -->\n", results=tmp_path)

@@ -1837,7 +1837,7 @@ def test_round14_speed_and_the_comparison_check_what_they_measure_before_the_wor
     from t2r import compare, speed
     f32 = random_model(tiny_config(), dtype=torch.float32)
     for lengths, says in (([], "each named once"), ((100.5,), "each named once"), ((100, 100), "each named once"),
-                          ((16, 4096), "must exceed 64")):
+                          ((16, 4096), "must exceed 65")):
         with pytest.raises(ValueError, match=says):
             speed.measure(f32, lengths=lengths, size=8, t2r="relu:4", tail_spec="relu:4", steps=1, log=None)
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
@@ -2780,7 +2780,7 @@ def test_round22_t2r_and_the_data(tmp_path, monkeypatch):
     texts = tmp_path / "texts"
     texts.mkdir()
     (texts / "a.txt").write_text("x" + corpus.book("alice29"))
-    for call, says in ((lambda: train.training_sources(["lcet10"], texts), r"holds an evaluation book: a.txt \(alice29\)"),
+    for call, says in ((lambda: train.training_sources(["lcet10"], texts), r"holds an evaluation book, or a part of one: a.txt \(alice29\)"),
                        (lambda: train.training_sources(["lcet10"], ""), "licenses is a folder"),
                        (lambda: train.training_sources(["lcet10"], 5), "licenses is a folder"),
                        (lambda: train.training_sources([["lcet10"]], None), "names of other books"),
@@ -2833,3 +2833,72 @@ def test_round23_keys_tables_sizes_and_names(tmp_path, monkeypatch):
                        (lambda: experiments.oneshot_answer_ids(MODEL, x, [(policies.tova, 24)], 2), "from 1 to 23")):
         with pytest.raises(ValueError, match=says):
             call()
+
+
+def test_round23_t2r_the_data_and_the_grader(tmp_path, monkeypatch):
+    """Round 23, T2R's side: the grader scored `quadratic`, which the skeleton calls optional, and a state_bytes
+    counting dim // n_heads passed (head_dim was dim // n_heads in every graded model); a pytest.skip in a student's
+    file linked into the folder passed; t2r.speed took a length of size + 1 (TOVA's bytes, the full cache's);
+    training_sources took a part of an evaluation book and a folder of no file; compare's and t2r.speed's tables
+    showed a row under another's name; '~' in --folder was a folder named '~'; `grade --init --only 3` graded
+    nothing without a word; seed 2**70 failed in torch; `demo.py --debug ppl --text grade` was refused as the grader;
+    a user's 007.safetensors was refused as another model's attention, a file as the teacher's folder went on."""
+    import json
+    import subprocess
+    import sys
+    import demo
+    from data import corpus
+    from t2r import compare, linear, speed, train
+    root = pathlib.Path(__file__).resolve().parents[1]
+
+    def graded(edit, link=False, parts=("7", "8")):
+        folder = tmp_path / f"student{len(list(tmp_path.iterdir()))}"
+        (folder / "t2r").mkdir(parents=True)
+        src = (root / "t2r" / "linear.py").read_text()
+        target = (tmp_path / "elsewhere.py") if link else folder / "t2r" / "linear.py"
+        target.write_text(edit(src))
+        if link:
+            (folder / "t2r" / "linear.py").symlink_to(target)
+        return subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", *parts], cwd=root,
+                              capture_output=True, text=True, timeout=600)
+    body = src_q = (root / "t2r" / "linear.py").read_text()
+    src_q = body[body.index("def quadratic"):body.index("def attention")]
+    quad_blank = src_q[:src_q.index('    """', src_q.index('"""') + 3) + 8] + "    raise NotImplementedError\n\n\n"
+    done = graded(lambda s: s.replace(src_q, quad_blank))
+    assert done.returncode == 0 and "total 20/20" in done.stdout, done.stdout + done.stderr
+    fold = '        fk = self.maps.phi(self.layer, k[:, :, None, None], "k", pos)[:, :, 0, 0]  # (B, Hkv, r)'
+    done = graded(lambda s: s.replace(fold, '        import pytest; pytest.skip("later")', 1), link=True, parts=("7",))
+    assert done.returncode == 1 and "skipped this test" in done.stdout, done.stdout + done.stderr
+    published = json.loads((root / "results" / "t2r.json").read_text())
+    for row in published["results"]:
+        row["method"] = row["method"].replace("T2R relu 64, transfer", "T2R hedgehog 64, transfer ")
+    fast = json.loads((root / "results" / "t2r_speed.json").read_text())
+    for row in fast["results"]:
+        row["label"] = {"tova": "full cache", "full": row["label"].replace("full cache", "TOVA 256")}.get(row["kind"], row["label"])
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "a.txt").write_text(corpus.book("asyoulik")[5000:])
+    (tmp_path / "none").mkdir()
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "teacher" / "007.safetensors").write_text("mine")
+    f32 = random_model(tiny_config(), dtype=torch.float32)
+    maps = linear.FeatureMaps(f32.config, 4, "relu")
+    for call, says in ((lambda: speed.check_lengths([9], 8), "every length must exceed 65"),
+                       (lambda: speed.check_lengths([257], 256), "every length must exceed 257"),
+                       (lambda: train.training_sources(["lcet10"], texts), r"or a part of one: a.txt \(asyoulik\)"),
+                       (lambda: train.training_sources(["lcet10"], tmp_path / "none"), "holds no file"),
+                       (lambda: compare.table(published), "under another's name"),
+                       (lambda: speed.table(fast), "is labelled 'full cache'"),
+                       (lambda: train.transfer(f32, maps, tokens(2, 12), seed=2**70, log=None), "seed must be a whole number from 0"),
+                       (lambda: train.Teacher(f32, tokens(2, 12), tmp_path / "teacher"), "does not write .007.safetensors"),
+                       (lambda: train.Teacher(f32, tokens(2, 12), tmp_path / "teacher" / "007.safetensors"), "is a file, not a folder")):
+        with pytest.raises(ValueError, match=says):
+            call()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert harness.path("~/x") == tmp_path / "x"
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(tmp_path / "new"), "--init", "--only", "3"], cwd=root,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--init copies the skeletons and grades nothing" in done.stderr and not (tmp_path / "new").exists()
+    with pytest.raises((SystemExit, ValueError)) as got:
+        demo.main(["--model", str(tmp_path / "no model"), "ppl", "--text", "grade"])
+    assert "grade takes no options" not in str(got.value)

@@ -101,7 +101,7 @@ def test_hybrid_with_features_off_is_the_sliding_window_transformer(window):
 
 @pytest.mark.parametrize("name", ["relu", "hybrid-3"])
 def test_state_size_is_constant(name):
-    model = random_model(tiny_config(n_layers=3))
+    model = random_model(tiny_config(n_layers=3, head_dim=12))  # not dim // n_heads (8): state_bytes reads head_dim
     for layers in (None, [1]):  # every layer swapped, and one: the swapped layers' state is what it counts
         maps = maps_for(model, name, layers=layers)
         state = linear.init_state(model, maps, batch=2)
@@ -110,9 +110,11 @@ def test_state_size_is_constant(name):
             llama.step(model, x[:, t], state)
             swapped = [state.layers[i] for i in maps.layers]
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
-            assert held * 8 == 2 * linear.state_bytes(model, maps), (layers, t)  # 8 bytes: float64
+            said = linear.state_bytes(model, maps)  # a sequence's bytes; batch 2 of 8-byte floats held
+            assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
+                                          f"and V of the swapped layers {maps.layers}, step {t}; head_dim 12, not dim // n_heads)")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
-        small = random_model(tiny_config(n_layers=3), dtype=torch.float32)  # the model's own bytes, not a fixed 8
+        small = random_model(tiny_config(n_layers=3, head_dim=12), dtype=torch.float32)  # the model's own bytes, not 8
         assert 2 * linear.state_bytes(small, maps_for(small, name, layers=layers)) == linear.state_bytes(model, maps)
 
 
@@ -517,7 +519,11 @@ def test_relu_maps_are_relu_of_their_own_projections(kind):
             assert_close(maps.phi(layer, x[:, :, :1], "k")[:, h, 0], want, atol=EXACT, msg="keys")
 
 
-def test_linear_attention_is_normalised_as_the_paper_writes():
+FORMS = {"attention": lambda *a, **kw: linear.attention(*a, block=4, **kw), "quadratic": lambda *a, **kw: linear.quadratic(*a, **kw)}
+
+
+@pytest.mark.parametrize("form", FORMS)  # the course grades `attention` alone: `quadratic` is its optional form
+def test_linear_attention_is_normalised_as_the_paper_writes(form):
     """out_i = Σ_{j≤i} φ(q_i)·φ(k_j) v_j / Σ_{j≤i} φ(q_i)·φ(k_j) (arXiv 2006.16236, eq. 6), written out by
     hand, for the transformer view in both forms (the RNN view is checked against them above)."""
     g = torch.Generator().manual_seed(3)
@@ -526,11 +532,11 @@ def test_linear_attention_is_normalised_as_the_paper_writes():
     fk = torch.rand(2, 2, 1, 9, 6, dtype=torch.float64, generator=g) + 0.1
     A = (fq @ fk.transpose(-1, -2)).tril()                           # (B, Hkv, G, T, T): keys j <= i
     want = A @ v / A.sum(-1, keepdim=True)
-    assert_close(linear.quadratic(q, k, v, fq, fk), want, atol=EXACT, msg="quadratic")
-    assert_close(linear.attention(q, k, v, fq, fk, block=4), want, atol=EXACT, msg="attention")
+    assert_close(FORMS[form](q, k, v, fq, fk), want, atol=EXACT, msg=form)
 
 
-def test_the_hybrid_shares_one_denominator_as_written():
+@pytest.mark.parametrize("form", FORMS)
+def test_the_hybrid_shares_one_denominator_as_written(form):
     """The hybrid (window w: LoLCATs' sliding window and linear attention) written out by hand: query i weighs its newest w keys exp(q·k/√d − m_i)
     and every older one φ(q_i)·φ(k_j), and divides both by their one sum (two normalisations, each part summing
     to 1 alone, is another model); both transformer-view forms."""
@@ -543,8 +549,7 @@ def test_the_hybrid_shares_one_denominator_as_written():
         s = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~((d >= 0) & (d < w)), float("-inf"))
         weights = (s - s.amax(-1, keepdim=True)).exp() + (fq @ fk.transpose(-1, -2)) * (d >= w)  # (B, Hkv, G, T, T)
         want = weights @ v / weights.sum(-1, keepdim=True)
-        assert_close(linear.quadratic(q, k, v, fq, fk, window=w), want, atol=EXACT, msg=f"quadratic, {w=}")
-        assert_close(linear.attention(q, k, v, fq, fk, window=w, block=4), want, atol=EXACT, msg=f"attention, {w=}")
+        assert_close(FORMS[form](q, k, v, fq, fk, window=w), want, atol=EXACT, msg=f"{form}, {w=}")
 
 
 def test_elu_map_is_elu_plus_one():
