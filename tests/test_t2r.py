@@ -111,6 +111,7 @@ def test_state_size_is_constant(name):
             swapped = [state.layers[i] for i in maps.layers]
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             said = linear.state_bytes(model, maps)  # a sequence's bytes; batch 2 of 8-byte floats held
+            assert type(said) is int, f"state_bytes counts bytes: a whole number (an int), got {said!r}"
             assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
                                           f"and V of the swapped layers {maps.layers}, step {t}; head_dim 12, not dim // n_heads)")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
