@@ -106,8 +106,8 @@ def tour_passkey(model, tok, names=("sink", "tova"), length=2048, size=256):
     say("4. Remember a number",
         f"A 5-digit pass key hidden early in {length} tokens of filler; then 'What is the pass key?'.\n"
         f"Who still holds it with {size} rows per layer? The prompt is read in one of two ways. Per step\n"
-        "(the paper's MSRNN), the policy evicts from the first token on, and the filler's queries do not\n"
-        "look at the key. In full, then cut once (the official TOVA code, kvpress), the policy chooses\n"
+        "(the paper's MSRNN), the policy evicts from the first token on, by the filler's queries, before\n"
+        "the question. In full, then cut once (the official TOVA code, kvpress), the policy chooses\n"
         "at the prompt's last token, whose query asks for the key. 'layers' counts those that still\n"
         "hold a row of the key's digits once the prompt is read.")
     x = experiments.passkey_prompts(tok, length, depths=(0.1,), keys=(71432,))

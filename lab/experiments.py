@@ -24,8 +24,15 @@ from data import corpus
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
 
+def tokenizer(tok):
+    """Refuse what is not a tokenizer (None failed as 'NoneType' object has no attribute 'encode')."""
+    if not callable(getattr(tok, "encode", None)):
+        raise ValueError(f"reading text takes a tokenizer (load_weights.load_tokenizer()), got {tok!r}")
+
+
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:
     """n chunks (n, length) of real text: the first chunk of each book, then the second of each, ..."""
+    tokenizer(tok)
     per_book = [corpus.chunks(tok.encode(corpus.book(b)).ids, length) for b in books]
     out = [c[i] for i in range(max(map(len, per_book))) for c in per_book if i < len(c)][:n]
     if len(out) < n:
@@ -487,6 +494,7 @@ FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. T
 
 def passkey_prompts(tok, length, depths, keys):
     """One prompt per (depth, key), all exactly `length` tokens: filler with the key sentence at `depth`."""
+    tokenizer(tok)
     head = tok.encode("There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n").ids
     tail = tok.encode("\nWhat is the pass key? The pass key is").ids
     if not all(guards.number(d) and 0 <= d <= 1 for d in depths):  # 1.5 made a longer prompt, -0.5 a shorter one
@@ -557,9 +565,8 @@ def oneshot_answer_ids(model, prompts, cuts, n=6) -> list:
     if T < 2:  # the prompt is read by a state of T - 1 rows, which cuts at its last token
         raise ValueError(f"a one-shot cut needs a prompt of at least 2 tokens, got {T}")
     for policy, size in cuts:
-        if size is None or guards.integer(size) and size >= T:  # check_state_args would blame the prompt's length
-            raise ValueError(f"a cut keeps fewer rows than the prompt's {T}: each cut's size is a whole number from 1 to "
-                             f"{T - 1}, got {size!r} (the full cache's answer would be the cut's)")
+        if size is None:  # check_state_args would blame the prompt's length: the unbounded state cuts nothing
+            raise ValueError(f"a cut keeps a number of the prompt's rows: each cut's size is a whole number >= 1, got {size!r}")
         guards.check_policy(policy, size)
         guards.check_state_args(prompts.shape[0], size, T)  # a cut keeps `size` rows of the prompt's T
     seen = []  # per layer: what its cut reads (msrnn.Rows)

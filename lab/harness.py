@@ -250,8 +250,14 @@ def given_twice(parser, argv) -> str:
 
 
 def changed_options(args, parser, ignore=()) -> list:
-    """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`."""
-    return [(k, v) for k, v in vars(args).items() if k not in ignore and v != parser.get_default(k)]
+    """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`: a list
+    that nargs="*" parsed from nothing is the default None, and numbers in another order (--sizes 512 128)
+    are the same numbers (guards.whole_numbers sorts them)."""
+    def plain(v):
+        if isinstance(v, (list, tuple)):
+            return None if not v else sorted(v) if all(isinstance(x, (int, float)) for x in v) else list(v)
+        return v
+    return [(k, v) for k, v in vars(args).items() if k not in ignore and plain(v) != plain(parser.get_default(k))]
 
 
 def typed() -> str:
@@ -515,8 +521,14 @@ def at_least(low, most=None):
 
 
 def path(text: str) -> pathlib.Path:
-    """A command line's path, ~ expanded as a shell would (a shell leaves --folder=~/x as it is)."""
-    return pathlib.Path(text).expanduser()
+    """A command line's path, ~ expanded as a shell would (a shell leaves --folder=~/x as it is); an empty one
+    (an unset variable: grade "$FOLDER") is not the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"an empty path {text!r} (an unset variable?): name the folder or file")
+    try:
+        return pathlib.Path(text).expanduser()
+    except RuntimeError as e:  # ~nosuchuser
+        raise argparse.ArgumentTypeError(f"{text}: {e}") from None
 
 
 def positive_at_most(most: float):

@@ -83,21 +83,34 @@ def _world(files: set, runs) -> list:
         return path in files and not file.startswith(INSTALLED) and not (
             path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT)
 
-    def settings(cls):  # a class's settings, and those of the classes nested in it (C.Cfg.SIGN)
-        return _fields(cls, data_only=True) + [p for k, v in sorted(vars(cls).items()) if inspect.isclass(v) and
-                                               v.__qualname__.startswith(cls.__qualname__ + ".") for p in (k, *settings(v))]
+    def settings(cls, seen=()):  # a class's settings, and those of the user's classes it holds (C.Cfg.SIGN, C.Cfg = make())
+        return _fields(cls, data_only=True) + [p for k, v in sorted(vars(cls).items()) if inspect.isclass(v) and v not in seen
+                                               and v.__module__ in names for p in (k, *settings(v, (*seen, cls)))]
+    mods = sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__)
+    names = {m.__name__ for m in mods}
     parts = []
-    for m in sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__):
+    for m in mods:
         for n, x in sorted(vars(m).items()):
             if n.startswith("_"):
                 continue
             if inspect.isclass(x) and x.__module__ == m.__name__:  # OBJ.SIGN where SIGN is the class's
                 parts += [f"{m.__name__}.{n}", *settings(x)]
+            elif inspect.isfunction(x):  # its attributes (score.SIGN), read by a computed name too
+                parts += [f"{m.__name__}.{n}", *_value({k: v for k, v in vars(x).items() if k != "__wrapped__"})]
             elif _data(x):
                 parts += [f"{m.__name__}.{n}", *_value(x)]
-            elif type(x).__module__ == m.__name__:  # an instance of its own class that defines __get__: its fields
-                parts += [f"{m.__name__}.{n}", *_value(getattr(x, "__dict__", {}))]
+            elif not (inspect.ismodule(x) or inspect.isroutine(x) and not type(x).__module__ in names or inspect.isclass(x)
+                      or isinstance(x, (property, staticmethod, classmethod))):  # an instance whose class defines
+                parts += [f"{m.__name__}.{n}", *_instance(x)]  # __get__ (a user's, from any of these modules)
     return parts
+
+
+def _instance(x) -> list:
+    """An object that is not plain data (its class defines __get__) by its contents: its fields, slots and items."""
+    slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
+        c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
+    items = list(x) if isinstance(x, (abc.Sequence, abc.Set)) else dict(x) if isinstance(x, abc.Mapping) else None
+    return [type(x).__qualname__, *_value({**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}), *_value(items)]
 
 
 PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
@@ -240,9 +253,9 @@ def _value(x, depth: int = 0) -> list:
     hashed with the code); anything else by its repr, which, holding an address, misses the cache rather
     than hit another's."""
     if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, np.ndarray):
-        return [str((x.dtype, x.shape)), x.tobytes() if x.dtype != object else repr(x.tolist())]
+        return [x] if not x.is_nested else ["nested", *(p for t in x.unbind() for p in _value(t, depth + 1))]
+    if isinstance(x, np.ndarray):  # an object array item by item (its repr elides a long tensor's middle)
+        return [str((x.dtype, x.shape)), x.tobytes()] if x.dtype != object else [str(x.shape), *_value(x.tolist(), depth + 1)]
     if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
         own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
         return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
@@ -263,6 +276,11 @@ def _value(x, depth: int = 0) -> list:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
+    if not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
+        try:  # a buffer (a ctypes array: its items are its bytes, not its empty __dict__)
+            return [type(x).__qualname__, bytes(memoryview(x))]
+        except (TypeError, ValueError, BufferError):
+            pass
     slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
         c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
     if depth < DEEP and (hasattr(x, "__dict__") or slots) and not isinstance(x, (str, bytes, int, float, complex, bool)):

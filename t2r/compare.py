@@ -285,9 +285,10 @@ def named_as(family: str, method: str) -> bool:
     """Whether a row's method is a name its family's rows take (a ReLU row renamed Hedgehog, a tail renamed H2O's
     would show its numbers under another's name): the names `experiment` gives."""
     kind, _, stage = family.partition(" ")
-    pattern = {"tova": r"TOVA \d+", "h2o": r"H2O \d+", "sink": r"Window\+4 \d+", "tail": r"TOVA \d+ \+ tail \w+ \d+",
-               "full": r"softmax, full cache", "elu": r"ELU\+1 \(untrained\)", "hybrid": r"hybrid: .+ \+ T2R \w+ \d+, "
-               + ("features zeroed" if stage == "zeroed" else "transfer")}.get(kind, rf"T2R {kind} \d+, " + (stage or "transfer"))
+    n = "[1-9][0-9]*"  # a size or r as `experiment` writes it (not 064)
+    pattern = {"tova": rf"TOVA {n}", "h2o": rf"H2O {n}", "sink": rf"Window\+4 {n}", "tail": rf"TOVA {n} \+ tail hedgehog {n}",
+               "full": r"softmax, full cache", "elu": r"ELU\+1 \(untrained\)", "hybrid": rf"hybrid: .+ \+ T2R \w+ {n}, "
+               + ("features zeroed" if stage == "zeroed" else "transfer")}.get(kind, rf"T2R {re.escape(kind)} {n}, " + (stage or "transfer"))
     return re.fullmatch(pattern, method) is not None
 
 
@@ -299,6 +300,8 @@ def table(data) -> str:
         if "tokens" in row and not (row["tokens"] > 0 and row["tokens_per_s"] > 0):  # seconds are rounded: 0 for a tiny run
             raise ValueError(f"{row['method']}: {row['tokens']} tokens at {row['tokens_per_s']} tokens/s; a trained row "
                              "read some tokens at some speed")
+        if not (guards.number(row["ppl"]) and math.isfinite(row["ppl"]) and row["ppl"] >= 1):  # NaN, 0.5, -3 published
+            raise ValueError(f"{row['method']}: perplexity {row['ppl']!r}; a perplexity is a finite number of at least 1")
         if not (guards.integer(row["state_bytes"]) and row["state_bytes"] >= 1):  # published as "0.00 MiB"
             raise ValueError(f"{row['method']}: a state of {row['state_bytes']!r} bytes; every row holds a state")
         if not named_as(row["family"], row["method"]):
@@ -319,9 +322,12 @@ def table(data) -> str:
              "r counts every feature of a map (Hedgehog's r/2 of Wx and r/2 of -Wx together). LoLCATs' transfer: "
              "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
              "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
-    for k, v in data["bypass"].items():
-        if not (guards.number(v["with"]) and guards.number(v["zeroed"]) and min(v["with"], v["zeroed"]) >= 1):
-            raise ValueError(f"bypass {k}: perplexities {v['with']!r} and {v['zeroed']!r}; a perplexity is a number of at least 1")
+    ppl = {row["method"]: row["ppl"] for row in data["results"]}
+    for k, v in data["bypass"].items():  # a hybrid's rows, or a tail's beside TOVA alone: the numbers of rows shown
+        pair = (ppl.get(f"{k}, transfer"), ppl.get(f"{k}, features zeroed")) if k.startswith("hybrid") else \
+            (ppl.get(k), ppl.get(k.split(" + ")[0]))
+        if (v["with"], v["zeroed"]) != pair:
+            raise ValueError(f"bypass {k}: perplexities {v['with']!r} and {v['zeroed']!r}, not its rows' {pair}")
         notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)

@@ -577,11 +577,14 @@ def summary(data) -> str:
     P, top = data["preset"]["pretrain_steps"], _top(data)
     tf, t2r, t2r0 = by[("transformer", "random", None, P)], by[("T2R", "pretrained", top, P)], by[("T2R", "random", top, 0)]
     verdict = {c.split(" ")[0]: v for c, _, v in claims(data)}
+    stored = {c.split(" ")[0]: v for c, _, v in data.get("claims", []) if isinstance(c, str)}  # what the run printed
+    newer = [f"{k}: the run's log says {stored[k]!r}" for k in ("(a)", "(b)") if stored.get(k, verdict[k]) != verdict[k]]
     return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare and two other books ({tf['train_tokens']:,} "
             f"tokens read): test perplexity "
             f"{tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) {t2r['ppl']:.2f} ± "
             f"{t2r['ppl_std']:.2f}, from scratch for the transformer's budget {t2r0['ppl']:.2f} ± {t2r0['ppl_std']:.2f} "
-            f"({len(t2r['seeds'])} seeds): claim (a) {verdict['(a)']}, claim (b) {verdict['(b)']}.")
+            f"({len(t2r['seeds'])} seeds): claim (a) {verdict['(a)']}, claim (b) {verdict['(b)']}"
+            + (f" ({'; '.join(newer)}, by a rule since replaced)." if newer else "."))
 
 
 def draw(plt, data):

@@ -13,6 +13,7 @@ against a state that read the tokens), and the steps timed are real steps of the
 Positions past the model's 8,192 are past its training, which changes what it says, not what a step costs.
 """
 import argparse
+import math
 import os
 import statistics
 import time
@@ -68,8 +69,9 @@ def check_lengths(lengths, size) -> None:
     if not (guards.integer(size) and size >= 1):
         raise ValueError(f"size is TOVA's rows, a whole number >= 1; got {size!r}")
     exact = max(size, SINKS + WINDOW)
-    if not lengths or not all(guards.integer(n) for n in lengths) or len(set(lengths)) < len(lengths):
-        raise ValueError(f"lengths are whole numbers of tokens, each named once; got {list(lengths)}")
+    lengths = guards.listed(lengths, "lengths are a list of whole numbers of tokens")
+    if not lengths or not all(guards.integer(n) for n in lengths) or len(set(lengths)) < len(lengths) or lengths != sorted(lengths):
+        raise ValueError(f"lengths are whole numbers of tokens, each named once, in increasing order; got {list(lengths)}")
     if min(lengths) <= exact + 1:  # at size + 1 tokens TOVA's size + 1 slots hold every row: the full cache's bytes
         raise ValueError(f"every length must exceed {exact + 1}: TOVA {size} holds {size + 1} rows and the hybrid "
                          f"{SINKS + WINDOW} exact rows, so at fewer tokens than that each is the full cache; got {min(lengths)}")
@@ -109,6 +111,7 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
     log = log or (lambda *a: None)  # as the other T2R functions take it
     lengths = guards.listed(lengths, "lengths are a list of whole numbers of tokens")
+    lengths = sorted(lengths) if all(guards.integer(n) for n in lengths) else lengths  # the columns, the plot: in order
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
     check_lengths(lengths, size)
     kinds = labels(size, t2r, tail_spec)
@@ -146,10 +149,10 @@ def table(data) -> str:
         rows.setdefault(label, {})[n] = r
         if named.get(r["kind"]) != label:  # a row shown under another kind's label: its bytes and speed under that name
             raise ValueError(f"a {r['kind']!r} row is labelled {label!r}; this run's is {named.get(r['kind'])!r}")
-        if not r["state_bytes"] > 0:  # every state holds something
-            raise ValueError(f"{label} at {n:,} tokens: state_bytes is {r['state_bytes']}; a state holds some bytes")
-        if not r["tokens_per_s"] > 0:  # no step in no time: a speed of 0 is no run's
-            raise ValueError(f"{label} at {n:,} tokens: tokens_per_s is {r['tokens_per_s']}, and a step takes some time")
+        if not (guards.integer(r["state_bytes"]) and r["state_bytes"] >= 1):  # every state holds some whole bytes
+            raise ValueError(f"{label} at {n:,} tokens: state_bytes is {r['state_bytes']!r}; a state holds a whole number of bytes")
+        if not (guards.number(r["tokens_per_s"]) and 0 < r["tokens_per_s"] < math.inf):  # no step in no time, nor forever
+            raise ValueError(f"{label} at {n:,} tokens: tokens_per_s is {r['tokens_per_s']!r}, and a step takes some time")
     head = "| | " + " | ".join(f"MiB at {n:,}" for n in lengths) + " | " + " | ".join(f"tokens/s at {n:,}" for n in lengths)
     lines = [head + f" | {lengths[-1]:,} vs {lengths[0]:,} |", "|---" * (2 * len(lengths) + 2) + "|"]
     for label, by_n in rows.items():
@@ -205,6 +208,7 @@ def main(argv=None):
                          "waking a second thread for each cost more than it saved; OMP_NUM_THREADS is not read)")
     ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     args = harness.parse(ap, argv)
+    args.lengths = sorted(args.lengths)  # the columns and the plot in order, one run name for any order
     try:  # before the model loads
         check_lengths(args.lengths, args.size)
     except ValueError as e:

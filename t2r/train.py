@@ -129,6 +129,13 @@ EVALUATED = ("alice29", "asyoulik")  # the books every T2R perplexity reads: nev
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
+def shingles(text: str, n: int = 12) -> set:
+    """Every run of n words of `text` (whitespace and line breaks aside): two texts that share one share a
+    passage; n = 12 words is a sentence no two unrelated texts write alike."""
+    words = text.split()
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
@@ -151,9 +158,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
         sources += [corpus.read(f) for f in seen.values()]
-        pieces = {b: [t[i:i + 200] for i in range(0, len(t) - 200, len(t) // 25)] for b in EVALUATED for t in [corpus.book(b)]}
-        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # the books' own folder,
-                           for b in pieces if any(x in t for x in pieces[b])}):  # a copy, a part: tested on, trained on
+        runs = {b: shingles(corpus.book(b)) for b in EVALUATED}  # the books' own folder, a copy, a part, rewrapped:
+        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # tested on, trained on
+                           for b in runs if runs[b] & shingles(t)}):
             raise ValueError(f"licenses {licenses} holds an evaluation book, or a part of one: {', '.join(held)}")
     return sources
 
@@ -270,7 +277,7 @@ class Teacher:
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            own = r"teacher\.key|(0|[1-9]\d*)\.safetensors|\.(0|[1-9]\d*)\.safetensors\.\w+\.tmp\.safetensors"  # not 007
+            own = r"teacher\.key|(0|[1-9][0-9]*)\.safetensors|\.(0|[1-9][0-9]*)\.safetensors\.\w+\.tmp\.safetensors"  # not 007, not ٣
             other = sorted(f.name for f in self.folder.iterdir() if not f.is_file() or not re.fullmatch(own, f.name)) \
                 if self.folder.is_dir() else []  # a sub-folder too
             if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
