@@ -75,10 +75,14 @@ def _world(files: set, runs) -> list:
     by the names the code spells: a name computed any way (attrgetter, getattr_static, a staticmethod's global, a
     helper held in a namespace) reads one of these. The repository's own modules and installed ones are not
     the user's; a private global (_NAME) is a module's cache."""
+    called = {p.name for p in files}  # a cheap first look: resolving every loaded module's path took 80 ms a key
+
     def mine(m):
         file = getattr(m, "__file__", None)
         if not isinstance(file, str):  # made at run time: the policy's own module only
             return any(getattr(f, "__module__", None) == m.__name__ for f in runs)
+        if os.path.basename(file) not in called:
+            return False
         path = pathlib.Path(file).resolve()
         return path in files and not file.startswith(INSTALLED) and not (
             path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT)
