@@ -185,8 +185,7 @@ def run_name(name: str, changed: list) -> str:
     the results the pages show. A hash stands in for what is not plain or too long to be a file name."""
     if not changed:
         return name
-    changed = [(k, sorted(v) if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) else v)
-               for k, v in changed]  # --sizes 16 8 and --sizes 8 16 measure the same (guards.whole_numbers sorts)
+    changed = [(k, in_order(v)) for k, v in changed]  # --sizes 16 8 and --sizes 8 16 measure the same
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
     plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
@@ -253,11 +252,13 @@ def changed_options(args, parser, ignore=()) -> list:
     """(option, value) for every option of `args` not at `parser`'s default, but those in `ignore`: a list
     that nargs="*" parsed from nothing is the default None, and numbers in another order (--sizes 512 128)
     are the same numbers (guards.whole_numbers sorts them)."""
-    def plain(v):
-        if isinstance(v, (list, tuple)):
-            return None if not v else sorted(v) if all(isinstance(x, (int, float)) for x in v) else list(v)
-        return v
+    plain = lambda v: None if v in ([], ()) else list(in_order(v)) if isinstance(v, tuple) else in_order(v)
     return [(k, v) for k, v in vars(args).items() if k not in ignore and plain(v) != plain(parser.get_default(k))]
+
+
+def in_order(v):
+    """A list or tuple of numbers sorted (guards.whole_numbers sorts what a run measures); anything else as it is."""
+    return sorted(v) if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) for x in v) else v
 
 
 def typed() -> str:

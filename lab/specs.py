@@ -103,18 +103,22 @@ def _world(files: set, runs) -> list:
                 parts += [f"{m.__name__}.{n}", *_value({k: v for k, v in vars(x).items() if k != "__wrapped__"})]
             elif _data(x):
                 parts += [f"{m.__name__}.{n}", *_value(x)]
-            elif not (inspect.ismodule(x) or inspect.isroutine(x) and not type(x).__module__ in names or inspect.isclass(x)
-                      or isinstance(x, (property, staticmethod, classmethod))):  # an instance whose class defines
-                parts += [f"{m.__name__}.{n}", *_instance(x)]  # __get__ (a user's, from any of these modules)
+            elif type(x).__module__ in names:  # an instance of a user's class that defines __get__ (not data)
+                parts += [f"{m.__name__}.{n}", *_instance(x)]
     return parts
 
 
 def _instance(x) -> list:
     """An object that is not plain data (its class defines __get__) by its contents: its fields, slots and items."""
+    items = list(x) if isinstance(x, (abc.Sequence, abc.Set)) else dict(x) if isinstance(x, abc.Mapping) else None
+    return [type(x).__qualname__, *_value(_fields_of(x)), *_value(items)]
+
+
+def _fields_of(x) -> dict:
+    """An instance's fields: its slots (a class's `__slots__`, a string or a list, its bases' too) and its __dict__."""
     slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
         c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
-    items = list(x) if isinstance(x, (abc.Sequence, abc.Set)) else dict(x) if isinstance(x, abc.Mapping) else None
-    return [type(x).__qualname__, *_value({**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}), *_value(items)]
+    return {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}
 
 
 PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
@@ -175,7 +179,7 @@ def _fields(obj, data_only=False) -> list:
     if inspect.isclass(obj):
         fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()}  # a base's, then its own
     else:
-        fields = vars(obj) if hasattr(obj, "__dict__") else {k: getattr(obj, k, None) for k in getattr(obj, "__slots__", ())}
+        fields = _fields_of(obj)
     return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) and not k.startswith("__"))
             for x in (k, *_value(v))]
 
@@ -285,11 +289,9 @@ def _value(x, depth: int = 0) -> list:
             return [type(x).__qualname__, bytes(memoryview(x))]
         except (TypeError, ValueError, BufferError):
             pass
-    slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
-        c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
-    if depth < DEEP and (hasattr(x, "__dict__") or slots) and not isinstance(x, (str, bytes, int, float, complex, bool)):
-        fields = {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}  # a dataclass (slots or not),
-        return [type(x).__qualname__, *_value(fields, depth + 1)]  # a namespace: its fields, all of them, not its repr
+    fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr
+    if depth < DEEP and (hasattr(x, "__dict__") or fields) and not isinstance(x, (str, bytes, int, float, complex, bool)):
+        return [type(x).__qualname__, *_value(fields, depth + 1)]
     return [repr(x)]
 
 

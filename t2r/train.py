@@ -277,7 +277,8 @@ class Teacher:
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these
-            own = r"teacher\.key|(0|[1-9][0-9]*)\.safetensors|\.(0|[1-9][0-9]*)\.safetensors\.\w+\.tmp\.safetensors"  # not 007, not ٣
+            # its names: not 007.safetensors, nor a digit of another script
+            own = r"teacher\.key|(0|[1-9][0-9]*)\.safetensors|\.(0|[1-9][0-9]*)\.safetensors\.\w+\.tmp\.safetensors"
             other = sorted(f.name for f in self.folder.iterdir() if not f.is_file() or not re.fullmatch(own, f.name)) \
                 if self.folder.is_dir() else []  # a sub-folder too
             if other:  # the current folder, its parent, a folder of one's own: its files are not the teacher's to mix with
@@ -587,9 +588,10 @@ def _tail_check(named, deterministic, spec):
 # ---------------------------------------------------------------- stage 2: swap, then finetune
 
 LORA_ON = ("wq", "wk", "wv", "wo")  # LoLCATs' LoRA targets: the attention projections
+LORA_RANK, LORA_ALPHA = 8, 16  # LoLCATs' r and alpha
 
 
-def weights(model: llama.Model, mode: str, rank: int = 8, alpha: float = 16, seed: int = 0):
+def weights(model: llama.Model, mode: str, rank: int = LORA_RANK, alpha: float = LORA_ALPHA, seed: int = 0):
     """The finetune's trainable tensors (name -> leaf tensor) and build() -> the llama.Model they make.
 
     mode "full": every weight of the model (Kasai et al.): a copy of embeddings, norms and each layer's
@@ -629,7 +631,7 @@ def weights(model: llama.Model, mode: str, rank: int = 8, alpha: float = 16, see
 
 
 def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes=None, lr=None, maps_lr=1e-3,
-             rank=8, alpha=16, seed=0, grad_checkpoint=True, checkpoint=None, save_every=10, evaluate=None,
+             rank=LORA_RANK, alpha=LORA_ALPHA, seed=0, grad_checkpoint=True, checkpoint=None, save_every=10, evaluate=None,
              eval_every=25, log=print):
     """Swap, then finetune (Kasai et al.'s recipe: kind "t2r", mode "full"; LoLCATs' stage 2: LoRA):
     next-token loss with the linear attention in place, training the maps and the model's weights (mode "full") or LoRA
@@ -642,7 +644,7 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     check_callbacks(log=log, evaluate=evaluate)
     if mode == "lora" and not guards.integer(rank):
         raise ValueError(f"rank is LoRA's inner dimension, a whole number >= 1; got {rank!r}")
-    if mode == "full" and (rank, alpha) != (8, 16):  # read by nothing: said, not stored as if it had trained
+    if mode == "full" and (rank, alpha) != (LORA_RANK, LORA_ALPHA):  # read by nothing: said, not stored as if it trained
         raise ValueError(f"rank and alpha are LoRA's (mode='lora'); mode 'full' trains every weight, got rank={rank!r}, alpha={alpha!r}")
     _check_run(model, [maps], chunks, seed=seed, save_every=save_every, eval_every=eval_every)  # transfer's checks
     side = min((min(getattr(L, w).shape) for L in model.layers for w in LORA_ON), default=rank)
