@@ -543,7 +543,7 @@ def cmd_report(args):
         if new != text:
             stale.append((page, new))
     for page, _ in stale if not args.check else ():  # every page checked before any is written
-        if page.is_symlink():
+        if page.is_symlink() or not page.resolve().is_relative_to(harness.ROOT.resolve()):  # or its folder (docs/) is one
             raise ValueError(f"{page.relative_to(harness.ROOT)} is a link to {page.resolve()}: the report writes only "
                              "the repository's own pages (replace the link by the file)")
         if page.stat().st_nlink > 1:  # a rewrite is a new file: the other links would keep the old text

@@ -381,8 +381,9 @@ def hint(part: Part, failed, folder=None):
     if tampered:  # no other failure's hint means anything once the comparison itself was replaced
         return tampered
     todo = {tuple(r["where"]) for r in failed if r.get("cause") == "NotImplementedError" and r["where"]}
-    if todo and folder is not None:  # and those a test reaches only once the first are written (rope, from qkv)
-        todo |= {(file, line, name) for file, name in part.writes if (line := blank(folder, file, name))}
+    if todo and folder is not None:  # a written function raising it for a case it leaves out is written; and those
+        todo = {w for w in todo if blank(folder, w[0], w[2])}  # a test reaches only once the first are (rope, from qkv)
+        todo |= {(file, line, name) for file, name in part.writes if todo and (line := blank(folder, file, name))}
     if todo:  # the functions the failed tests reached, in the file's order
         first = {}  # each function once, at its first line named
         for file, line, fn in sorted(todo):

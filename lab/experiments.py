@@ -111,7 +111,8 @@ def perplexity(model, ids: torch.Tensor, policy=None, size=None, chunk=4096, pro
     if not (guards.integer(chunk) and guards.integer(prompt_len)):
         raise ValueError(f"chunk and prompt_len are numbers of tokens, integers: got {chunk!r} and {prompt_len!r}")
     if not 0 <= prompt_len < chunk:
-        raise ValueError(f"the prompt ({prompt_len} tokens) must be shorter than a chunk ({chunk} tokens)")
+        raise ValueError(f"the prompt ({prompt_len} tokens) must be " + ("0 or more tokens" if prompt_len < 0 else
+                                                                         f"shorter than a chunk ({chunk} tokens)"))
     oneshot = prompt_len if regime == "full" and size is not None else 0
     pieces = [ids[i:i + chunk] for i in range(0, len(ids), chunk)]
     if size is not None and pieces and len(pieces[0]) > max(1, prompt_len):  # as `ppl` checks it (a shorter last
@@ -247,6 +248,8 @@ MEASURED = {"ppl": (float, 1), "per_chunk": [(float, 1)], "seconds": (float, 0)}
 def measure(model, ids, policy, size, batch, compile=False) -> dict:
     """One setting of the sweep: perplexity over the chunks ids (n, T), `batch` chunks at a time.
     policy: a name or specs.Named, or None for the shorter-context baseline. compile: see nll."""
+    if not (guards.integer(batch) and batch >= 1):  # ids.split(0) fails in torch's words
+        raise ValueError(f"batch is a number of chunks measured at once, 1 or more: got {batch!r}")
     start = time.time()
     named = policy and specs.named(policy)
     if named is None:

@@ -425,7 +425,8 @@ def fingerprint(*parts) -> str:
     for p in parts:
         h.update(f"|{type(p).__name__}|".encode())  # each part apart: the parts (1, 23) and (12, 3) are two keys
         if isinstance(p, torch.Tensor):
-            p = p.detach().to_dense() if p.layout != torch.strided else p.detach()  # a sparse tensor by its values
+            p = p.detach().to_dense() if p.layout != torch.strided else p.detach()  # a sparse tensor by its values,
+            p = p.dequantize() if p.is_quantized else p.resolve_conj().resolve_neg()  # a quantized one's with its scale
             h.update(str((p.dtype, tuple(p.shape), p.device.type == "meta")).encode())  # a meta tensor has no values
             h.update(p.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if p.numel() and not p.is_meta else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):

@@ -101,6 +101,8 @@ def _world(files: set, runs) -> list:
                 parts += [f"{m.__name__}.{n}", *settings(x)]
             elif inspect.isfunction(x):  # its attributes (score.SIGN), read by a computed name too
                 parts += [f"{m.__name__}.{n}", *_value({k: v for k, v in vars(x).items() if k != "__wrapped__"})]
+            elif inspect.ismethod(x):  # SCORE = Scorer(1.0).score: the object's fields
+                parts += [f"{m.__name__}.{n}", *_value(x)]
             elif _data(x):
                 parts += [f"{m.__name__}.{n}", *_value(x)]
             elif type(x).__module__ in names:  # an instance of a user's class that defines __get__ (not data)
@@ -271,6 +273,8 @@ def _value(x, depth: int = 0) -> list:
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
+    if inspect.ismethod(x) and depth < DEEP:  # Scorer(1.0).score held in a list or a partial: the object's fields too
+        return ["method", x.__func__.__qualname__, *_value(x.__self__, depth + 1)]
     if depth >= DEEP and not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     if isinstance(x, abc.Mapping):

@@ -285,6 +285,9 @@ def named_as(family: str, method: str) -> bool:
     """Whether a row's method is a name its family's rows take (a ReLU row renamed Hedgehog, a tail renamed H2O's
     would show its numbers under another's name): the names `experiment` gives."""
     kind, _, stage = family.partition(" ")
+    if stage not in {"hybrid": ("", "zeroed"), **dict.fromkeys(("tova", "h2o", "sink", "tail", "full", "elu"), ("",))}.get(
+            kind, ("", "finetuned")):  # 'tail zeroed', 'elu finetuned': a stage no row of that family has
+        return False
     n = "[1-9][0-9]*"  # a size or r as `experiment` writes it (not 064)
     pattern = {"tova": rf"TOVA {n}", "h2o": rf"H2O {n}", "sink": rf"Window\+4 {n}", "tail": rf"TOVA {n} \+ tail hedgehog {n}",
                "full": r"softmax, full cache", "elu": r"ELU\+1 \(untrained\)", "hybrid": rf"hybrid: .+ \+ T2R \w+ {n}, "
@@ -292,14 +295,37 @@ def named_as(family: str, method: str) -> bool:
     return re.fullmatch(pattern, method) is not None
 
 
+def state_bytes_agree(results, row_bytes):
+    """Each row's bytes as its name says: the softmax rows it holds (a size, a window, every token for the full
+    cache) at the full cache's bytes per row, and a linear state the same for every row of its map's r (a row
+    given another size's bytes by hand would show them beside its perplexity)."""
+    linear = {}
+    for row in results:
+        method, family = row["method"], row["family"].split()[0]
+        held = int(re.search(r" (\d+)", method)[1]) if family in ("tova", "h2o", "sink", "tail") else \
+            int(re.search(r"window (\d+)", method)[1]) if family == "hybrid" and re.search(r"window (\d+)", method) else 0
+        rest = row["state_bytes"] - (row["state_bytes"] if family == "full" else held * row_bytes)
+        kind = re.search(r"(tail \w+|T2R \w+) (\d+)", method)  # the linear part and its r
+        key = ("tail " if kind and kind[1].startswith("tail") else "T2R ") + kind[2] if kind else None
+        if rest != 0 if key is None and family != "elu" else rest <= 0:
+            raise ValueError(f"{method}: {row['state_bytes']:,} bytes, not what its {held} rows hold at {row_bytes:,.0f} "
+                             "bytes a row (the full cache's)" + (" and a linear state" if key or family == "elu" else ""))
+        other, bytes_ = linear.setdefault(key, (row, rest)) if key else (row, rest)
+        if bytes_ != rest:  # which of the two is wrong the file does not say
+            raise ValueError(f"{other['method']} and {method}: {other['state_bytes']:,} and {row['state_bytes']:,} bytes, "
+                             f"with {bytes_:,.0f} and {rest:,.0f} bytes of linear state: one map's r holds one state")
+
+
 def table(data) -> str:
     lines = ["| method | state per sequence | perplexity | training tokens | training time | tokens/s |",
              "|---|---|---|---|---|---|"]
     harness.cells(data["results"], lambda row: row["method"], "method")  # a method twice: two numbers under one name
     for row in data["results"]:
-        if "tokens" in row and not (row["tokens"] > 0 and row["tokens_per_s"] > 0):  # seconds are rounded: 0 for a tiny run
-            raise ValueError(f"{row['method']}: {row['tokens']} tokens at {row['tokens_per_s']} tokens/s; a trained row "
-                             "read some tokens at some speed")
+        if "tokens" in row and not (guards.integer(row["tokens"]) and row["tokens"] > 0 and guards.number(row["tokens_per_s"])
+                                    and row["tokens_per_s"] > 0 and guards.number(row.get("seconds")) and row["seconds"] >= 0):
+            raise ValueError(f"{row['method']}: {row['tokens']!r} tokens in {row.get('seconds')!r} s at {row['tokens_per_s']!r} "
+                             "tokens/s; a trained row read some tokens (a whole number) in some seconds (rounded: 0 for a "
+                             "tiny run) at a finite speed")
         if not (guards.number(row["ppl"]) and math.isfinite(row["ppl"]) and row["ppl"] >= 1):  # NaN, 0.5, -3 published
             raise ValueError(f"{row['method']}: perplexity {row['ppl']!r}; a perplexity is a finite number of at least 1")
         if not (guards.integer(row["state_bytes"]) and row["state_bytes"] >= 1):  # published as "0.00 MiB"
@@ -312,10 +338,11 @@ def table(data) -> str:
                 row["tokens_per_s"]  # round 18); under a
             cost = f"{row['tokens']:,} | {row['seconds']} s | {speed:.0f}"  # minute, its rounded seconds would not say
         lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
-    full = [row["ppl"] for row in data["results"] if row["family"] == "full"]
+    full = [row for row in data["results"] if row["family"] == "full"]
     if len(full) != 1:
         raise ValueError(f"{len(full)} full-cache rows: the table's gaps are measured against one")
-    full = full[0]
+    state_bytes_agree(data["results"], full[0]["state_bytes"] / data["tokens"])
+    full = full[0]["ppl"]
     notes = [f"{data['chunks']} held-out chunks of {data['tokens']} tokens; training text {data['training_tokens']:,} "
              f"tokens x {data['epochs']} epochs; this run {data['seconds']} s (what results/ held was read back, not "
              f"trained or measured again). Full cache: {full:.2f}.",
@@ -323,11 +350,15 @@ def table(data) -> str:
              "each layer's linear output regressed onto its softmax output (MSE). No row runs Kasai et al.'s recipe "
              "(one tied ReLU map per head swapped in, every weight finetuned): python -m t2r.mini does."]
     ppl = {row["method"]: row["ppl"] for row in data["results"]}
+    if not isinstance(data["bypass"], dict):
+        raise ValueError(f"bypass is {type(data['bypass']).__name__}; it maps a hybrid or a tail to two perplexities")
     for k, v in data["bypass"].items():  # a hybrid's rows, or a tail's beside TOVA alone: the numbers of rows shown
         pair = (ppl.get(f"{k}, transfer"), ppl.get(f"{k}, features zeroed")) if k.startswith("hybrid") else \
-            (ppl.get(k), ppl.get(k.split(" + ")[0]))
-        if (v["with"], v["zeroed"]) != pair:
-            raise ValueError(f"bypass {k}: perplexities {v['with']!r} and {v['zeroed']!r}, not its rows' {pair}")
+            (ppl.get(k), ppl.get(k.split(" + ")[0])) if " + tail " in k else (None, None)
+        if None in pair:  # 'TOVA 64' beside itself: +0.0%, a note of no bypass
+            raise ValueError(f"bypass {k}: names no hybrid, or tail beside its policy, among the table's rows")
+        if not isinstance(v, dict) or (v.get("with"), v.get("zeroed")) != pair:
+            raise ValueError(f"bypass {k}: {v!r}, not its rows' perplexities {pair}")
         notes.append(f"{maps_named(k)}: zeroing its linear part takes perplexity from {v['with']:.2f} to {v['zeroed']:.2f} "
                      f"({100 * (v['zeroed'] / v['with'] - 1):+.1f}%; the target is at least +10%)")
     return "\n".join(lines + notes)

@@ -2982,3 +2982,86 @@ def test_round24_names_tables_and_texts(tmp_path, monkeypatch):
     (tmp_path / "teacher" / "1\u0663.safetensors").write_text("mine")
     with pytest.raises(ValueError, match="does not write"):
         train.Teacher(MODEL, tokens(2, 12), tmp_path / "teacher")
+
+
+def test_round25_keys_bound_methods_and_odd_tensors(tmp_path):
+    """Round 25: a bound method held in a list, in a partial, or read by a computed name kept its key when its
+    object's field changed; a quantized global kept it when its scale did (the same integer bytes); a conjugate
+    view failed inside torch."""
+    (tmp_path / "mine25.py").write_text(
+        "import functools\nimport torch\n\n\nclass Scorer:\n    def __init__(self, sign):\n        self.sign = sign\n\n"
+        "    def score(self, rows, scale=1.0):\n        return rows.pos.double() * self.sign * scale\n\n\n"
+        "FNS = [Scorer(1.0).score]\nP = functools.partial(Scorer(1.0).score, scale=2.0)\nSCORE = Scorer(1.0).score\n"
+        "Q = torch.quantize_per_tensor(torch.tensor([1.0]), 0.1, 0, torch.qint8)\nZ = torch.tensor([1 + 2j]).conj()\n\n\n"
+        "def pol(rows):\n    return FNS[0](rows) + P(rows) + globals()['SC' + 'ORE'](rows) * Q.dequantize()[0].item() * Z.imag[0].item()\n")
+    mine25, = imported(tmp_path, "mine25")
+    changes = (lambda m: setattr(m.FNS[0].__self__, "sign", -1.0), lambda m: setattr(m.P.func.__self__, "sign", -1.0),
+               lambda m: setattr(m.SCORE.__self__, "sign", -1.0),
+               lambda m: setattr(m, "Q", torch.quantize_per_tensor(torch.tensor([-1.0]), 0.1, 20, torch.qint8)))
+    stale = []
+    for i, change in enumerate(changes):
+        before = specs.named(mine25.pol).key
+        change(mine25)
+        stale += [i] if specs.named(mine25.pol).key == before else []
+    assert stale == [], stale
+    assert harness.fingerprint(torch.tensor([1 + 2j]).conj()) == harness.fingerprint(torch.tensor([1 - 2j]))  # by its values
+
+
+def test_round25_tables_hints_pages_and_arguments(tmp_path, monkeypatch):
+    """Round 25: compare.table printed a row given another size's bytes, a bypass note of a row beside itself
+    (+0.0%), inf tokens/s, True tokens and -5 seconds, a trained tail as 'tail zeroed', and failed raw on a bypass
+    list, a bypass of no rows and '5' tokens; the grader said 'not written yet' of a written state_bytes raising
+    NotImplementedError for bfloat16; `report` rewrote a page whose folder (docs/) links outside the repository;
+    measure(batch=0) and a negative prompt failed raw or in the wrong words."""
+    import copy
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import demo
+    from t2r import compare
+    root = pathlib.Path(__file__).resolve().parents[1]
+    published = json.loads((root / "results" / "t2r.json").read_text())
+
+    def edited(fn):
+        data = copy.deepcopy(published)
+        fn(data)
+        return data
+    row = lambda d, method: next(r for r in d["results"] if r["method"] == method)
+    for fn, says in ((lambda d: row(d, "TOVA 64").update(state_bytes=row(d, "TOVA 128")["state_bytes"]), "TOVA 64: 5,898,240 bytes"),
+                     (lambda d: row(d, "T2R relu 64, transfer").update(state_bytes=4096), "T2R relu 64, transfer and T2R hedgehog 64, transfer: 4,096 and 1,497,600 bytes"),
+                     (lambda d: d["bypass"].update({"TOVA 64": {"with": 25.5, "zeroed": 25.5}}), "bypass TOVA 64: names no"),
+                     (lambda d: d.update(bypass=[]), "bypass is list"),
+                     (lambda d: row(d, "T2R relu 64, transfer").update(tokens_per_s=float("inf")), "inf tokens/s"),
+                     (lambda d: row(d, "T2R relu 64, transfer").update(tokens=True), "True tokens"),
+                     (lambda d: row(d, "T2R relu 64, transfer").update(tokens="5"), "'5' tokens"),
+                     (lambda d: row(d, "T2R relu 64, transfer").update(seconds=-5), "in -5 s"),
+                     (lambda d: row(d, "TOVA 64 + tail hedgehog 16").update(family="tail zeroed"), "under another's name"),
+                     (lambda d: row(d, "ELU+1 (untrained)").update(family="elu finetuned"), "under another's name")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            compare.table(edited(fn))
+    with pytest.raises(ValueError, match="batch is a number of chunks"):
+        experiments.measure(MODEL, tokens(2, 24), "tova", 4, 0)
+    with pytest.raises(ValueError, match="0 or more tokens"):
+        experiments.perplexity(MODEL, tokens(1, 40)[0], "tova", 4, chunk=16, regime="full", prompt_len=-1)
+    folder = tmp_path / "student"
+    (folder / "t2r").mkdir(parents=True)
+    for name in ("llama.py", "msrnn.py", "policies.py", "t2r/linear.py"):
+        shutil.copy(root / name, folder / name)
+    text = (folder / "msrnn.py").read_text()
+    assert "    c = model.config\n    return 2 * c.n_layers" in text
+    (folder / "msrnn.py").write_text(text.replace("    c = model.config\n    return 2 * c.n_layers", "    c = model.config\n    if "
+                                                  "model.embed.dtype == torch.bfloat16:\n        raise NotImplementedError('not "
+                                                  "in bfloat16')\n    return 2 * c.n_layers"))
+    done = subprocess.run([sys.executable, "-m", "course.grade", str(folder), "--only", "6"], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert "FAIL" in done.stdout and "not written yet" not in done.stdout and "not in bfloat16" in done.stdout, done.stdout
+    repo, outside = tmp_path / "repo", tmp_path / "outside" / "docs"
+    outside.mkdir(parents=True)
+    repo.mkdir()
+    (outside / "page.md").write_text("<!-- results: memory -->\nold\n<!-- /results -->\n")
+    os.symlink(outside, repo / "docs")
+    monkeypatch.setattr(harness, "ROOT", repo)
+    with pytest.raises(ValueError, match="docs/page.md is a link to"):
+        demo.cmd_report(type("Args", (), {"check": False})())
+    assert "old" in (outside / "page.md").read_text()
