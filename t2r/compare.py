@@ -296,24 +296,23 @@ def named_as(family: str, method: str) -> bool:
 
 
 def state_bytes_agree(results, row_bytes):
-    """Each row's bytes as its name says: the softmax rows it holds (a size, a window, every token for the full
-    cache) at the full cache's bytes per row, and a linear state the same for every row of its map's r (a row
-    given another size's bytes by hand would show them beside its perplexity)."""
-    linear = {}
+    """Each row's bytes as its name says (a row given another size's bytes by hand would show them beside its
+    perplexity): the exact rows it holds (its size, the hybrid's window) at the full cache's bytes a row, and one
+    linear state for every row of a map's r."""
+    linear = {}  # the linear part's bytes, by its map and r ('T2R 64', 'tail 16')
     for row in results:
         method, family = row["method"], row["family"].split()[0]
-        held = int(re.search(r" (\d+)", method)[1]) if family in ("tova", "h2o", "sink", "tail") else \
-            int(re.search(r"window (\d+)", method)[1]) if family == "hybrid" and re.search(r"window (\d+)", method) else 0
-        rest = row["state_bytes"] - (row["state_bytes"] if family == "full" else held * row_bytes)
-        kind = re.search(r"(tail \w+|T2R \w+) (\d+)", method)  # the linear part and its r
-        key = ("tail " if kind and kind[1].startswith("tail") else "T2R ") + kind[2] if kind else None
-        if rest != 0 if key is None and family != "elu" else rest <= 0:
+        rows = re.search(r"window (\d+)" if family == "hybrid" else r" (\d+)", method)
+        held = int(rows[1]) if rows and family in ("tova", "h2o", "sink", "tail", "hybrid") else 0
+        rest = 0 if family == "full" else row["state_bytes"] - held * row_bytes  # the linear part's
+        part = re.search(r"(tail|T2R) \w+ (\d+)", method)
+        if rest != 0 if not part and family != "elu" else rest <= 0:
             raise ValueError(f"{method}: {row['state_bytes']:,} bytes, not what its {held} rows hold at {row_bytes:,.0f} "
-                             "bytes a row (the full cache's)" + (" and a linear state" if key or family == "elu" else ""))
-        other, bytes_ = linear.setdefault(key, (row, rest)) if key else (row, rest)
-        if bytes_ != rest:  # which of the two is wrong the file does not say
+                             "bytes a row (the full cache's)" + (" and a linear state" if part or family == "elu" else ""))
+        other, before = linear.setdefault(f"{part[1]} {part[2]}", (row, rest)) if part else (row, rest)
+        if before != rest:  # which of the two is wrong, the file does not say
             raise ValueError(f"{other['method']} and {method}: {other['state_bytes']:,} and {row['state_bytes']:,} bytes, "
-                             f"with {bytes_:,.0f} and {rest:,.0f} bytes of linear state: one map's r holds one state")
+                             f"with {before:,.0f} and {rest:,.0f} bytes of linear state: one map's r holds one state")
 
 
 def table(data) -> str:

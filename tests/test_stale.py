@@ -874,6 +874,13 @@ def test_lab_busy_without_the_tour_does_not_replace_the_published_run(monkeypatc
         with pytest.raises(Stop):
             busy.main(argv)
     assert names == ["busy", "runs/busy-tour_False", "busy_quick"], names
+    # and its timing runs of the tour (one beside busy loops) wrote results/tour.log, which README quotes as an idle run's
+    import subprocess
+    envs = []
+    monkeypatch.setattr(busy, "Load", busy._nothing)
+    monkeypatch.setattr(subprocess, "run", lambda *a, env, **k: envs.append(env) or subprocess.CompletedProcess(a, 0))
+    busy.tour(lambda line: None)
+    assert len(envs) == 2 and all(pathlib.Path(e["MSRNN_RESULTS"]) != harness.RESULTS for e in envs), envs
 
 
 def test_llama_step_names_tokens_it_cannot_read():
