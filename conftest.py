@@ -22,6 +22,15 @@ def tiny_config(**over) -> llama.Config:
     return llama.Config(**c)
 
 
+def sealed(data: dict) -> str:
+    """A results file's text as `harness.save` writes it, with its seal (about.digest): what a run made."""
+    import json
+    from lab import harness
+    data = {**data, "about": {**data.get("about", {}), "digest": None}}
+    data["about"]["digest"] = harness.digest(data)
+    return json.dumps(data)
+
+
 def tokens(B, T, seed=1, vocab=61):
     return torch.randint(0, vocab, (B, T), generator=torch.Generator().manual_seed(seed))
 

@@ -311,11 +311,32 @@ def check_writable(name: str) -> pathlib.Path:
     return folder
 
 
+def digest(data: dict) -> str:
+    """A results file's seal: a hash of all it holds but the seal (about.digest), which `save` writes. A file
+    changed by hand since its run wrote it (a row given another's bytes, a number retyped) no longer matches it,
+    and the pages refuse it: the table checks catch what no run makes, the seal what a run made otherwise."""
+    body = {**data, "about": {k: v for k, v in data["about"].items() if k != "digest"}}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sealed(data) -> dict:
+    """`data`, a results file as read, if it holds what its run wrote (its seal, about.digest, matches), else an
+    error that says so: the pages and the runs that read another's results take nothing typed by hand."""
+    about = data.get("about") if isinstance(data, dict) else None
+    if not isinstance(about, dict):
+        raise ValueError("it holds no `about` object (the command and code that made it): not a run's results")
+    if about.get("digest") != digest(data):
+        raise ValueError(f"its about.digest ({about.get('digest')}) is not that of what it holds ({digest(data)}): it is "
+                         f"not as its run wrote it (changed by hand); run `{about.get('command')}` again")
+    return data
+
+
 def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
     results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
     about = {"command": typed(), **about}
+    about["digest"] = digest(json.loads(json.dumps({"about": about, **data})))  # as it will read back (keys as strings)
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))
     if log:
@@ -428,7 +449,8 @@ def fingerprint(*parts) -> str:
             p = p.detach().to_dense() if p.layout != torch.strided else p.detach()  # a sparse tensor by its values,
             p = p.dequantize() if p.is_quantized else p.resolve_conj().resolve_neg()  # a quantized one's with its scale
             h.update(str((p.dtype, tuple(p.shape), p.device.type == "meta")).encode())  # a meta tensor has no values
-            h.update(p.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if p.numel() and not p.is_meta else b"")  # a GPU's too
+            flat = torch.empty(p.numel(), dtype=p.dtype) if p.numel() and not p.is_meta else None  # its own strides of 1
+            h.update(flat.copy_(p.cpu().reshape(-1)).view(torch.uint8).numpy().data if flat is not None else b"")  # a GPU's too
         elif isinstance(p, pathlib.Path):
             h.update(p.read_bytes())
         elif isinstance(p, bytes):

@@ -101,7 +101,7 @@ def _world(files: set, runs) -> list:
                 parts += [f"{m.__name__}.{n}", *settings(x)]
             elif inspect.isfunction(x):  # its attributes (score.SIGN), read by a computed name too
                 parts += [f"{m.__name__}.{n}", *_value({k: v for k, v in vars(x).items() if k != "__wrapped__"})]
-            elif inspect.ismethod(x):  # SCORE = Scorer(1.0).score: the object's fields
+            elif _bound(x) is not None:  # SCORE = Scorer(1.0).score, torch.tensor([1.0]).mul: the object's fields
                 parts += [f"{m.__name__}.{n}", *_value(x)]
             elif _data(x):
                 parts += [f"{m.__name__}.{n}", *_value(x)]
@@ -254,6 +254,8 @@ def _data(x) -> bool:  # a value, not code: modules, functions, classes and desc
     return not (inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x) or hasattr(type(x), "__get__"))
 
 
+TORCH_OWN = set(vars(torch.nn.Module()))  # an nn.Module's own bookkeeping (its weights are keyed apart); its hooks
+# and the user's attributes, private ones too (self._sign), are what the module computes with
 DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
 
 
@@ -269,34 +271,65 @@ def _value(x, depth: int = 0) -> list:
     if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
         own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
         return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
-                *_value({k: v for k, v in vars(x).items() if not k.startswith("_")}, depth + 1),
+                *_value({k: v for k, v in vars(x).items() if k not in TORCH_OWN or "hook" in k}, depth + 1),
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
-    if inspect.ismethod(x) and depth < DEEP:  # Scorer(1.0).score held in a list or a partial: the object's fields too
-        return ["method", x.__func__.__qualname__, *_value(x.__self__, depth + 1)]
+    if _bound(x) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul: its object too
+        owner = _bound(x)
+        return ["method", getattr(x, "__qualname__", ""), *(_fields(owner, data_only=True) if inspect.isclass(owner)
+                                                           else _value(owner, depth + 1))]
     if depth >= DEEP and not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     if isinstance(x, abc.Mapping):
-        return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1)))]
+        return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1))), *_own(x, depth)]
     if isinstance(x, (abc.Set, set, frozenset)):  # each item by its contents, in an order that does not depend on the set's
-        return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x)]
+        return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x), *_own(x, depth)]
     if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
-        return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1))]
+        return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1)), *_own(x, depth)]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         try:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
+    if not isinstance(x, (str, bytes, int, float, complex, bool, type(None))) and _installed(type(x)) and depth < DEEP:
+        try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
+            reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
+        except Exception:
+            reduced = None
+        if isinstance(reduced, tuple) and len(reduced) > 1:
+            return [type(x).__qualname__, *_value(list(reduced[1:3]), depth + 1)]
     if not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
         try:  # a buffer (a ctypes array: its items are its bytes, not its empty __dict__)
             return [type(x).__qualname__, bytes(memoryview(x))]
         except (TypeError, ValueError, BufferError):
             pass
+    if isinstance(x, (str, bytes, int, float, complex)) and getattr(x, "__dict__", None) and depth < DEEP:
+        return [repr(x), *_value(vars(x), depth + 1)]  # a float subclass holding a setting (T.sign)
     fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr
     if depth < DEEP and (hasattr(x, "__dict__") or fields) and not isinstance(x, (str, bytes, int, float, complex, bool)):
         return [type(x).__qualname__, *_value(fields, depth + 1)]
     return [repr(x)]
+
+
+def _own(x, depth) -> list:
+    """The attributes a subclass of dict, list or set keeps beside its items (CFG.sign), as key parts."""
+    return ["attributes", *_value(vars(x), depth + 1)] if getattr(x, "__dict__", None) else []
+
+
+def _bound(x):
+    """The object a bound method is bound to (Scorer(1.0).score's, a tensor's .mul's, a classmethod's class), or None
+    (a function, or a module's builtin: len, math.sqrt)."""
+    owner = getattr(x, "__self__", None) if inspect.ismethod(x) or inspect.isbuiltin(x) else None
+    return None if owner is None or inspect.ismodule(owner) else owner
+
+
+def _installed(cls) -> bool:
+    """cls is Python's or an installed package's (random.Random), not the user's."""
+    try:
+        return inspect.getfile(cls).startswith(INSTALLED)
+    except TypeError:  # a class built into Python
+        return True
 
 
 def _own_helpers(path):

@@ -315,14 +315,16 @@ def lora_alone(model, maps, chunks, text, lengths, checkpoint, name, budget: dic
 def control_budget(chunks, args, lora=None) -> dict:
     """The control family's LoRA budget: the chunks of as many tokens as the lora family's LoRA stage read,
     in this run (`lora`, its measurements), else --finetune-minutes where given, else the lora family's own run
-    (results/t2r_length_lora.json, checked), else the lora family's minutes."""
+    (results/t2r_length_lora.json, as its run wrote it), else the lora family's minutes."""
     if lora is None and args.finetune_minutes:  # asked for, and no LoRA stage in this run to match: used
         return {"minutes": args.finetune_minutes}
-    try:
-        lora = lora or json.loads((harness.RESULTS / "t2r_length_lora.json").read_text())["families"]["lora"]
-        tokens = lora["finetune"]["tokens"]
-    except (OSError, ValueError, KeyError, TypeError):
+    path = harness.RESULTS / "t2r_length_lora.json"
+    if lora is None and not path.exists():  # no lora run here yet
         return {"minutes": FINETUNE_MINUTES["lora"]}
+    try:
+        tokens = (lora or harness.sealed(json.loads(path.read_text()))["families"]["lora"])["finetune"]["tokens"]
+    except (OSError, ValueError, LookupError, TypeError) as e:  # typed by hand, another program's, damaged
+        raise ValueError(f"{path}: {type(e).__name__}: {e}; run --sets lora again, or give --finetune-minutes") from None
     if not (type(tokens) is int and chunks.shape[1] <= tokens <= chunks.numel()):  # a count no LoRA stage here read
         raise ValueError(f"results/t2r_length_lora.json says the lora family's LoRA read {tokens!r} tokens: not a run of "
                          f"{chunks.shape[1]}-token chunks (1 to {len(chunks)} of them); run --sets lora again, or give --finetune-minutes")
@@ -438,7 +440,7 @@ def speed() -> dict | None:
     if not file.exists():
         return None
     try:
-        got = json.loads(file.read_text())
+        got = harness.sealed(json.loads(file.read_text()))
         rows = got["results"]
         if not all(isinstance(r, dict) and isinstance(r.get("label"), str) and type(r.get("tokens_read")) is int
                    and type(r.get("tokens_per_s")) in (int, float) for r in rows):

@@ -10,7 +10,7 @@ import torch
 from lab import experiments
 from lab import harness
 from lab import specs
-from conftest import random_model, tiny_config, tokens
+from conftest import random_model, sealed, tiny_config, tokens
 
 MODEL = random_model(tiny_config())  # vocabulary 61
 
@@ -634,13 +634,13 @@ def test_a_results_name_stays_inside_results_and_off_another_programs_file(tmp_p
     """`t2r.mini --name sweep` replaced what `demo.py sweep` wrote, and --name /tmp/x wrote outside results/."""
     import sys
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
-    (tmp_path / "sweep.json").write_text(json.dumps({"about": {"command": "python demo.py sweep"}}))
+    (tmp_path / "sweep.json").write_text(sealed({"about": {"command": "python demo.py sweep"}}))
     monkeypatch.setattr(sys, "argv", [str(harness.ROOT / "t2r" / "mini.py"), "--quick", "--name", "sweep"])
     for name, message in [("sweep", r"results/sweep.json holds the results of `python demo.py`, not of `python -m t2r.mini`"),
                           ("/tmp/escaped", "a results name is a name inside"), ("../escaped", "a results name is a name inside")]:
         with pytest.raises(ValueError, match=message):
             harness.check_writable(name)
-    (tmp_path / "t2r_mini_quick.json").write_text(json.dumps({"about": {"command": "python -m t2r.mini --quick"}}))
+    (tmp_path / "t2r_mini_quick.json").write_text(sealed({"about": {"command": "python -m t2r.mini --quick"}}))
     assert harness.check_writable("t2r_mini_quick") == tmp_path  # its own file: a rerun replaces it
 
 
@@ -1257,7 +1257,7 @@ def test_round_10_the_report_and_the_writes(tmp_path, monkeypatch):
     from data import default_model
     from t2r import length
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
     block = "<!-- results: memory -->\nold\n<!-- /results -->\n"
     for before in ("<pre>\nan example</pre>\n", "```x``` is code\n"):
         assert "old" not in demo.reported(before + block, results=tmp_path)
@@ -1325,7 +1325,7 @@ def test_round_10_t2r_sizes_a_class_decorator_indented_fences_and_shares(tmp_pat
     (tmp_path / "a.py").write_text("def f(rows):\n    return -rows.pos[:, :1].double()\n")  # the wrapped function edited
     assert specs.named(deco_r10.Deco(specs.named(f"{tmp_path}/a.py:f").fn)).key != before
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
     block = "<!-- results: memory -->\nold\n<!-- /results -->\n"
     assert "old" not in demo.reported("    ```\n" + block, results=tmp_path)  # an indented code line, not a fence
     example = "```\n    ```\n" + block + "```\n"  # an indented ``` inside a fence does not close it
@@ -1491,7 +1491,7 @@ def test_round_11_t2r_runs_refuse_what_would_train_or_publish_nothing(tmp_path, 
             demo.plausible(data)
     page = "<preview>a tag, not a pre</preview>\n<!-- results: memory -->\nold\n<!-- /results -->\n"
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
     assert "old" not in demo.reported(page, results=tmp_path)
 
 
@@ -1565,7 +1565,7 @@ def test_round_12_probes_transfers_keys_cells_names_and_report(tmp_path, monkeyp
             demo.plausible(data)
     demo.plausible({"conversions": [[614400, 4.2, 4.0, -0.2]], "on_off_share": -0.03})  # a difference may be negative
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(json.dumps({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
     page = "Write `<!-- results: memory -->` on a line of its own.\n<!-- results: memory -->\nold\n<!-- /results -->\n"
     assert "old" not in demo.reported(page, results=tmp_path)
     with pytest.raises(ValueError, match="integer tensor"):
@@ -1747,7 +1747,7 @@ def test_round13_commands_refuse_options_twice_ignored_or_a_bad_budget(tmp_path,
             length.main(argv)
         assert says in capsys.readouterr().err
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
-    (tmp_path / "t2r_length_lora.json").write_text(json.dumps({"families": {"lora": {"finetune": {"tokens": -5}}}}))
+    (tmp_path / "t2r_length_lora.json").write_text(sealed({"families": {"lora": {"finetune": {"tokens": -5}}}}))
     args = types.SimpleNamespace(finetune_minutes=None)
     with pytest.raises(ValueError, match="read -5 tokens"):
         length.control_budget(tokens(4, 8), args)
