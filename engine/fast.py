@@ -224,8 +224,8 @@ def compiled(fn):
     from data import default_model
     # (torch writes its own default into the variable once anything asks inductor for its folder: that one is not a user's)
     from torch._inductor.runtime import cache_dir_utils
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, "", cache_dir_utils.default_cache_dir()):  # "": unset, as the
-        # shell's TORCHINDUCTOR_CACHE_DIR= means it (torch read it as the current folder)
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, "", os.getcwd(), cache_dir_utils.default_cache_dir()):
+        # (TORCHINDUCTOR_CACHE_DIR= means unset; torch turns it into the current folder, which filled with kernels)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(default_model.cache_root() / "torchinductor")
     cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     default_model.writable(pathlib.Path(cache))  # one line naming the folder, before compiling, not torch's errno after

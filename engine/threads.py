@@ -4,9 +4,9 @@ Torch's CPU build runs each operation's parallel part on libgomp threads. Betwee
 regions a waiting thread spins (300,000 turns by default) before it sleeps. On an idle machine that
 saves a wake-up; beside other programs the spinning threads take the cores the busy ones need, and
 a decode step, hundreds of small parallel regions, becomes several times slower. A short spin
-(GOMP_SPINCOUNT=1000) decodes under load within 1.11x of threads that sleep at once
-(OMP_WAIT_POLICY=PASSIVE), which cost an earlier idle tour about 40%; 10,000 turns took 1.56x
-PASSIVE's time (python -m lab.busy measures the settings, idle too; docs/speed.md).
+(GOMP_SPINCOUNT=1000) decodes under load as fast as threads that sleep at once
+(OMP_WAIT_POLICY=PASSIVE: 7.78 s against 8.01 s in results/busy.json), which cost an earlier idle tour about
+40%; 10,000 turns took 1.56x PASSIVE's time (python -m lab.busy measures the settings, idle too; docs/speed.md).
 
 Only a default: a user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice. libgomp reads
 these when torch loads it, so importing this after torch changes only the child processes.

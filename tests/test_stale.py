@@ -3072,3 +3072,63 @@ def test_round25_tables_hints_pages_and_arguments(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="docs/page.md is a link to"):
         demo.cmd_report(type("Args", (), {"check": False})())
     assert "old" in (outside / "page.md").read_text()
+
+
+def test_round26_keys_of_bound_builtins_installed_objects_and_subclasses(tmp_path):
+    """Round 26: each kept its key after the value changed: a random.Random reseeded, an operator.methodcaller over a
+    2,000-element tensor (its repr elides the middle), a tensor's bound .mul, a dict, list and float subclass's
+    attribute, an nn.Module's private attribute and a forward hook, a classmethod of a private class held in a list;
+    a one-element view of stride 2, and a conjugate's imaginary part, failed inside torch."""
+    (tmp_path / "mine26.py").write_text(
+        "import operator\nimport random\nimport torch\n\n\nclass D(dict):\n    pass\n\n\nclass L(list):\n    pass\n\n\n"
+        "class F(float):\n    pass\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self._sign = 1.0\n\n\nclass _S:\n    SIGN = 1.0\n\n    @classmethod\n    def score(cls, rows):\n"
+        "        return rows.pos.double() * cls.SIGN\n\n\nRNG = random.Random(1)\n"
+        "CALL = operator.methodcaller('mul', torch.ones(2000, dtype=torch.float64))\n"
+        "MUL = torch.tensor([1.0], dtype=torch.float64).mul\nCFG = D(name='x')\nCFG.sign = 1.0\nLS = L([1.0])\nLS.sign = 1.0\n"
+        "FL = F(1.0)\nFL.sign = 1.0\nNET = Net()\nIDENT = torch.nn.Identity()\nFNS = [_S.score]\n"
+        "ODD = torch.tensor([[0.5, 1.0]], dtype=torch.float64)[:, 0]\n\n\n"
+        "def pol(rows):\n    return MUL(FNS[0](rows)) * CFG.sign * LS.sign * FL.sign * NET._sign * RNG.random() * float(ODD[0])\n")
+    mine26, = imported(tmp_path, "mine26")
+    w = torch.ones(2000, dtype=torch.float64)
+    w[10:1990] = -1.0
+    changes = (lambda m: m.RNG.seed(2), lambda m: setattr(m, "CALL", __import__("operator").methodcaller("mul", w)),
+               lambda m: m.MUL.__self__.fill_(-1.0), lambda m: setattr(m.CFG, "sign", -1.0), lambda m: setattr(m.LS, "sign", -1.0),
+               lambda m: setattr(m.FL, "sign", -1.0), lambda m: setattr(m.NET, "_sign", -1.0),
+               lambda m: m.IDENT.register_forward_hook(lambda mod, inp, out: -out), lambda m: setattr(m._S, "SIGN", -1.0))
+    stale = []
+    for i, change in enumerate(changes):
+        before = specs.named(mine26.pol).key
+        change(mine26)
+        stale += [i] if specs.named(mine26.pol).key == before else []
+    assert stale == [], stale
+    assert harness.fingerprint(torch.tensor([1 + 1j]).conj().imag) == harness.fingerprint(torch.tensor([-1.0]))
+
+
+def test_round26_results_files_as_their_runs_wrote_them(tmp_path, monkeypatch):
+    """Round 26: a results file edited by hand was published wherever its numbers passed the tables' checks (a tail
+    renamed to another r with r=16's bytes, 1e9 tokens/s, an ELU+1 row of 1 byte, a mini group's stored numbers
+    unlike its rows, a length study's r): a seal (about.digest) now says it is not as its run wrote it; t2r.length's
+    control took an unsealed lora file's count; TORCHINDUCTOR_CACHE_DIR= filled the current folder with kernels."""
+    import os
+    import types
+    import demo
+    from engine import fast
+    from t2r import length
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for name, block in (("t2r", "t2r"), ("t2r_mini", "t2r_mini"), ("t2r_length", "t2r_length"), ("busy", "tour_time")):
+        data = json.loads((root / "results" / f"{name}.json").read_text())
+        assert data["about"]["digest"] == harness.digest(data)  # each published file is sealed
+        text = json.dumps(data).replace("4", "5", 1)  # one digit retyped
+        (tmp_path / f"{name}.json").write_text(text)
+        with pytest.raises(ValueError, match=rf"results/{name}.json \(block {block}\): .*not as its run wrote it"):
+            demo.reported(f"<!-- results: {block} -->\n<!-- /results -->\n", results=tmp_path)
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    (tmp_path / "t2r_length_lora.json").write_text(json.dumps({"about": {"command": "x"}, "families": {"lora": {"finetune": {"tokens": 8}}}}))
+    with pytest.raises(ValueError, match="t2r_length_lora.json: ValueError: its about.digest"):
+        length.control_budget(tokens(4, 8), types.SimpleNamespace(finetune_minutes=None))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.getcwd())  # what torch makes of TORCHINDUCTOR_CACHE_DIR=
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fast.shutil, "which", lambda name: "/usr/bin/g++")
+    fast.compiled(lambda: None)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "torchinductor")

@@ -27,7 +27,12 @@ MORE = {"sinks-3": ("relu", 6, 0, dict(sinks=3)), "decay": ("t2r", 6, 0, dict(de
         "elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0)),
         # φ before RoPE: plain, and the hybrid with sinks and a decay (a folded row is turned back by its own position)
         "unrotated": ("t2r", 6, 0, dict(rotated=False)),
-        "unrotated-hybrid-3-sinks-1-decay": ("hedgehog", 4, 3, dict(sinks=1, decay=True, horizon=4.0, rotated=False))}
+        "unrotated-hybrid-3-sinks-1-decay": ("hedgehog", 4, 3, dict(sinks=1, decay=True, horizon=4.0, rotated=False)),
+        # every map with sinks, a decay and φ before RoPE (docs/t2r.md says all three views agree for each)
+        "t2r-hybrid-2-sinks-2-decay": ("t2r", 6, 2, dict(sinks=2, decay=True, horizon=5.0)),
+        "unrotated-t2r-hybrid-3-sinks-3": ("t2r", 6, 3, dict(sinks=3, rotated=False)),
+        "unrotated-relu-sinks-2-decay": ("relu", 6, 0, dict(sinks=2, decay=True, horizon=5.0, rotated=False)),
+        "unrotated-elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0, rotated=False))}
 MAPS |= {name: spec[:3] for name, spec in MORE.items()}
 
 
