@@ -297,7 +297,6 @@ def test_a_page_whose_markers_do_not_pair_is_refused_by_name(damage, says, tmp_p
 
 def test_what_the_report_writes_cannot_end_its_block(tmp_path, monkeypatch):
     """Results content ("-->", "<!-- /results -->" in a method's name or a command) broke the markers."""
-    import json
     import demo
     (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory `x` <!-- /results -->"}}))
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "a row <!-- /results --> more\n<!-- results: tour_time -->"))
@@ -309,7 +308,6 @@ def test_what_the_report_writes_cannot_end_its_block(tmp_path, monkeypatch):
 
 def test_the_report_reads_the_folder_the_pages_cite(tmp_path, monkeypatch, capsys):
     """With MSRNN_RESULTS exported it wrote the pages from that folder while citing results/."""
-    import json
     import demo
     from lab import harness
     for folder, when in ((tmp_path / "results", "published"), (tmp_path / "elsewhere", "a course run")):
@@ -379,7 +377,6 @@ def test_the_report_says_the_cores_of_the_run_and_escapes_tags(tmp_path):
 
 def test_a_results_marker_in_a_code_example_is_not_a_block(tmp_path, monkeypatch):
     """Round 8: a page that shows the markers in a fenced example had the example filled."""
-    import json
     import demo
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
     (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
