@@ -512,7 +512,8 @@ def claims(data) -> list:
         spread = statistics.stdev(map(test, t2r.values())) if n > 1 else None
         m, sd, v = _verdict([test(low[s]) - statistics.mean(map(test, t2r.values())) for s in sorted(low)], spread)
         out.append((f"the test loss falls from {small} to {top} features (pretrained)",
-                    f"{m:+.3f} nats (the seeds' spread at r={top}: {sd:.3f})" if n > 1 else f"{m:+.3f} nats", v))
+                    f"{m:+.3f} nats ({'one seed' if len(low) < 2 else f'{len(low)} seeds'} at r={small}; the seeds' spread "
+                    f"at r={top}: {sd:.3f})" if n > 1 else f"{m:+.3f} nats", v))
     return out
 
 
