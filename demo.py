@@ -375,7 +375,7 @@ def reported(text: str, results=None) -> str:
         file, write = REPORT[m.group(2)]
         try:
             data = json.loads((results / f"{file}.json").read_text(), parse_constant=not_finite)
-            harness.sealed(data)  # as its run wrote it: the checks below catch what a run should never write
+            harness.sealed(data, file)  # as its run wrote it: the checks below catch what a run should never write
             plausible(data)
             body = write(data)
             command = harness.spelled(str(data.get("about", {}).get("command", "?"))).replace("\n", " ")

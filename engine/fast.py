@@ -195,8 +195,8 @@ def compiled_step():
 def cold_cost() -> str:
     """What lab.bench last measured compiling to cost (results/bench.json, line 1d), as words for the message."""
     try:
-        cold, warm = (json.loads((pathlib.Path(__file__).parents[1] / "results" / "bench.json").read_text())
-                      ["compile_seconds"][k] for k in ("cold", "warm"))
+        bench = guards.sealed(json.loads((pathlib.Path(__file__).parents[1] / "results" / "bench.json").read_text()), "bench")
+        cold, warm = (bench["compile_seconds"][k] for k in ("cold", "warm"))  # as lab.bench wrote it, not as typed
         first = lambda d: sum(v for k, v in d.items() if k.startswith("decode"))
         said = lambda s: f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"  # 77 s is not "1 min"
         return f" (lab.bench measured {said(first(cold))} cold and {said(first(warm))} warm for decoding on its machine)"

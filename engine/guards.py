@@ -7,7 +7,9 @@ import contextlib
 from collections import abc
 import dataclasses
 import functools
+import hashlib
 import inspect
+import json
 import math
 import traceback
 import warnings
@@ -604,3 +606,28 @@ def _where(policy, e) -> str:
     frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is the frame of the `with` around the call
     mine = [f for f in frames if f.filename == home] or frames
     return f"(at {mine[-1].filename}:{mine[-1].lineno}: {mine[-1].line})" if mine else ""
+
+
+def digest(data: dict) -> str:
+    """A results file's seal: a hash of all it holds but the seal (about.digest), which `save` writes. A file
+    changed by hand since its run wrote it (a row given another's bytes, a number retyped) no longer matches it,
+    and the pages refuse it: the table checks catch what no run makes, the seal what a run made otherwise."""
+    body = {**data, "about": {k: v for k, v in data["about"].items() if k != "digest"}}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sealed(data, name=None) -> dict:
+    """`data`, a results file as read, if it holds what its run wrote (its seal, about.digest, matches) under the
+    name it is read as (about.name: t2r_mini_quick.json copied over t2r_mini.json is not the full run), else an
+    error that says so: the pages and the runs that read another's results take nothing typed by hand."""
+    about = data.get("about") if isinstance(data, dict) else None
+    if not isinstance(about, dict):
+        raise ValueError("it holds no `about` object (the command and code that made it): not a run's results")
+    if about.get("digest") != digest(data):
+        raise ValueError(f"its about.digest ({about.get('digest')}) is not that of what it holds ({digest(data)}): it is "
+                         f"not as its run wrote it (changed by hand, or written before runs sealed their results); run "
+                         f"`{about.get('command')}` again")
+    if name is not None and about.get("name", name) != name:
+        raise ValueError(f"it is the results of {about['name']!r} (`{about.get('command')}`), not of {name!r}: a file "
+                         "copied under another's name")
+    return data

@@ -25,6 +25,7 @@ import time
 import torch
 
 from engine import threads
+from engine.guards import digest, sealed  # noqa: F401  (a results file's seal: `save` writes it, readers check it)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 # next to the code, wherever it is run from; MSRNN_RESULTS elsewhere (the course's runs go to course/work/)
@@ -311,31 +312,11 @@ def check_writable(name: str) -> pathlib.Path:
     return folder
 
 
-def digest(data: dict) -> str:
-    """A results file's seal: a hash of all it holds but the seal (about.digest), which `save` writes. A file
-    changed by hand since its run wrote it (a row given another's bytes, a number retyped) no longer matches it,
-    and the pages refuse it: the table checks catch what no run makes, the seal what a run made otherwise."""
-    body = {**data, "about": {k: v for k, v in data["about"].items() if k != "digest"}}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def sealed(data) -> dict:
-    """`data`, a results file as read, if it holds what its run wrote (its seal, about.digest, matches), else an
-    error that says so: the pages and the runs that read another's results take nothing typed by hand."""
-    about = data.get("about") if isinstance(data, dict) else None
-    if not isinstance(about, dict):
-        raise ValueError("it holds no `about` object (the command and code that made it): not a run's results")
-    if about.get("digest") != digest(data):
-        raise ValueError(f"its about.digest ({about.get('digest')}) is not that of what it holds ({digest(data)}): it is "
-                         f"not as its run wrote it (changed by hand); run `{about.get('command')}` again")
-    return data
-
-
 def save(name: str, data: dict, about: dict, log: str = "", draw=None) -> pathlib.Path:
     """results/<name>.json: `data` with `about` (how it was made: command, code version as the run
     started, model, dtype, seconds) inside; results/<name>.log: what the run printed;
     results/<name>.png: draw(plt, data), if matplotlib is installed. Returns the JSON's path."""
-    about = {"command": typed(), **about}
+    about = {"command": typed(), **about, "name": name}
     about["digest"] = digest(json.loads(json.dumps({"about": about, **data})))  # as it will read back (keys as strings)
     path = RESULTS / f"{name}.json"
     atomic_write(path, json.dumps({"about": about, **data}, indent=1))

@@ -62,7 +62,8 @@ class Named:
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
         held += _world({p for code in codes for p in code}, runs)
-        bound = harness.fingerprint(*_value(dict(getattr(self.fn, "keywords", {}))))  # the parameters, as bound, by contents
+        bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
+        # bound, by contents, in any order they were given
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
@@ -271,7 +272,7 @@ def _value(x, depth: int = 0) -> list:
     if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
         own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
         return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
-                *_value({k: v for k, v in vars(x).items() if k not in TORCH_OWN or "hook" in k}, depth + 1),
+                *_value({k: v for k, v in vars(x).items() if k not in TORCH_OWN or "hook" in k or k == "training"}, depth + 1),
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
@@ -282,7 +283,7 @@ def _value(x, depth: int = 0) -> list:
     if depth >= DEEP and not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     if isinstance(x, abc.Mapping):
-        return ["dict", *(p for k, v in sorted(x.items(), key=lambda kv: repr(kv[0])) for p in (repr(k), *_value(v, depth + 1))), *_own(x, depth)]
+        return ["dict", *(p for k, v in x.items() for p in (repr(k), *_value(v, depth + 1))), *_own(x, depth)]  # in its order
     if isinstance(x, (abc.Set, set, frozenset)):  # each item by its contents, in an order that does not depend on the set's
         return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x), *_own(x, depth)]
     if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
@@ -320,7 +321,10 @@ def _own(x, depth) -> list:
 def _bound(x):
     """The object a bound method is bound to (Scorer(1.0).score's, a tensor's .mul's, a classmethod's class), or None
     (a function, or a module's builtin: len, math.sqrt)."""
-    owner = getattr(x, "__self__", None) if inspect.ismethod(x) or inspect.isbuiltin(x) else None
+    owner = getattr(x, "__self__", None) if inspect.ismethod(x) or inspect.isbuiltin(x) or inspect.ismethodwrapper(x) else None
+    home = sys.modules.get(getattr(x, "__module__", None) or "")  # random.shuffle: a method of random's own hidden
+    if home is not None and getattr(home, getattr(x, "__name__", ""), None) is x and _installed(type(owner)):  # Random,
+        return None  # seeded anew in every process: a library's function, keyed by its name
     return None if owner is None or inspect.ismodule(owner) else owner
 
 

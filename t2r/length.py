@@ -322,8 +322,14 @@ def control_budget(chunks, args, lora=None) -> dict:
     if lora is None and not path.exists():  # no lora run here yet
         return {"minutes": FINETUNE_MINUTES["lora"]}
     try:
-        tokens = (lora or harness.sealed(json.loads(path.read_text()))["families"]["lora"])["finetune"]["tokens"]
-    except (OSError, ValueError, LookupError, TypeError) as e:  # typed by hand, another program's, damaged
+        if lora is None:  # the lora family's own run: as it wrote it, on this run's chunks and r
+            run = harness.sealed(json.loads(path.read_text()), "t2r_length_lora")
+            if (run.get("train_length"), run.get("r")) != (chunks.shape[1], getattr(args, "r", run.get("r"))):
+                raise ValueError(f"it trained r={run.get('r')} on {run.get('train_length')}-token chunks, this run r="
+                                 f"{getattr(args, 'r', '?')} on {chunks.shape[1]}: not a budget to match")
+            lora = run["families"]["lora"]
+        tokens = lora["finetune"]["tokens"]
+    except (OSError, ValueError, LookupError, TypeError, RecursionError) as e:  # typed by hand, another run's, damaged
         raise ValueError(f"{path}: {type(e).__name__}: {e}; run --sets lora again, or give --finetune-minutes") from None
     if not (type(tokens) is int and chunks.shape[1] <= tokens <= chunks.numel()):  # a count no LoRA stage here read
         raise ValueError(f"results/t2r_length_lora.json says the lora family's LoRA read {tokens!r} tokens: not a run of "
@@ -440,7 +446,7 @@ def speed() -> dict | None:
     if not file.exists():
         return None
     try:
-        got = harness.sealed(json.loads(file.read_text()))
+        got = harness.sealed(json.loads(file.read_text()), "t2r_speed")
         rows = got["results"]
         if not all(isinstance(r, dict) and isinstance(r.get("label"), str) and type(r.get("tokens_read")) is int
                    and type(r.get("tokens_per_s")) in (int, float) for r in rows):

@@ -1747,7 +1747,7 @@ def test_round13_commands_refuse_options_twice_ignored_or_a_bad_budget(tmp_path,
             length.main(argv)
         assert says in capsys.readouterr().err
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
-    (tmp_path / "t2r_length_lora.json").write_text(sealed({"families": {"lora": {"finetune": {"tokens": -5}}}}))
+    (tmp_path / "t2r_length_lora.json").write_text(sealed({"train_length": 8, "families": {"lora": {"finetune": {"tokens": -5}}}}))
     args = types.SimpleNamespace(finetune_minutes=None)
     with pytest.raises(ValueError, match="read -5 tokens"):
         length.control_budget(tokens(4, 8), args)
