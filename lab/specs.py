@@ -272,7 +272,8 @@ def _value(x, depth: int = 0) -> list:
     if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
         own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
         return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
-                *_value({k: v for k, v in vars(x).items() if k not in TORCH_OWN or "hook" in k or k == "training"}, depth + 1),
+                *_value({k: list(v.values()) if "hook" in k and isinstance(v, dict) else v for k, v in vars(x).items()
+                         if k not in TORCH_OWN or "hook" in k or k == "training"}, depth + 1),  # hooks by function, not id
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]

@@ -82,9 +82,10 @@ def experiment(model, tok, r=64, kinds=("relu", "hedgehog"), window=64, length=4
     if tails and not (guards.integer(tail_size) and tail_size >= 1):
         raise ValueError(f"--tail-size {tail_size!r}: TOVA's size under which the tail trains is a whole number >= 1")
     if tails and tail_size >= (tail_length or length) - 1:  # TOVA s first drops a row position s + 1 reads
-        raise ValueError(f"--tail-size {tail_size}: TOVA drops no row a later position reads in chunks of "
-                         f"{tail_length or length} tokens, so its tail would learn from no folded row; give a size below "
-                         f"{(tail_length or length) - 1}")
+        n = tail_length or length  # chunks of 2 tokens: no size is below 1, the chunks are what is short
+        raise ValueError(f"--tail-size {tail_size}: TOVA drops no row a later position reads in chunks of {n} tokens, so "
+                         "its tail would learn from no folded row; give " +
+                         (f"a size below {n - 1}" if n > 2 else f"--tail-length above {tail_size + 1}"))
     if window >= length - 1:  # the first folded row is read at position `window`; the last predicts nothing
         raise ValueError(f"window {window}: the hybrid keeps its newest {window} rows exact, so no scored position of the "
                          f"{length} tokens it is read on reads its linear state (the full cache under its name); give a "

@@ -3132,3 +3132,61 @@ def test_round26_results_files_as_their_runs_wrote_them(tmp_path, monkeypatch):
     monkeypatch.setattr(fast.shutil, "which", lambda name: "/usr/bin/g++")
     fast.compiled(lambda: None)
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "torchinductor")
+
+
+def test_round27_keys_that_hold_their_inputs_and_stay_put(tmp_path):
+    """Round 27: a BatchNorm global kept its key from train() to eval(), a tensor's __getitem__ (a method-wrapper)
+    and a dict's order were not in it; and `from random import shuffle` gave a new key in every process (round 26
+    keyed random's hidden Random instance by its state), so a sweep never hit its cache."""
+    import subprocess
+    import sys
+    (tmp_path / "mine27.py").write_text(
+        "from random import shuffle\nimport torch\n\nNORM = torch.nn.BatchNorm1d(1)\nPICK = torch.tensor([1.0, -1.0]).__getitem__\n"
+        "ORDER = {'a': 1.0, 'b': -1.0}\n\n\ndef pol(rows):\n    return rows.pos.double() * PICK(0) * next(iter(ORDER.values()))\n")
+    mine27, = imported(tmp_path, "mine27")
+    changes = (lambda m: m.NORM.eval(), lambda m: m.PICK.__self__.mul_(-1.0),
+               lambda m: setattr(m, "ORDER", {"b": -1.0, "a": 1.0}))
+    stale = []
+    for i, change in enumerate(changes):
+        before = specs.named(mine27.pol).key
+        change(mine27)
+        stale += [i] if specs.named(mine27.pol).key == before else []
+    assert stale == [], stale
+    root = pathlib.Path(__file__).resolve().parents[1]
+    key = [subprocess.run([sys.executable, "-c", "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; from lab import specs; "
+                           "import mine27; print(specs.named(mine27.pol).key)", str(root), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120).stdout for _ in range(2)]
+    assert key[0] and key[0] == key[1], key
+
+
+def test_round27_seals_names_budgets_and_empty_maps(tmp_path, monkeypatch):
+    """Round 27: t2r_mini_quick.json copied over t2r_mini.json was published as the full run (the seal covered the
+    contents, not the name); the --compile message quoted a bench.json typed by hand; the control's LoRA budget
+    was read from a lora run of other chunks; a lora file nested 100,000 deep ended in a bare RecursionError; maps
+    of r=0 with no exact row attended to nothing."""
+    import shutil
+    import types
+    import demo
+    from engine import fast
+    from t2r import length, linear
+    root = pathlib.Path(__file__).resolve().parents[1]
+    shutil.copy(root / "results" / "t2r_mini_quick.json", tmp_path / "t2r_mini.json")
+    with pytest.raises(ValueError, match="it is the results of 't2r_mini_quick'"):
+        demo.reported("<!-- results: t2r_mini -->\n<!-- /results -->\n", results=tmp_path)
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "results").mkdir(exist_ok=True)
+    bench = json.loads((root / "results" / "bench.json").read_text())
+    bench["compile_seconds"]["cold"] = {k: 1.0 for k in bench["compile_seconds"]["cold"]}
+    (tmp_path / "results" / "bench.json").write_text(json.dumps(bench))
+    monkeypatch.setattr(fast, "__file__", str(tmp_path / "engine" / "fast.py"))
+    assert "lab.bench measured" not in fast.cold_cost()
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    args = types.SimpleNamespace(finetune_minutes=None, r=64)
+    (tmp_path / "t2r_length_lora.json").write_text(sealed({"train_length": 1024, "r": 64, "families": {"lora": {"finetune": {"tokens": 3072}}}}))
+    with pytest.raises(ValueError, match="trained r=64 on 1024-token chunks, this run r=64 on 8"):
+        length.control_budget(tokens(4, 8), args)
+    (tmp_path / "t2r_length_lora.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="t2r_length_lora.json: RecursionError"):
+        length.control_budget(tokens(4, 8), args)
+    with pytest.raises(ValueError, match="hold nothing"):
+        linear.run(MODEL, linear.FeatureMaps(MODEL.config, 0, "relu", dtype=MODEL.dtype), tokens(1, 6))
