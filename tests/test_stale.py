@@ -2909,6 +2909,16 @@ def test_round23_t2r_the_data_and_the_grader(tmp_path, monkeypatch):
     assert "grade takes no options" not in str(got.value)
 
 
+def kept_keys(module, changes) -> list:
+    """The changes to a policy file's values (module.pol's) after which its key stayed the same: each a stale hit."""
+    kept = []
+    for i, change in enumerate(changes):
+        before = specs.named(module.pol).key
+        change(module)
+        kept += [i] if specs.named(module.pol).key == before else []
+    return kept
+
+
 def test_round24_keys_past_round_23s_rules(tmp_path):
     """Round 24: an instance of a class with __get__ from a helper module beside the policy, one with __slots__, a
     list subclass with __get__, a ctypes array, a numpy object array holding a long tensor, a class made in a
@@ -2930,12 +2940,7 @@ def test_round24_keys_past_round_23s_rules(tmp_path):
                lambda m: m.SIGNS.__setitem__(0, -1.0), lambda m: m.RAW.__setitem__(0, -1.0),
                lambda m: setattr(m.C.Cfg, "SIGN", -1.0), lambda m: setattr(m.score, "SIGN", -1.0),
                lambda m: m.W[0].__setitem__(1000, -1.0))
-    stale = []
-    for i, change in enumerate(changes):
-        before = specs.named(mine24.pol).key
-        change(mine24)
-        stale += [i] if specs.named(mine24.pol).key == before else []
-    assert stale == [], stale
+    assert kept_keys(mine24, changes) == []
 
 
 def test_round24_names_tables_and_texts(tmp_path, monkeypatch):
@@ -3005,12 +3010,7 @@ def test_round25_keys_bound_methods_and_odd_tensors(tmp_path):
     changes = (lambda m: setattr(m.FNS[0].__self__, "sign", -1.0), lambda m: setattr(m.P.func.__self__, "sign", -1.0),
                lambda m: setattr(m.SCORE.__self__, "sign", -1.0),
                lambda m: setattr(m, "Q", torch.quantize_per_tensor(torch.tensor([-1.0]), 0.1, 20, torch.qint8)))
-    stale = []
-    for i, change in enumerate(changes):
-        before = specs.named(mine25.pol).key
-        change(mine25)
-        stale += [i] if specs.named(mine25.pol).key == before else []
-    assert stale == [], stale
+    assert kept_keys(mine25, changes) == []
     assert harness.fingerprint(torch.tensor([1 + 2j]).conj()) == harness.fingerprint(torch.tensor([1 - 2j]))  # by its values
 
 
@@ -3096,12 +3096,7 @@ def test_round26_keys_of_bound_builtins_installed_objects_and_subclasses(tmp_pat
                lambda m: m.MUL.__self__.fill_(-1.0), lambda m: setattr(m.CFG, "sign", -1.0), lambda m: setattr(m.LS, "sign", -1.0),
                lambda m: setattr(m.FL, "sign", -1.0), lambda m: setattr(m.NET, "_sign", -1.0),
                lambda m: m.IDENT.register_forward_hook(lambda mod, inp, out: -out), lambda m: setattr(m._S, "SIGN", -1.0))
-    stale = []
-    for i, change in enumerate(changes):
-        before = specs.named(mine26.pol).key
-        change(mine26)
-        stale += [i] if specs.named(mine26.pol).key == before else []
-    assert stale == [], stale
+    assert kept_keys(mine26, changes) == []
     assert harness.fingerprint(torch.tensor([1 + 1j]).conj().imag) == harness.fingerprint(torch.tensor([-1.0]))
 
 
@@ -3146,12 +3141,7 @@ def test_round27_keys_that_hold_their_inputs_and_stay_put(tmp_path):
     mine27, = imported(tmp_path, "mine27")
     changes = (lambda m: m.NORM.eval(), lambda m: m.PICK.__self__.mul_(-1.0),
                lambda m: setattr(m, "ORDER", {"b": -1.0, "a": 1.0}))
-    stale = []
-    for i, change in enumerate(changes):
-        before = specs.named(mine27.pol).key
-        change(mine27)
-        stale += [i] if specs.named(mine27.pol).key == before else []
-    assert stale == [], stale
+    assert kept_keys(mine27, changes) == []
     root = pathlib.Path(__file__).resolve().parents[1]
     key = [subprocess.run([sys.executable, "-c", "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; from lab import specs; "
                            "import mine27; print(specs.named(mine27.pol).key)", str(root), str(tmp_path)],
