@@ -59,6 +59,14 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def check_holds(maps):
+    """Refuse T2R maps of no feature and no exact row read alone (t2r/linear.py's views): each swapped layer would
+    attend to nothing (zero outputs, zero bytes). r = 0 is a tail's test, read under a policy's rows by t2r/tail.py."""
+    if maps.kind != "elu" and maps.r == 0 and not (maps.window or maps.sinks):
+        raise ValueError("maps of r=0 with no window and no sinks hold nothing: each swapped layer would attend to "
+                         "nothing; give r >= 1 (r = 0 is for a tail, read under TOVA's rows by t2r/tail.py)")
+
+
 def check_maps(model, maps):
     """T2R's feature maps (t2r/linear.py) against the model: the layers they swap exist, and φ of this
     model's queries and keys (a zero probe each) gives features of the shape and dtype the state holds."""

@@ -24,7 +24,7 @@ from data import corpus
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
 
-def tokenizer(tok):
+def check_tokenizer(tok):
     """Refuse what is not a tokenizer (None failed as 'NoneType' object has no attribute 'encode')."""
     if not callable(getattr(tok, "encode", None)):
         raise ValueError(f"reading text takes a tokenizer (load_weights.load_tokenizer()), got {tok!r}")
@@ -32,7 +32,7 @@ def tokenizer(tok):
 
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:
     """n chunks (n, length) of real text: the first chunk of each book, then the second of each, ..."""
-    tokenizer(tok)
+    check_tokenizer(tok)
     per_book = [corpus.chunks(tok.encode(corpus.book(b)).ids, length) for b in books]
     out = [c[i] for i in range(max(map(len, per_book))) for c in per_book if i < len(c)][:n]
     if len(out) < n:
@@ -497,7 +497,7 @@ FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. T
 
 def passkey_prompts(tok, length, depths, keys):
     """One prompt per (depth, key), all exactly `length` tokens: filler with the key sentence at `depth`."""
-    tokenizer(tok)
+    check_tokenizer(tok)
     head = tok.encode("There is a pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n").ids
     tail = tok.encode("\nWhat is the pass key? The pass key is").ids
     if not all(guards.number(d) and 0 <= d <= 1 for d in depths):  # 1.5 made a longer prompt, -0.5 a shorter one

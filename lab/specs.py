@@ -257,6 +257,7 @@ def _data(x) -> bool:  # a value, not code: modules, functions, classes and desc
 
 TORCH_OWN = set(vars(torch.nn.Module()))  # an nn.Module's own bookkeeping (its weights are keyed apart); its hooks
 # and the user's attributes, private ones too (self._sign), are what the module computes with
+PLAIN = (str, bytes, int, float, complex, bool, type(None))  # values keyed by their repr
 DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
 
 
@@ -277,11 +278,11 @@ def _value(x, depth: int = 0) -> list:
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
-    if _bound(x) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul: its object too
-        owner = _bound(x)
+    if (owner := _bound(x)) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul
         return ["method", getattr(x, "__qualname__", ""), *(_fields(owner, data_only=True) if inspect.isclass(owner)
                                                            else _value(owner, depth + 1))]
-    if depth >= DEEP and not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
+    plain = isinstance(x, PLAIN)
+    if depth >= DEEP and not plain:
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     if isinstance(x, abc.Mapping):
         return ["dict", *(p for k, v in x.items() for p in (repr(k), *_value(v, depth + 1))), *_own(x, depth)]  # in its order
@@ -294,24 +295,21 @@ def _value(x, depth: int = 0) -> list:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
-    if not isinstance(x, (str, bytes, int, float, complex, bool, type(None))) and _installed(type(x)) and depth < DEEP:
+    if plain:  # a subclass of float or str keeps its attributes beside its value (T.sign)
+        return [repr(x), *_own(x, depth)]
+    if _installed(type(x)):
         try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
             reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
         except Exception:
             reduced = None
         if isinstance(reduced, tuple) and len(reduced) > 1:
             return [type(x).__qualname__, *_value(list(reduced[1:3]), depth + 1)]
-    if not isinstance(x, (str, bytes, int, float, complex, bool, type(None))):
-        try:  # a buffer (a ctypes array: its items are its bytes, not its empty __dict__)
-            return [type(x).__qualname__, bytes(memoryview(x))]
-        except (TypeError, ValueError, BufferError):
-            pass
-    if isinstance(x, (str, bytes, int, float, complex)) and getattr(x, "__dict__", None) and depth < DEEP:
-        return [repr(x), *_value(vars(x), depth + 1)]  # a float subclass holding a setting (T.sign)
+    try:  # a buffer (a ctypes array: its items are its bytes, not its empty __dict__)
+        return [type(x).__qualname__, bytes(memoryview(x))]
+    except (TypeError, ValueError, BufferError):
+        pass
     fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr
-    if depth < DEEP and (hasattr(x, "__dict__") or fields) and not isinstance(x, (str, bytes, int, float, complex, bool)):
-        return [type(x).__qualname__, *_value(fields, depth + 1)]
-    return [repr(x)]
+    return [type(x).__qualname__, *_value(fields, depth + 1)] if hasattr(x, "__dict__") or fields else [repr(x)]
 
 
 def _own(x, depth) -> list:

@@ -326,7 +326,7 @@ def table(data) -> str:
             raise ValueError(f"{row['method']}: {row['tokens']!r} tokens in {row.get('seconds')!r} s at {row['tokens_per_s']!r} "
                              "tokens/s; a trained row read some tokens (a whole number) in some seconds (rounded: 0 for a "
                              "tiny run) at a finite speed")
-        if not (guards.number(row["ppl"]) and math.isfinite(row["ppl"]) and row["ppl"] >= 1):  # NaN, 0.5, -3 published
+        if not (guards.number(row["ppl"]) and row["ppl"] >= 1):  # NaN, 0.5, -3 published
             raise ValueError(f"{row['method']}: perplexity {row['ppl']!r}; a perplexity is a finite number of at least 1")
         if not (guards.integer(row["state_bytes"]) and row["state_bytes"] >= 1):  # published as "0.00 MiB"
             raise ValueError(f"{row['method']}: a state of {row['state_bytes']!r} bytes; every row holds a state")

@@ -226,7 +226,7 @@ def swapped(maps: FeatureMaps, i: int, q, k, v, block: int | None = 64):
 def forward(model: llama.Model, maps: FeatureMaps, tokens):
     """llama.forward with linear attention in the swapped layers, softmax in the others."""
     guards.check_maps(model, maps)                                   # layers, shapes and dtype that fit the model
-    holds_something(maps)
+    guards.check_holds(maps)
 
     def attend(i, q, k, v):
         return swapped(maps, i, q, k, v) if i in maps.layers else softmax(model, q, k, v)
@@ -290,18 +290,10 @@ class LinearState:
         self.z += fk
 
 
-def holds_something(maps: FeatureMaps):
-    """Refuse maps of no feature and no exact row read alone: each swapped layer would attend to nothing (zero
-    outputs, zero bytes). r = 0 is a tail's test, read under a policy's rows by t2r/tail.py."""
-    if maps.kind != "elu" and maps.r == 0 and not (maps.window or maps.sinks):
-        raise ValueError("maps of r=0 with no window and no sinks hold nothing: each swapped layer would attend to "
-                         "nothing; give r >= 1 (r = 0 is for a tail, read under TOVA's rows by t2r/tail.py)")
-
-
 def init_state(model: llama.Model, maps: FeatureMaps, batch: int = 1) -> msrnn.State:
     """Per layer: a LinearState where attention is swapped out, the unbounded multi-state elsewhere."""
     guards.check_maps(model, maps)
-    holds_something(maps)
+    guards.check_holds(maps)
     c, w = model.config, maps.window
     zeros = lambda *s: torch.zeros(batch, c.n_kv_heads, *s, dtype=model.dtype, device=model.device)
     multi = msrnn.init_state(model, batch).layers
