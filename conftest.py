@@ -22,11 +22,11 @@ def tiny_config(**over) -> llama.Config:
     return llama.Config(**c)
 
 
-def sealed(data: dict) -> str:
-    """A results file's text as `harness.save` writes it, with its seal (about.digest): what a run made."""
+def sealed(data: dict, name: str) -> str:
+    """A results file's text as `harness.save` writes it as results/<name>.json, with its seal (about.digest): what a run made."""
     import json
     from lab import harness
-    data = {**data, "about": {**data.get("about", {}), "digest": None}}
+    data = {**data, "about": {"name": name, **data.get("about", {}), "digest": None}}
     data["about"]["digest"] = harness.digest(data)
     return json.dumps(data)
 

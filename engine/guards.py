@@ -60,8 +60,9 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 def check_holds(maps):
-    """Refuse T2R maps of no feature and no exact row read alone (t2r/linear.py's views): each swapped layer would
-    attend to nothing (zero outputs, zero bytes). r = 0 is a tail's test, read under a policy's rows by t2r/tail.py."""
+    """Refuse T2R maps of no feature and no exact row read alone (t2r/linear.py's views) or trained (t2r/train.py):
+    each swapped layer would attend to nothing (zero outputs, zero bytes, no weight to learn). r = 0 is a tail's
+    test, read under a policy's rows by t2r/tail.py."""
     if maps.kind != "elu" and maps.r == 0 and not (maps.window or maps.sinks):
         raise ValueError("maps of r=0 with no window and no sinks hold nothing: each swapped layer would attend to "
                          "nothing; give r >= 1 (r = 0 is for a tail, read under TOVA's rows by t2r/tail.py)")
@@ -207,7 +208,10 @@ def integer(x) -> bool:
 
 
 def number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)  # not True, NaN or inf
+    try:  # not True, NaN or inf, nor an int past float's range (10**400: math.isfinite raised OverflowError)
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def check_flags(**flags):
@@ -635,7 +639,7 @@ def sealed(data, name=None) -> dict:
         raise ValueError(f"its about.digest ({about.get('digest')}) is not that of what it holds ({digest(data)}): it is "
                          f"not as its run wrote it (changed by hand, or written before runs sealed their results); run "
                          f"`{about.get('command')}` again")
-    if name is not None and about.get("name", name) != name:
-        raise ValueError(f"it is the results of {about['name']!r} (`{about.get('command')}`), not of {name!r}: a file "
-                         "copied under another's name")
+    if name is not None and about.get("name") != name:  # no name at all: sealed before files were named, any run's
+        raise ValueError(f"it is the results of {about.get('name', 'a run that names none')!r} (`{about.get('command')}`), "
+                         f"not of {name!r}: a file copied under another's name, or from before results named their run")
     return data

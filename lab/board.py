@@ -5,7 +5,6 @@ from Window+4 to the better lookahead bound it closes, passkey keys found per st
 per call, and the checker's verdicts. Every cell is cached by the policy's key (its source and
 parameters), as the sweep's settings are, so adding a policy measures only its own cells.
 """
-import json
 import re
 import time
 
@@ -83,7 +82,7 @@ def step_cell(model, ids, policy, size, prompts, tok, compile, path):
     """Keys found when the prompts are read under the policy at `size` rows, evicting at every step."""
     start, p = time.time(), specs.named(policy)
     k = found(tok, experiments.answer_ids(model, prompts, p.on(model, prompts), size, 6, compile=compile))
-    harness.atomic_write(path, json.dumps({"found": k, "seconds": time.time() - start}))
+    harness.write_cached(path, {"found": k, "seconds": time.time() - start})
     return f"  {p.label:>12} {size:>5}: {k}/{PROMPTS} keys per step  ({time.time() - start:.0f} s)"
 
 
@@ -92,7 +91,7 @@ def oneshot_cells(model, ids, policies, sizes, prompts, tok, paths):
     start, named = time.time(), [specs.named(p) for p in policies]
     got = experiments.oneshot_answer_ids(model, prompts, [(p.on(model, prompts), s) for p, s in zip(named, sizes)])
     for path, answer in zip(paths, got):
-        harness.atomic_write(path, json.dumps({"found": found(tok, answer)}))
+        harness.write_cached(path, {"found": found(tok, answer)})
     return f"  {len(paths)} one-shot cuts: {', '.join(f'{p.label} {s}' for p, s in zip(named, sizes))}  ({time.time() - start:.0f} s)"
 
 
@@ -100,7 +99,7 @@ def check_cell(model, ids, policy, path):
     """The checker's verdicts (checker.check) and its cost."""
     start, p = time.time(), specs.named(policy)
     verdicts = {k: v[0] for k, v in checker.check(p, log=experiments.quiet).items() if k != "seconds"}
-    harness.atomic_write(path, json.dumps(verdicts))
+    harness.write_cached(path, verdicts)
     return f"  {p.label:>12}: checked, {verdicts['cost']}  ({time.time() - start:.0f} s)"
 
 

@@ -13,7 +13,6 @@ quality   perplexity on the default model and a real book, next to Window+4 and 
 import dataclasses
 import functools
 import itertools
-import json
 import sys
 import time
 
@@ -236,7 +235,7 @@ def quality(named, model, tok, sizes=(64, 256), length=2048, book="alice29", cac
                     t0 = time.time()
                     ppl = experiments.perplexity(model, ids, p, size, chunk=length, regime=regime,
                                                  prompt_len=length // 2)["ppl"]
-                    harness.atomic_write(file, json.dumps(ppl))
+                    harness.write_cached(file, ppl)
                     log(f"  quality   {column} {size} {regime}: {ppl:.2f} ({time.time() - t0:.0f} s)")
                 table[column, size, regime] = ppl
     return table

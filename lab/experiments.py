@@ -5,7 +5,6 @@ figure; demo.py runs them, prints the table and saves everything under results/.
 """
 import functools
 import itertools
-import json
 import math
 import time
 
@@ -198,7 +197,7 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
             log(row)
             continue
         p, s = args[a]
-        harness.atomic_write(file(p, s), json.dumps(row))
+        harness.write_cached(file(p, s), row)
         done[p, s] = row
         log(f"  {p.label if p else 'shorter':>12} {s:>5}: ppl {row['ppl']:9.2f}  (chunks {min(row['per_chunk']):.2f}-"
             f"{max(row['per_chunk']):.2f}, {row['seconds']:.0f} s)")

@@ -96,10 +96,21 @@ def atomic_write(path: pathlib.Path, text: str):
 FRESH = False  # demo.py --fresh: every cached result is measured again (and written anew)
 
 
+def write_cached(path: pathlib.Path, value):
+    """Cache a measured result at `path`, sealed with its place (read_cached serves it only there, as written)."""
+    value = json.loads(json.dumps(value))  # as it will read back (tuples as lists, keys as strings)
+    atomic_write(path, json.dumps({"value": value, "seal": _cell_seal(path, value)}))
+
+
+def _cell_seal(path: pathlib.Path, value) -> str:
+    # the folder (the model's fingerprint) and the file (the cell's key) too: a cell copied to another's place is not its
+    return hashlib.sha256(json.dumps([path.parent.name, path.name, value], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def read_cached(path: pathlib.Path, shape=None, fresh=None):
-    """A cached JSON result, or None when it is missing, unreadable or not of `shape` (then it is
-    measured again: a file damaged by hand or by a crash of an older version must not block every
-    later run), or when FRESH. shape: a type (float means any finite number), (type, low) for one of at
+    """A cached result as write_cached wrote it, or None when it is missing, unreadable, not sealed as written
+    there, or not of `shape` (then it is measured again: a cell edited by hand, moved, or damaged by a crash or an
+    older version is neither served nor blocks every later run), or when FRESH. shape: a type (float means any finite number), (type, low) for one of at
     least low (a perplexity below 1 is no run's), (type, low, high) for one from low to high, or a dict {key: type} of what it must hold
     ({"key?": type}: where it holds it). fresh=False
     reads what this run has just measured, even under --fresh."""
@@ -112,6 +123,11 @@ def read_cached(path: pathlib.Path, shape=None, fresh=None):
     except (OSError, ValueError, RecursionError) as e:
         print(f"[msrnn] ignoring the unreadable cached result {path} ({e}); measuring it again", file=sys.stderr)
         return None
+    if not (isinstance(data, dict) and data.keys() == {"value", "seal"} and data["seal"] == _cell_seal(path, data["value"])):
+        print(f"[msrnn] ignoring the cached result {path}: not as a run wrote it there (changed by hand, moved, or an "
+              "older version's); measuring it again", file=sys.stderr)
+        return None
+    data = data["value"]
     wrong = _not_of_shape(data, shape)
     if wrong:
         print(f"[msrnn] ignoring the cached result {path}: {wrong}; measuring it again", file=sys.stderr)
@@ -193,6 +209,16 @@ def run_name(name: str, changed: list) -> str:
     if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
         slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
     return f"runs/{name}-{slug}"
+
+
+def own_name(given, settings: str, published) -> str:
+    """A run's results name: --name (`given`), else `settings`, the name run_name gives its settings. A --name that
+    is where the pages read other settings' run is refused (`t2r.mini --quick --name t2r_mini` was published as
+    the full run)."""
+    if given is not None and given != settings and given in published:
+        raise ValueError(f"--name {given}: the pages read results/{given}.json as the run of its published settings, "
+                         f"and this run's settings are {settings!r}'s; choose another --name")
+    return settings if given is None else given
 
 
 def repeated(args, ignore=()) -> str:

@@ -13,6 +13,7 @@ import os
 import pathlib
 import sys
 import sysconfig
+import tokenize
 import unicodedata
 
 import numpy as np
@@ -57,7 +58,7 @@ class Named:
         runs, held = _reads(self.fn)
         try:
             codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
-            source = "".join(inspect.getsource(f) + harness.fingerprint(*code, *harness.data_files(*code), *_compiled(f))
+            source = "".join(_source(f) + harness.fingerprint(*code, *harness.data_files(*code), *_compiled(f))
                              for f, code in zip(runs, codes))
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
@@ -68,6 +69,15 @@ class Named:
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
+
+
+def _source(f) -> str:
+    """f's lines, or where it starts where inspect cannot cut them out (a lambda on the line that closes a string
+    raised tokenize.TokenError): its file is hashed whole beside it, and its compiled code too."""
+    try:
+        return inspect.getsource(f)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return f"{getattr(f, '__qualname__', f)} at line {getattr(getattr(f, '__code__', None), 'co_firstlineno', '?')}"
 
 
 def _world(files: set, runs) -> list:
@@ -229,7 +239,8 @@ def _globals(f) -> tuple[list, list]:
                         helpers.append(y)
             elif inspect.isclass(x):  # Cfg.SIGN: a class's settings; its methods' reads
                 parts += [kind + n, *_fields(x, data_only=True)]
-                helpers += [m for c in x.__mro__ for m in vars(c).values() if inspect.isfunction(m) and _users(m)]
+                helpers += [m for c in x.__mro__ for v in vars(c).values() for m in [getattr(v, "__func__", v)]  # a
+                            if inspect.isfunction(m) and _users(m)]  # staticmethod's function too: its closure's values
             elif inspect.ismethod(x):  # SCORE = obj.score: the object's fields, and the method
                 parts += [kind + n, *_value(x.__self__)]
                 helpers += [x.__func__] if inspect.isfunction(x.__func__) and (follow or _users(x.__func__)) else []
@@ -266,10 +277,11 @@ def _value(x, depth: int = 0) -> list:
     weights, a list, tuple, set or dict item by item; a function, class or module by its name (its file is
     hashed with the code); anything else by its repr, which, holding an address, misses the cache rather
     than hit another's."""
-    if isinstance(x, torch.Tensor):
-        return [x] if not x.is_nested else ["nested", *(p for t in x.unbind() for p in _value(t, depth + 1))]
+    if isinstance(x, torch.Tensor):  # a subclass's attributes too (W.sign), as a list's
+        return [x, *_own(x, depth)] if not x.is_nested else ["nested", *(p for t in x.unbind() for p in _value(t, depth + 1))]
     if isinstance(x, np.ndarray):  # an object array item by item (its repr elides a long tensor's middle)
-        return [str((x.dtype, x.shape)), x.tobytes()] if x.dtype != object else [str(x.shape), *_value(x.tolist(), depth + 1)]
+        return [*([str((x.dtype, x.shape)), x.tobytes()] if x.dtype != object else [str(x.shape), *_value(x.tolist(), depth + 1)]),
+                *_own(x, depth)]
     if isinstance(x, torch.nn.Module):  # its weights, every buffer (persistent or not), its settings, its children
         own = [*x.named_parameters(recurse=False), *x.named_buffers(recurse=False)]
         return [type(x).__qualname__, *(p for k, v in own for p in (k, v)),
@@ -285,11 +297,17 @@ def _value(x, depth: int = 0) -> list:
     if depth >= DEEP and not plain:
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     if isinstance(x, abc.Mapping):
-        return ["dict", *(p for k, v in x.items() for p in (repr(k), *_value(v, depth + 1))), *_own(x, depth)]  # in its order
+        return ["dict", *(p for k, v in x.items() for p in (*_value(k, depth + 1), *_value(v, depth + 1))),  # in its order,
+                *_own(x, depth)]  # its keys by contents too (a repr may hide a field or elide a tensor's middle)
     if isinstance(x, (abc.Set, set, frozenset)):  # each item by its contents, in an order that does not depend on the set's
         return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x), *_own(x, depth)]
     if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
         return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1)), *_own(x, depth)]
+    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x
+    if inspect.isfunction(x) and _users(x) and depth < DEEP:  # a helper held in a value (OBJ.f = make(-1.0)): its name,
+        cells = [_contents(c) for c in x.__closure__ or ()]  # and what its closure and defaults hold (its code is in its file's hash)
+        return ["function", x.__qualname__, *_value([c for c in cells if c is not x], depth + 1),
+                *_value([x.__defaults__, x.__kwdefaults__, {k: v for k, v in vars(x).items() if k != "__wrapped__"}], depth + 1)]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         try:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
@@ -313,8 +331,9 @@ def _value(x, depth: int = 0) -> list:
 
 
 def _own(x, depth) -> list:
-    """The attributes a subclass of dict, list or set keeps beside its items (CFG.sign), as key parts."""
-    return ["attributes", *_value(vars(x), depth + 1)] if getattr(x, "__dict__", None) else []
+    """The attributes a subclass of dict, list, float or a tensor keeps beside its items (CFG.sign), slots too, as key parts."""
+    fields = _fields_of(x)
+    return ["attributes", *_value(fields, depth + 1)] if fields else []
 
 
 def _bound(x):

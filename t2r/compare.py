@@ -5,7 +5,6 @@ its recipe.
 """
 
 import inspect
-import json
 import math
 import pathlib
 import re
@@ -201,7 +200,7 @@ def measured_row(method, trained, nll, test, model_key, *code) -> dict:
         with torch.no_grad():
             losses = nll()
         got = {"ppl": math.exp(losses.mean().item()), "ppl_per_chunk": [math.exp(x) for x in losses.mean(1).tolist()]}
-        harness.atomic_write(file, json.dumps(got))
+        harness.write_cached(file, got)
     return got
 
 
@@ -216,7 +215,7 @@ def policy_rows(model, test, sizes, log=print) -> list:
         got = harness.read_cached(file, experiments.MEASURED)
         if got is None:
             got = experiments.measure(model, test, p, size, batch=1)
-            harness.atomic_write(file, json.dumps(got))
+            harness.write_cached(file, got)
         full = p is specs.FULL
         rows.append(dict(method="softmax, full cache" if full else f"{p.label} {size}", family="full" if full else p.spec,
                          state_bytes=msrnn.state_bytes(model, size), ppl=got["ppl"], ppl_per_chunk=got["per_chunk"]))

@@ -291,7 +291,7 @@ def kept(got: dict, which: str, measured) -> dict:
     for row in got["rows"]:
         row["family"] = which
     got["methods"] = sorted({r["method"] for r in got["rows"]})  # what a read back must hold, every one at every length
-    harness.atomic_write(measured, json.dumps(got))
+    harness.write_cached(measured, got)
     return got
 
 
@@ -406,9 +406,10 @@ def main(argv=None):
         if option in uses and args.sets != "all" and args.sets not in uses[option]:
             ap.error(f"--{option.replace('_', '-')} does not apply to --sets {args.sets} (it sets "
                      f"{', '.join(sorted(uses[option]))})")
-    if args.name is None:  # other settings than the published ones never overwrite the file the pages show
-        published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
-        args.name = harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug")))
+    # other settings than the published ones never overwrite the files the pages show, by default or by --name
+    published = "t2r_length" if args.sets == "all" else f"t2r_length_{args.sets}"
+    args.name = harness.own_name(args.name, harness.run_name(published, harness.changed_options(args, ap, ("sets", "name", "debug"))),
+                                 ["t2r_length", *(f"t2r_length_{f}" for f in FAMILIES)])
     harness.check_writable(args.name)  # before an hour of training, not after
     speed_rows = speed()  # read before the work too: a damaged file is named now, not after the hour
     t0, version = time.time(), harness.code_version()

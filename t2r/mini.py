@@ -696,8 +696,8 @@ def main(argv=None):
     if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
         torch.set_num_threads(1)
     # another number of jobs rounds differently (one thread each): not the published run, unless named
-    name = args.name or harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
-                                         [("jobs", args.jobs)] if args.jobs != 2 else [])
+    name = harness.own_name(args.name, harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
+                                                        [("jobs", args.jobs)] if args.jobs != 2 else []), ["t2r_mini", "t2r_mini_quick"])
     preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
     harness.check_writable(name)
     t0, version = time.time(), harness.code_version()

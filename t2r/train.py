@@ -8,6 +8,7 @@ softmax output on the frozen model's own q, k, v. Then a finetune: LoRA (LoLCATs
 import copy
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -181,8 +182,13 @@ def _save_run(path, params: dict, opt, meta: dict):
     for n, p in params.items():
         for key, value in opt.state.get(p, {}).items():  # step, exp_avg, exp_avg_sq
             tensors[f"adam.{key}.{n}"] = value.detach().contiguous()
-    with harness.atomic(pathlib.Path(path)) as tmp:
-        save_file(tensors, str(tmp), metadata={"run": json.dumps(meta)})
+    record = json.dumps(meta)
+    with harness.atomic(pathlib.Path(path)) as tmp:  # the record sealed, as a results file is: edited, it is refused
+        save_file(tensors, str(tmp), metadata={"run": record, "seal": _seal(record)})
+
+
+def _seal(record: str) -> str:
+    return hashlib.sha256(record.encode()).hexdigest()[:16]
 
 
 def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
@@ -190,9 +196,13 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
     `total` steps (every tensor and the record checked first, so that a file refused changes nothing); returns its meta."""
     try:
         with safe_open(str(path), "pt") as f:
-            meta, tensors = json.loads((f.metadata() or {})["run"]), {n: f.get_tensor(n) for n in f.keys()}
+            record, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
+            meta = json.loads(record["run"])
     except Exception as e:
         raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
+    if record.get("seal") != _seal(record["run"]):
+        raise ValueError(f"{path}: its run record is not as the run wrote it (changed by hand, or saved by an older "
+                         "version); delete the file to start again")
     kinds = {"settings": dict, "step": int, "seconds": (int, float), "tokens": int, "losses": list, "curve": list}
     number = guards.number
     if not isinstance(meta, dict) or any(not isinstance(meta.get(k), t) or isinstance(meta.get(k), bool)
@@ -460,6 +470,7 @@ def _check_run(model, maps_list, chunks, seed=0, save_every=1, eval_every=1):
     guards.check_tokens(model, chunks, dims=(2,))  # chunks (N, T): a text (T,) is one chunk, chunks[None]
     for m in maps_list:  # a row older than the exact ones is what a linear part learns from
         guards.check_maps(model, m)  # layers, shapes and dtype that fit the model
+        guards.check_holds(m)  # r = 0 and no exact row: nothing to train, and nothing attended to
         if not m.layers:
             raise ValueError("maps that swap no layer have nothing to learn: give FeatureMaps some layers")
         if chunks.shape[1] <= max(m.window + m.sinks, 1):  # one token alone: out = v whatever φ is, a gradient of 0

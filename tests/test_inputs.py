@@ -165,12 +165,13 @@ def test_an_unwritable_cache_names_the_folder_and_the_variable(tmp_path, monkeyp
 
 def test_writes_are_atomic_and_a_damaged_cached_result_is_measured_again(tmp_path, capsys):
     target = tmp_path / "result.json"
-    harness.atomic_write(target, '{"ppl": 1.0}')
+    harness.write_cached(target, {"ppl": 1.0})
+    written = target.read_text()
     with pytest.raises(KeyboardInterrupt):
         with harness.atomic(target) as tmp:
             tmp.write_text('{"ppl": 2')  # half written, then interrupted
             raise KeyboardInterrupt
-    assert target.read_text() == '{"ppl": 1.0}' and list(tmp_path.iterdir()) == [target]  # no temporary left
+    assert target.read_text() == written and list(tmp_path.iterdir()) == [target]  # no temporary left
     assert harness.read_cached(target) == {"ppl": 1.0} and harness.read_cached(tmp_path / "none.json") is None
     target.write_text('{"ppl": 2')  # damaged by an older version or by hand: measured again, not fatal
     assert harness.read_cached(target) is None
@@ -353,8 +354,10 @@ def test_a_state_of_its_own_size_runs_on():
                  msrnn.run(MODEL, tokens(1, 9), policies.tova, 4), atol=EXACT)
 
 
-def _run_record(meta, **changed):
-    return {"run": json.dumps(json.loads(meta["run"]) | changed)}
+def _run_record(meta, seal=True, **changed):
+    from t2r import train
+    run = json.dumps(json.loads(meta["run"]) | changed)
+    return {"run": run, "seal": train._seal(run)} if seal else {"run": run}  # sealed: the record's own check refuses it
 
 
 # damage -> (the file's metadata, its tensors) -> (metadata, tensors), and what the refusal says
@@ -362,7 +365,9 @@ DAMAGE = {
     "nan": (lambda m, t: (m, {n: x * float("nan") if "exp_avg_sq" in n else x for n, x in t.items()}), "is damaged"),
     "negative": (lambda m, t: (m, {n: -x - 1 if "exp_avg_sq" in n else x for n, x in t.items()}), "is damaged"),
     "missing": (lambda m, t: (m, {n: x for n, x in t.items() if "exp_avg_sq" not in n}), "is missing"),
-    "record": (lambda m, t: ({"run": json.dumps({"step": "x"})}, t), "run record is damaged"),
+    "record": (lambda m, t: ({"run": '{"step": "x"}', "seal": __import__("t2r.train").train._seal('{"step": "x"}')}, t),
+               "run record is damaged"),
+    "edited by hand": (lambda m, t: (_run_record(m, seal=False, seconds=1.0), t), "not as the run wrote it"),
     "seconds": (lambda m, t: (_run_record(m, seconds=float("nan")), t), "run record is damaged"),
     "tokens": (lambda m, t: (_run_record(m, tokens=-5), t), "run record is damaged"),
     "losses": (lambda m, t: (_run_record(m, losses=["x"] * 4), t), "run record is damaged"),

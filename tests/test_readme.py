@@ -298,7 +298,7 @@ def test_a_page_whose_markers_do_not_pair_is_refused_by_name(damage, says, tmp_p
 def test_what_the_report_writes_cannot_end_its_block(tmp_path, monkeypatch):
     """Results content ("-->", "<!-- /results -->" in a method's name or a command) broke the markers."""
     import demo
-    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory `x` <!-- /results -->"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory `x` <!-- /results -->"}}, "memory"))
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "a row <!-- /results --> more\n<!-- results: tour_time -->"))
     text = demo.reported("<!-- results: memory -->\nold\n<!-- /results -->\nprose\n", results=tmp_path)
     assert text.endswith("<!-- /results -->\nprose\n") and text.count("<!--") == 2 and text.count("-->") == 2, text
@@ -312,7 +312,7 @@ def test_the_report_reads_the_folder_the_pages_cite(tmp_path, monkeypatch, capsy
     from lab import harness
     for folder, when in ((tmp_path / "results", "published"), (tmp_path / "elsewhere", "a course run")):
         folder.mkdir()
-        (folder / "memory.json").write_text(sealed({"about": {"command": f"python demo.py memory # {when}"}}))
+        (folder / "memory.json").write_text(sealed({"about": {"command": f"python demo.py memory # {when}"}}, "memory"))
     (tmp_path / "docs").mkdir()
     page = tmp_path / "docs" / "page.md"
     page.write_text("<!-- results: memory -->\n<!-- /results -->\n")
@@ -340,7 +340,7 @@ def test_a_results_file_of_another_shape_is_named(tmp_path, edit, says):
     import json
     import demo
     data = json.loads((ROOT / "results" / "t2r_mini.json").read_text())
-    (tmp_path / "t2r_mini.json").write_text(json.dumps(data | edit) if "about" in edit else sealed(data | edit))
+    (tmp_path / "t2r_mini.json").write_text(json.dumps(data | edit) if "about" in edit else sealed(data | edit, "t2r_mini"))
     with pytest.raises(ValueError, match=rf"results/t2r_mini.json \(block t2r_mini_summary\): {says}"):
         demo.reported("<!-- results: t2r_mini_summary -->\n<!-- /results -->\n", results=tmp_path)
 
@@ -359,7 +359,7 @@ def test_the_report_refuses_a_number_it_cannot_publish(tmp_path, edit, says):
     import demo
     data = json.loads((ROOT / "results" / "busy.json").read_text())
     data["tour_s"] |= edit
-    (tmp_path / "busy.json").write_text(sealed(data))  # as a run that wrote it would: the check is the report's own
+    (tmp_path / "busy.json").write_text(sealed(data, "busy"))  # as a run that wrote it would: the check is the report's own
     with pytest.raises(ValueError, match=rf"results/busy.json \(block tour_time\): .*{says}"):
         demo.reported("<!-- results: tour_time -->\n<!-- /results -->\n", results=tmp_path)
 
@@ -370,7 +370,7 @@ def test_the_report_says_the_cores_of_the_run_and_escapes_tags(tmp_path):
     import json
     import demo
     data = json.loads((ROOT / "results" / "busy.json").read_text())
-    (tmp_path / "busy.json").write_text(sealed(data | {"cores": 16, "busy_loops": 3, "default": "<b>x</b>"}))
+    (tmp_path / "busy.json").write_text(sealed(data | {"cores": 16, "busy_loops": 3, "default": "<b>x</b>"}, "busy"))
     text = demo.reported("<!-- results: tour_time -->\n<!-- /results -->\n", results=tmp_path)
     assert "on 16 idle cores" in text and "beside 3 busy loops" in text and "&lt;b>x&lt;/b>" in text and "<b>" not in text
 
@@ -379,7 +379,7 @@ def test_a_results_marker_in_a_code_example_is_not_a_block(tmp_path, monkeypatch
     """Round 8: a page that shows the markers in a fenced example had the example filled."""
     import demo
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}, "memory"))
     example = "```\n<!-- results: memory -->\nan example\n<!-- /results -->\n```\n"
     block = "<!-- results: memory -->\n```\nold\n```\n<!-- /results -->\n"
     text = demo.reported(example + block + "prose\n" + example, results=tmp_path)
@@ -394,7 +394,7 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
     from t2r import speed
     import demo
     monkeypatch.setitem(demo.REPORT, "memory", ("memory", lambda data: "new"))
-    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}))
+    (tmp_path / "memory.json").write_text(sealed({"about": {"command": "python demo.py memory"}}, "memory"))
     markers = "<!-- results: memory -->\nan example\n<!-- /results -->\n"
     for example in ("".join("    " + line + "\n" for line in markers.splitlines()), "".join("> " + line + "\n" for line in markers.splitlines()),
                     "````\n```\n" + markers + "```\n````\n", "<pre>\n" + markers + "</pre>\n",
@@ -409,7 +409,7 @@ def test_round_9_the_report_leaves_every_kind_of_example_and_escapes_by_the_writ
     for r in data["results"]:
         r["label"] = speed.labels(data["size"], data["t2r"], data["tail"])[r["kind"]]
     data["about"]["command"] = "python -m t2r.speed --x ``<b>y</b>``"
-    (tmp_path / "t2r_speed.json").write_text(sealed(data))
+    (tmp_path / "t2r_speed.json").write_text(sealed(data, "t2r_speed"))
     text = demo.reported("<!-- results: t2r_speed -->\n<!-- /results -->\n", results=tmp_path)
     assert "relu ``` x" in text and "<img" not in text and "&lt;img" in text
     assert "(``` python -m t2r.speed --x ``<b>y</b>`` ```, results/t2r_speed.json)" in text  # CommonMark: a longer run delimits
@@ -428,7 +428,7 @@ def test_round_9_the_report_refuses_numbers_no_run_makes_and_names_a_file_too_de
     text = (ROOT / "results" / "t2r.json").read_text()
     assert old in text
     text = text.replace(old, new, 1)
-    (tmp_path / "t2r.json").write_text(text if "deep" in new else sealed(json.loads(text)))  # as a run that wrote it would
+    (tmp_path / "t2r.json").write_text(text if "deep" in new else sealed(json.loads(text), "t2r"))  # as a run that wrote it would
     with pytest.raises(ValueError, match=rf"results/t2r.json \(block t2r\): .*{says}"):
         demo.reported("<!-- results: t2r -->\n<!-- /results -->\n", results=tmp_path)
 
