@@ -45,7 +45,7 @@ class ListMultiState:
                 for r, a in zip(rows, attn[b, h].sum(0).tolist()):       # what H2O accumulates
                     r[3] += a
         n = len(self.rows[0][0])
-        if self.size is None or n <= self.size or t < self.oneshot - 1:
+        if self.size is None or n <= self.size or t < self.oneshot - 1:  # one-shot: no drop before the prompt's last token
             return out
         # 3. drop: the policy scores every row (msrnn.Rows), and the n - size lowest go; of equal
         # scores the older row goes first (the rows are oldest first): policies.py's tie rule
