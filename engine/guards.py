@@ -186,8 +186,14 @@ def check_memory(nbytes: int, what: str):
         pass
     available = min(room) if room else None
     if available is not None and nbytes > available:
-        raise MemoryError(f"{what} needs {nbytes / 2 ** 30:.1f} GiB, but only {available / 2 ** 30:.1f} GiB "
-                          "of memory is available")
+        raise MemoryError(f"{what} needs {_gib(nbytes)}, but only {_gib(available)} of memory is available")
+
+
+def _gib(n) -> str:
+    try:
+        return f"{n / 2 ** 30:.1f} GiB"
+    except OverflowError:  # a whole number past float's range (r = 10**400): 2**30 < 10**10
+        return f"more than 10^{len(str(int(n))) - 11} GiB"
 
 
 FLOATS = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -24,9 +24,11 @@ quiet = lambda msg: None  # the default `log`: an experiment prints nothing on i
 
 
 def check_tokenizer(tok):
-    """Refuse what is not a tokenizer (None failed as 'NoneType' object has no attribute 'encode')."""
-    if not callable(getattr(tok, "encode", None)):
-        raise ValueError(f"reading text takes a tokenizer (load_weights.load_tokenizer()), got {tok!r}")
+    """Refuse what is not a tokenizer whose encode(text).ids are the ids (None failed as 'NoneType' object has no
+    attribute 'encode'; a transformers tokenizer, whose encode gives a list, as 'list' object has no attribute 'ids')."""
+    if not callable(getattr(tok, "encode", None)) or not hasattr(tok.encode(""), "ids"):
+        raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
+                         f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
 
 
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import pathlib
+import posixpath
 import re
 import shlex
 import shutil
@@ -215,8 +216,9 @@ def own_name(given, settings: str, published) -> str:
     """A run's results name: --name (`given`), else `settings`, the name run_name gives its settings. A --name that
     is where the pages read other settings' run is refused (`t2r.mini --quick --name t2r_mini` was published as
     the full run)."""
-    if given is not None and given != settings and given in published:
-        raise ValueError(f"--name {given}: the pages read results/{given}.json as the run of its published settings, "
+    plain = given and posixpath.normpath(given.replace(os.sep, "/"))  # ./t2r_mini is t2r_mini
+    if given is not None and plain != settings and plain in published:
+        raise ValueError(f"--name {given}: the pages read results/{plain}.json as the run of its published settings, "
                          f"and this run's settings are {settings!r}'s; choose another --name")
     return settings if given is None else given
 

@@ -55,6 +55,14 @@ class Named:
         (_NAME) its code does not name, and a file it reads by a name its source does not spell: after
         changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
+        global _WALKED
+        _WALKED = set()  # the user's functions keyed so far (_value): each once
+        try:
+            return self._key()
+        finally:
+            _WALKED = None
+
+    def _key(self) -> str:
         runs, held = _reads(self.fn)
         try:
             codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
@@ -128,9 +136,11 @@ def _instance(x) -> list:
 
 
 def _fields_of(x) -> dict:
-    """An instance's fields: its slots (a class's `__slots__`, a string or a list, its bases' too) and its __dict__."""
-    slots = [s for c in type(x).__mro__ for s in ((c.__dict__.get("__slots__", ()),) if isinstance(
-        c.__dict__.get("__slots__", ()), str) else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
+    """An instance's fields: its slots (a class's `__slots__`, a string or a list, its bases' too; a private one,
+    __sign, under the name Python keeps it, _Cls__sign) and its __dict__."""
+    slots = [f"_{c.__name__.lstrip('_')}{s}" if s.startswith("__") and not s.endswith("__") else s for c in type(x).__mro__
+             for s in ((c.__dict__.get("__slots__", ()),) if isinstance(c.__dict__.get("__slots__", ()), str)
+                       else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
     return {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}
 
 
@@ -186,15 +196,15 @@ def _reads(fn) -> tuple[list, list]:
     return code, values
 
 
-def _fields(obj, data_only=False) -> list:
+def _fields(obj, data_only=False, depth=0) -> list:
     """An object's fields (a class's attributes, its bases' too, with data_only: its settings, not its methods)
     as key parts."""
     if inspect.isclass(obj):
         fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()}  # a base's, then its own
     else:
         fields = _fields_of(obj)
-    return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) and not k.startswith("__"))
-            for x in (k, *_value(v))]
+    return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) or isinstance(v, property)) and not k.startswith("__")
+            for x in (k, *_value(v, depth))]  # a property's getter may close over a setting (a class a factory made)
 
 
 def _globals(f) -> tuple[list, list]:
@@ -270,6 +280,7 @@ TORCH_OWN = set(vars(torch.nn.Module()))  # an nn.Module's own bookkeeping (its 
 # and the user's attributes, private ones too (self._sign), are what the module computes with
 PLAIN = (str, bytes, int, float, complex, bool, type(None))  # values keyed by their repr
 DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
+_WALKED = None  # while a key is computed, the ids of the user's functions _value has keyed
 
 
 def _value(x, depth: int = 0) -> list:
@@ -303,10 +314,16 @@ def _value(x, depth: int = 0) -> list:
         return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x), *_own(x, depth)]
     if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
         return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1)), *_own(x, depth)]
-    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x
-    if inspect.isfunction(x) and _users(x) and depth < DEEP:  # a helper held in a value (OBJ.f = make(-1.0)): its name,
-        cells = [_contents(c) for c in x.__closure__ or ()]  # and what its closure and defaults hold (its code is in its file's hash)
-        return ["function", x.__qualname__, *_value([c for c in cells if c is not x], depth + 1),
+    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else x
+    if inspect.isfunction(x) and _users(x) and depth < DEEP:  # a helper held in a value (OBJ.f = make(-1.0)): its
+        # module, name and compiled code (two lambdas), and what its closure and defaults hold; once per key (_WALKED:
+        # closures over a registry of themselves were walked along every path)
+        if _WALKED is not None and id(x) in _WALKED:
+            return ["function", x.__module__, x.__qualname__, "as above"]
+        if _WALKED is not None:
+            _WALKED.add(id(x))
+        cells = [_contents(c) for c in x.__closure__ or ()]
+        return ["function", x.__module__, x.__qualname__, *_compiled(x), *_value([c for c in cells if c is not x], depth + 1),
                 *_value([x.__defaults__, x.__kwdefaults__, {k: v for k, v in vars(x).items() if k != "__wrapped__"}], depth + 1)]
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         try:
@@ -326,8 +343,14 @@ def _value(x, depth: int = 0) -> list:
         return [type(x).__qualname__, bytes(memoryview(x))]
     except (TypeError, ValueError, BufferError):
         pass
-    fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr
-    return [type(x).__qualname__, *_value(fields, depth + 1)] if hasattr(x, "__dict__") or fields else [repr(x)]
+    fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr; and its
+    # class's settings where the class is the user's (a property that closes over a setting, in a class a factory made)
+    cls, settings = type(x), []
+    if not _installed(cls) and not (_WALKED is not None and id(cls) in _WALKED):  # once per key: C.DEFAULT = C() was
+        if _WALKED is not None:  # walked to the depth limit, a new key each time
+            _WALKED.add(id(cls))
+        settings = _fields(cls, data_only=True, depth=depth + 1)
+    return [type(x).__qualname__, *_value(fields, depth + 1), *settings] if hasattr(x, "__dict__") or fields else [repr(x)]
 
 
 def _own(x, depth) -> list:

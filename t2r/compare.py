@@ -144,11 +144,17 @@ class Comparison:
         # a row is keyed on the code that computes it too: an edit of t2r/linear.py (ELU+1's, say) measures it again
         return measured_row(method, trained, nll, self.test, self.model_key, code_key(pathlib.Path(__file__)), *code)
 
+    def trained(self, file, maps, model=None) -> str:
+        """What a row's numbers come from, for its key: the trained file and the maps' (and a finetuned model's)
+        weights as they are. A minutes budget stops where the machine's speed says: trained again, a file of the
+        same name can hold other maps."""
+        return harness.fingerprint(file, *maps.state_dict().values(), *(experiments.weights(model) if model is not None else []))
+
     def record(self, method, family, maps, trained, model=None, **extra):
         """The row of `maps` (read by `model`, default the frozen one) on the held-out chunks."""
         nll = lambda: experiments.next_token_nll(forward(model or self.model, maps, self.test), self.test)
         self.rows.append(dict(method=method, family=family, state_bytes=state_bytes(self.model, maps),
-                              **self.measured(method, trained, nll), **extra))
+                              **self.measured(method, self.trained(trained, maps, model), nll), **extra))
         self.log(f"   {method}: {self.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {self.rows[-1]['ppl']:.2f}")
 
 
@@ -249,7 +255,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
              f"--tail-maps results/{path.stem}-maps.safetensors)")
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"
-        got = comp.measured(method, path.name, lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
+        got = comp.measured(method, comp.trained(path.name, maps), lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),
                             tova.key, *harness.sources(pathlib.Path(tail.__file__)))  # an edit of policies.tova, the tail or msrnn measures it again
         comp.rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
                               stage=f"transfer at {tail_size} rows", **cost(run)))

@@ -386,6 +386,22 @@ def student_of(maps: FeatureMaps):
     return lambda i, q, k, v: linear.swapped(maps, i, q, k, v)
 
 
+def _student(student) -> str:
+    """A student for a checkpoint's record: its function's name and the plain values and functions it closes over
+    (a tail's sizes and policy), so that maps trained under one student are not resumed under another."""
+    fn, held = getattr(student, "func", student), []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            x = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            continue
+        if isinstance(x, (int, float, str, type(None))) or isinstance(x, (list, tuple)) and all(isinstance(y, (int, float, str)) for y in x):
+            held.append(repr(x))
+        elif callable(x) and not isinstance(x, torch.nn.Module):
+            held.append(f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}")
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}({', '.join(held)})"
+
+
 def check_callbacks(**functions):
     """log and evaluate: a function, or None (False too for log: no log)."""
     for name, f in functions.items():
@@ -431,11 +447,12 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
     if len(students) != len(maps_list):  # zip would leave the last maps untrained, their loss 0
         raise ValueError(f"{len(students)} students for {len(maps_list)} sets of maps: give one per set (None: the maps' own)")
-    students = [s or student_of(m) for s, m in zip(students, maps_list)]
+    students = [s or student_of(m) for s, m in zip(students, maps_list)]  # (the record names them: _student)
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
-                "maps": [describe(m) for m in maps_list]} | _identity(model, maps_list, chunks)
+                "maps": [describe(m) for m in maps_list], "students": [_student(s) for s in students]} | \
+        _identity(model, maps_list, chunks)
     if teacher is not None and (teacher.model is not model or teacher.chunks.shape != chunks.shape
                                 or not torch.equal(teacher.chunks, chunks)):  # the record would name a run it is not
         raise ValueError("the teacher was made for another model or other chunks: give Teacher(model, chunks) "

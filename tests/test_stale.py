@@ -3250,3 +3250,58 @@ def test_round28_t2r_names_maps_and_numbers(tmp_path, monkeypatch):
     assert not guards.number(10**400) and guards.number(10**300)
     with pytest.raises(ValueError, match="minutes is a time budget"):
         train.transfer(MODEL, linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype), tokens(2, 8), minutes=10**400, log=None)
+
+
+def test_round29_t2r_names_students_retrained_maps_and_huge_r(tmp_path):
+    """Round 29: `--name ./t2r_mini` passed the published-name check as another string; a checkpoint trained under
+    the maps' own student was resumed under a tail's; `demo.py t2r`'s rows were keyed by the checkpoint's name, so
+    maps trained again under it (a minutes budget ends where the machine's speed says) were shown the old rows;
+    r = 10**400 ended in OverflowError inside the memory check."""
+    from t2r import compare, linear, tail, train
+    with pytest.raises(ValueError, match=r"results/t2r_mini.json as the run of its published settings"):
+        harness.own_name("./t2r_mini", "t2r_mini_quick", ["t2r_mini", "t2r_mini_quick"])
+    maps = lambda: linear.FeatureMaps(MODEL.config, 4, "hedgehog", dtype=MODEL.dtype)
+    chunks, ck = tokens(2, 24), tmp_path / "run.safetensors"
+    train.transfer(MODEL, maps(), chunks, checkpoint=ck, log=None)
+    other = maps()
+    with pytest.raises(ValueError, match="saved with students=.*student_of.*this run asks for .*tail.student.*attend"):
+        train.transfer(MODEL, other, chunks, student=tail.student(MODEL, other, policies.tova, 8), epochs=2, checkpoint=ck, log=None)
+    comp = compare.Comparison(MODEL, chunks, chunks, 1, 8, log=None)
+    a, b = maps(), maps()
+    with torch.no_grad():
+        b.wk.add_(1.0)
+    assert comp.trained("t2r_maps_x.safetensors", a) != comp.trained("t2r_maps_x.safetensors", b)
+    with pytest.raises(MemoryError, match=r"needs more than 10\^"):
+        linear.FeatureMaps(MODEL.config, 10**400, "relu")
+
+
+def test_round29_keys_hold_functions_by_module_and_code_private_slots_and_properties(tmp_path):
+    """Round 29: round 28 keyed a function held in a value by its name and closure, so exact.score and approx.score,
+    or two lambdas, in an object's field kept one key; a private slot (__sign, kept as _Scorer__sign) and a
+    property closing over a setting (a class a factory made) were not in the key; a registry of closures that
+    close over the registry was walked along every path (no key after a minute at 24); a transformers tokenizer
+    passed the tokenizer check and failed later on 'list' object has no attribute 'ids'."""
+    import time
+    (tmp_path / "exact29.py").write_text("def score(rows):\n    return rows.pos.double()\n")
+    (tmp_path / "approx29.py").write_text("def score(rows):\n    return -rows.pos.double()\n")
+    (tmp_path / "mine29.py").write_text(
+        "import exact29\nimport approx29\n\n\nclass Box:\n    def __init__(self, f):\n        self.f = f\n\n\n"
+        "class Scorer:\n    __slots__ = ('__sign',)\n\n    def __init__(self, s):\n        self.__sign = s\n\n\n"
+        "def make_cfg(sign):\n    class Cfg:\n        @property\n        def sign(self):\n            return sign\n    return Cfg()\n\n\n"
+        "BOX = Box(exact29.score)\nLAM = Box(lambda rows: rows.pos.double())\nSC = Scorer(1.0)\nCFG = make_cfg(1.0)\n\n\n"
+        "def pol(rows):\n    return BOX.f(rows) * LAM.f(rows) * CFG.sign\n")
+    mine29, approx29 = imported(tmp_path, "mine29", "approx29")
+    changes = (lambda m: setattr(m.BOX, "f", approx29.score), lambda m: setattr(m.LAM, "f", lambda rows: -rows.pos.double()),
+               lambda m: setattr(m.SC, "_Scorer__sign", -1.0), lambda m: setattr(m, "CFG", m.make_cfg(-1.0)))
+    assert kept_keys(mine29, changes) == []
+    (tmp_path / "reg29.py").write_text(
+        "def build(n):\n    registry = {}\n    def make(i):\n        def scorer(rows):\n"
+        "            return rows.pos.double() if i == 0 else registry[f'r{i-1}'](rows)\n        return scorer\n"
+        "    for i in range(n):\n        registry[f'r{i}'] = make(i)\n    return registry\n\n\nRULES = build(18)\n\n\n"
+        "def pol(rows):\n    return RULES['r17'](rows)\n")
+    start = time.time()
+    specs.named(f"{tmp_path}/reg29.py:pol").key
+    assert time.time() - start < 20, "a registry of closures is walked along every path"
+    listing = types.SimpleNamespace(encode=lambda text: [1, 2, 3])  # as transformers' encode: a list, no .ids
+    with pytest.raises(ValueError, match="encode\\(text\\).ids"):
+        experiments.check_tokenizer(listing)
