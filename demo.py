@@ -588,8 +588,9 @@ def parser():
     device_help = "cpu (default), cuda, cuda:N, mps, or auto (cuda where there is a GPU)"
     fresh_help = ("measure every setting again, ignoring results/'s cached numbers (their keys cover the model's "
                   "config and weights, the tokens, the code, and a policy's file, its imports, the data files its "
-                  "source names beside it and the values its code reads; not a file it reads by a name built at run time, "
-                  "nor code outside the repository and the state only such code reaches)")
+                  "source names beside it, the values its code reads and its scores on a fixed probe; not a file it reads "
+                  "by a name built at run time, nor code outside the repository and the state only such code reaches, "
+                  "where the probe's scores do not change)")
     compile_help = ("read each text's steps with torch.compile: the same numbers to float32 rounding, faster "
                     "once compiled (a C++ compiler is needed; up to minutes of compiling the first time, far less once "
                     "cached: python -m lab.bench, line 1d)")

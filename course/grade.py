@@ -254,13 +254,13 @@ PARTS = [
         T2R + "test_the_hybrid_shares_one_denominator_as_written[attention]",
         T2R + "test_hybrid_shorter_than_its_window_is_the_transformer"), writes=T2R_WRITES,
         hints=(
+            ("test_the_hybrid_shares_one_denominator", "", "your hybrid differs from LoLCATs' written out by hand {diff}: "
+             "the window's exp(q·k/√hd - m) and the older keys' φ(q)·φ(k) are divided by one sum, theirs together"),
             ("test_hybrid_shorter_than_its_window", "", "with fewer tokens than its window your hybrid is not softmax "
              "attention {diff}: at step t only slots 0 .. t of the ring are written; the others are empty (zero keys "
              "would still get weight exp(0 - m)) and must not be attended"),
             ("features_off", "", "with every feature off your hybrid is not Mistral's sliding window {diff}: the "
              "window's keys weighed by exp(q·k/√hd - m), the newest `window` of them, the query's own included"),
-            ("test_the_hybrid_shares_one_denominator", "", "your hybrid differs from LoLCATs' written out by hand {diff}: "
-             "the window's exp(q·k/√hd - m) and the older keys' φ(q)·φ(k) are divided by one sum, theirs together"),
             ("test_recurrent_equals_parallel", "", "your hybrid's two views differ {diff}: row t - window is folded "
              "into S, z when row t takes its slot, and both parts share one denominator"),
         )),

@@ -135,7 +135,7 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
         raise ValueError("a horizon sets where the decay starts: give decay=True with it (an undecayed state has none)")
     try:  # one horizon for all, or one per layer and KV head (t2r/length.py starts them from the teacher's attention)
         horizon = torch.as_tensor(4096.0 if horizon is None else horizon, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
+    except (TypeError, ValueError, RuntimeError, OverflowError):  # 10**400: past float64's range
         horizon = None
     if horizon is None or horizon.dim() and horizon.shape != (n_layers, H):  # (n_layers,) could pass for (Hkv,)
         raise ValueError(f"the decay's starting horizon is a number of tokens, or one per layer and KV head "
@@ -144,6 +144,11 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if bad.any():
         raise ValueError(f"the decay's starting horizon must be a finite number of tokens above 1, got "
                          f"{horizon[bad].flatten()[0].item()!r}")
+    flat = decay and (-(-horizon.log().to(dtype)).exp()).exp() >= 1  # γ as FeatureMaps.gamma computes it, in its dtype
+    if decay and flat.any():  # 1e17 in float64, 1e8 in float32, 4,096 in bfloat16: a decay that never decays
+        raise ValueError(f"a decay from a horizon of {horizon[flat].flatten()[0].item():g} tokens is γ = exp(-1/h) = 1 in "
+                         f"{dtype} (it rounds to 1 past about {2 / torch.finfo(dtype).eps:.3g} tokens): it would never "
+                         "decay; give a shorter horizon" + (", or maps in float32" if torch.finfo(dtype).bits < 32 else ""))
     return layers, dtype, horizon.expand(n_layers, H)
 
 

@@ -26,7 +26,11 @@ quiet = lambda msg: None  # the default `log`: an experiment prints nothing on i
 def check_tokenizer(tok):
     """Refuse what is not a tokenizer whose encode(text).ids are the ids (None failed as 'NoneType' object has no
     attribute 'encode'; a transformers tokenizer, whose encode gives a list, as 'list' object has no attribute 'ids')."""
-    if not callable(getattr(tok, "encode", None)) or not hasattr(tok.encode(""), "ids"):
+    try:  # a probe: a path given for a tokenizer has an encode too (str.encode(""): an unknown encoding)
+        ids = callable(getattr(tok, "encode", None)) and hasattr(tok.encode(""), "ids")
+    except Exception:
+        ids = False
+    if not ids:
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
 
@@ -684,8 +688,8 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
     if not (guards.integer(steps) and steps >= 1 and guards.integer(context) and context >= 1):
         raise ValueError(f"steps (decode steps timed) and context (tokens read first) are whole numbers >= 1; got "
                          f"{steps!r} and {context!r}")
-    if not (guards.number(budget_gib) and budget_gib > 0):
-        raise ValueError(f"the cache budget is a number of GiB above 0, got {budget_gib!r}")
+    if not (guards.number(budget_gib) and 0 < budget_gib < 2 ** 60):  # 1e300 GiB: bytes past float's range, a NaN batch
+        raise ValueError(f"the cache budget is a number of GiB above 0 (and below 2**60), got {budget_gib!r}")
     sizes = guards.whole_numbers(sizes, "memory's TOVA sizes, set beside the full cache,")
     if max(sizes) >= context:  # its size + 1 slots would be counted, but it holds at most the context's rows
         raise ValueError(f"memory: TOVA {max(sizes)} drops nothing after {context} tokens, so it is the full cache, not "

@@ -24,6 +24,7 @@ from lab import harness
 from lab import lookahead
 import policies
 from lab import zoo
+import msrnn
 
 
 POLICIES = {**policies.POLICIES, "lookahead": lookahead.lookahead}  # the paper's, and the bound
@@ -50,13 +51,13 @@ class Named:
         helper or a constant beside the function counts, not only the function's own lines; and so do
         the data files those sources name beside them (harness.data_files: weights it loads), and the
         values its code reads (_reads), and every public data global of the user's modules those files are
-        (_world). Not covered: what it imports from anywhere else (an installed package, a folder on
-        PYTHONPATH, a module its source does not import), the state only such code reaches, a private global
-        (_NAME) its code does not name, and a file it reads by a name its source does not spell: after
-        changing those, run with
+        (_world), and what it returns on a fixed probe (_behaviour). Not covered, where the probe's scores stay
+        as they were: what it imports from anywhere else (an installed package, a folder on PYTHONPATH, a module
+        its source does not import), the state only such code reaches, a private global (_NAME) its code does
+        not name, and a file it reads by a name its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
         global _WALKED
-        _WALKED = set()  # the user's functions keyed so far (_value): each once
+        _WALKED = {}  # the functions, classes and objects keyed so far (_first): each once
         try:
             return self._key()
         finally:
@@ -74,9 +75,34 @@ class Named:
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
+        bound += harness.fingerprint(*_behaviour(self.fn)) if self.fn is not None and not self.reads_ahead else ""
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
+
+
+def _behaviour(fn) -> list:
+    """What a policy returns on a fixed probe (three layers' rows of random keys, values and attention), as key
+    parts. The walk (_reads, _world) names the values it can see; a setting held where it cannot look (a class a
+    factory made, a descriptor, a cache, a metaclass, a notebook's code) still changes the scores, and so the key.
+    A policy that refuses the probe's shapes adds nothing here; one whose scores change from call to call (an
+    unseeded generator) gets a new key in each process: a miss, never a stale hit."""
+    g, (B, H, G, hd), parts = torch.Generator().manual_seed(0), (1, 3, 3, 64), ["behaviour"]  # the default model's heads
+    for layer, t, n in ((0, 40, 17), (1, 100, 17), (15, 300, 33)):
+        pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) the newest last
+        attn = torch.randn(B, H, G, n, generator=g).softmax(-1)
+        prev = torch.randn(B, H, n, generator=g)
+        prev[..., -1] = math.nan  # the new row: never scored
+        rows = msrnn.Rows(attn=attn, pos=pos.expand(B, H, n).clone(), score=attn.sum(2) * t / n, prev=prev,
+                          keys=torch.randn(B, H, n, hd, generator=g), values=torch.randn(B, H, n, hd, generator=g),
+                          query=torch.randn(B, H, G, hd, generator=g), t=t, size=n - 1, layer=layer)
+        try:
+            with torch.no_grad():
+                got = fn(rows)
+        except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
+            return parts + ["refused the probe"]
+        parts.append(got.detach().clone() if isinstance(got, torch.Tensor) else repr(got))
+    return parts
 
 
 def _source(f) -> str:
@@ -138,7 +164,8 @@ def _instance(x) -> list:
 def _fields_of(x) -> dict:
     """An instance's fields: its slots (a class's `__slots__`, a string or a list, its bases' too; a private one,
     __sign, under the name Python keeps it, _Cls__sign) and its __dict__."""
-    slots = [f"_{c.__name__.lstrip('_')}{s}" if s.startswith("__") and not s.endswith("__") else s for c in type(x).__mro__
+    slots = [f"_{c.__name__.lstrip('_')}{s}" if s.startswith("__") and not s.endswith("__") and c.__name__.strip("_") else s
+             for c in type(x).__mro__
              for s in ((c.__dict__.get("__slots__", ()),) if isinstance(c.__dict__.get("__slots__", ()), str)
                        else c.__dict__.get("__slots__", ())) if s not in ("__dict__", "__weakref__")]
     return {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}
@@ -155,7 +182,8 @@ def _compiled(f) -> list:
     while todo:
         c = todo.pop()
         if c is not None:
-            parts += [c.co_code, repr(c.co_names), *(repr(k) for k in c.co_consts if not inspect.iscode(k))]
+            parts += [c.co_code, repr(c.co_names), *(repr(sorted(map(repr, k))) if isinstance(k, frozenset) else repr(k)
+                                                     for k in c.co_consts if not inspect.iscode(k))]  # {"a", "b"}: in order
             todo += [k for k in c.co_consts if inspect.iscode(k)]
     return parts
 
@@ -280,7 +308,7 @@ TORCH_OWN = set(vars(torch.nn.Module()))  # an nn.Module's own bookkeeping (its 
 # and the user's attributes, private ones too (self._sign), are what the module computes with
 PLAIN = (str, bytes, int, float, complex, bool, type(None))  # values keyed by their repr
 DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
-_WALKED = None  # while a key is computed, the ids of the user's functions _value has keyed
+_WALKED = None  # while a key is computed, what _value has keyed (_first), by id
 
 
 def _value(x, depth: int = 0) -> list:
@@ -307,6 +335,9 @@ def _value(x, depth: int = 0) -> list:
     plain = isinstance(x, PLAIN)
     if depth >= DEEP and not plain:
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
+    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else x
+    if not plain and (seen := _seen(x)) is not None:  # each object once: a registry its items hold was walked along
+        return [type(x).__qualname__, seen]  # every path (and past the depth limit)
     if isinstance(x, abc.Mapping):
         return ["dict", *(p for k, v in x.items() for p in (*_value(k, depth + 1), *_value(v, depth + 1))),  # in its order,
                 *_own(x, depth)]  # its keys by contents too (a repr may hide a field or elide a tensor's middle)
@@ -314,14 +345,8 @@ def _value(x, depth: int = 0) -> list:
         return [type(x).__name__, *sorted(harness.fingerprint(*_value(v, depth + 1)) for v in x), *_own(x, depth)]
     if isinstance(x, (abc.Sequence, collections.deque)) and not isinstance(x, (str, bytes, bytearray, range)):
         return [type(x).__name__, len(x), *(p for v in x for p in _value(v, depth + 1)), *_own(x, depth)]
-    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else x
     if inspect.isfunction(x) and _users(x) and depth < DEEP:  # a helper held in a value (OBJ.f = make(-1.0)): its
-        # module, name and compiled code (two lambdas), and what its closure and defaults hold; once per key (_WALKED:
-        # closures over a registry of themselves were walked along every path)
-        if _WALKED is not None and id(x) in _WALKED:
-            return ["function", x.__module__, x.__qualname__, "as above"]
-        if _WALKED is not None:
-            _WALKED.add(id(x))
+        # module, name and compiled code (two lambdas), and what its closure and defaults hold
         cells = [_contents(c) for c in x.__closure__ or ()]
         return ["function", x.__module__, x.__qualname__, *_compiled(x), *_value([c for c in cells if c is not x], depth + 1),
                 *_value([x.__defaults__, x.__kwdefaults__, {k: v for k, v in vars(x).items() if k != "__wrapped__"}], depth + 1)]
@@ -331,7 +356,7 @@ def _value(x, depth: int = 0) -> list:
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
     if plain:  # a subclass of float or str keeps its attributes beside its value (T.sign)
-        return [repr(x), *_own(x, depth)]
+        return [hex(x) if isinstance(x, int) and x.bit_length() > 10_000 else repr(x), *_own(x, depth)]  # 10**5000: no repr
     if _installed(type(x)):
         try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
             reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
@@ -346,11 +371,22 @@ def _value(x, depth: int = 0) -> list:
     fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr; and its
     # class's settings where the class is the user's (a property that closes over a setting, in a class a factory made)
     cls, settings = type(x), []
-    if not _installed(cls) and not (_WALKED is not None and id(cls) in _WALKED):  # once per key: C.DEFAULT = C() was
-        if _WALKED is not None:  # walked to the depth limit, a new key each time
-            _WALKED.add(id(cls))
+    if not _installed(cls) and _seen(cls) is None:  # once per key: C.DEFAULT = C() was walked to the depth limit
         settings = _fields(cls, data_only=True, depth=depth + 1)
     return [type(x).__qualname__, *_value(fields, depth + 1), *settings] if hasattr(x, "__dict__") or fields else [repr(x)]
+
+
+def _seen(x):
+    """None the first time the key being made meets x (then it is keyed whole), else 'as #i', the order it was first
+    met in: each function, class, object and container is keyed once (a registry of closures or objects that each
+    hold it was walked along every path, or past the depth limit). x is held until the key is made, so that no
+    object made meanwhile takes its id. Outside a key, None."""
+    if _WALKED is None:
+        return None
+    if id(x) in _WALKED:
+        return f"as #{_WALKED[id(x)][1]}"
+    _WALKED[id(x)] = (x, len(_WALKED))
+    return None
 
 
 def _own(x, depth) -> list:
@@ -363,10 +399,12 @@ def _bound(x):
     """The object a bound method is bound to (Scorer(1.0).score's, a tensor's .mul's, a classmethod's class), or None
     (a function, or a module's builtin: len, math.sqrt)."""
     owner = getattr(x, "__self__", None) if inspect.ismethod(x) or inspect.isbuiltin(x) or inspect.ismethodwrapper(x) else None
+    if owner is None or inspect.ismodule(owner):  # (asked of a method only: an AttrDict answers __name__ by KeyError)
+        return None
     home = sys.modules.get(getattr(x, "__module__", None) or "")  # random.shuffle: a method of random's own hidden
-    if home is not None and getattr(home, getattr(x, "__name__", ""), None) is x and _installed(type(owner)):  # Random,
+    if home is not None and getattr(home, x.__name__, None) is x and _installed(type(owner)):  # Random,
         return None  # seeded anew in every process: a library's function, keyed by its name
-    return None if owner is None or inspect.ismodule(owner) else owner
+    return owner
 
 
 def _installed(cls) -> bool:

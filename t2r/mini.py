@@ -45,7 +45,7 @@ from safetensors.torch import load_file, save_file
 import llama
 import load_weights
 from data import corpus, default_model
-from lab import harness
+from lab import experiments, harness
 from t2r import linear, train
 
 # full: 4 layers x 128 on 256-token chunks, batch 16 (4,096 tokens a step); the transformer's budget,
@@ -266,6 +266,7 @@ def sources() -> dict:
 
 def cut(tok, texts, context: int) -> torch.Tensor:
     """(N, context) token chunks of every text, each text on its own (a shorter tail is left out)."""
+    experiments.check_tokenizer(tok)
     ids = [c for t in texts for c in corpus.chunks(tok.encode(t).ids, context)]
     if not ids:
         raise ValueError(f"the texts give no chunk of {context} tokens")

@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -26,7 +27,7 @@ import llama
 import msrnn
 from data import corpus
 from engine import guards
-from lab import checker, experiments, harness
+from lab import checker, experiments, harness, specs
 from t2r import linear
 from t2r.linear import FeatureMaps
 
@@ -105,6 +106,9 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
     if not kind or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)):  # '²'.isdigit(), but int('²') fails
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
+    if kind not in linear.FeatureMaps.KINDS:  # a file's name read as a kind was told it "needs its features"
+        raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +
+                         (" (a file of trained maps goes with --tail-maps)" if "/" in spec or spec.endswith(".safetensors") else ""))
     if kind == "elu" and r:  # its features are x's own: an r would be dropped, and the label would lie
         raise ValueError(f"elu takes no r: its features are x's own (r = head_dim); got {spec!r}")
     if kind != "elu" and not r:  # no default: t2r.speed's was 64, this one's 16, under one label
@@ -168,6 +172,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
 
 def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), licenses=LICENSES) -> torch.Tensor:
     """Chunks (N, length) of every training text (`training_sources`)."""
+    experiments.check_tokenizer(tok)
     ids = [c for t in training_sources(books, licenses) for c in corpus.chunks(tok.encode(t).ids, length)]
     if not ids:
         raise ValueError(f"the training texts hold no chunk of {length} tokens")
@@ -386,20 +391,30 @@ def student_of(maps: FeatureMaps):
     return lambda i, q, k, v: linear.swapped(maps, i, q, k, v)
 
 
-def _student(student) -> str:
-    """A student for a checkpoint's record: its function's name and the plain values and functions it closes over
-    (a tail's sizes and policy), so that maps trained under one student are not resumed under another."""
-    fn, held = getattr(student, "func", student), []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            x = cell.cell_contents
-        except ValueError:  # a cell not yet filled
-            continue
-        if isinstance(x, (int, float, str, type(None))) or isinstance(x, (list, tuple)) and all(isinstance(y, (int, float, str)) for y in x):
-            held.append(repr(x))
-        elif callable(x) and not isinstance(x, torch.nn.Module):
-            held.append(f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}")
-    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}({', '.join(held)})"
+def _student(x, depth=0) -> str:
+    """A student for a checkpoint's record: its function (module, name, compiled code: two lambdas are two) and what
+    its closure, a partial's arguments or an object's fields hold, so that maps trained under one student (a tail's
+    policy and sizes, a partial's gamma) are not resumed under another. The model and the maps are recorded
+    apart (their weights change as they train), and a dict is a student's bookkeeping (the tail's turn)."""
+    if depth > 4:
+        return "..."
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return repr(x)
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_student(y, depth + 1) for y in x) + "]"
+    if isinstance(x, functools.partial):
+        return (f"partial({_student(x.func, depth + 1)}, {_student(list(x.args), depth + 1)}, "
+                f"{', '.join(f'{k}={_student(v, depth + 1)}' for k, v in sorted(x.keywords.items()))})")
+    if isinstance(x, (torch.nn.Module, torch.Tensor, llama.Model, dict)):
+        return type(x).__qualname__
+    name = f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}"
+    if inspect.isfunction(x):
+        cells = [specs._contents(c) for c in x.__closure__ or ()]  # (a cell not yet filled: None)
+        return f"{name}#{harness.fingerprint(*specs._compiled(x))}({', '.join(_student(c, depth + 1) for c in cells if c is not x)})"
+    fields = getattr(x, "__dict__", None)
+    if isinstance(fields, dict):  # an object: its class and its fields
+        return f"{type(x).__module__}.{type(x).__qualname__}({', '.join(f'{k}={_student(v, depth + 1)}' for k, v in sorted(fields.items()))})"
+    return name
 
 
 def check_callbacks(**functions):
@@ -445,6 +460,8 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
             raise ValueError(f"the {m.kind} maps have no trainable weight (ELU+1 has none; or requires_grad is off): "
                              "attention transfer would train nothing")
     students = (list(student) if many else [student]) if student is not None else [None] * len(maps_list)
+    if not all(s is None or callable(s) for s in students):  # else it failed at the first step, in the teacher's pass
+        raise ValueError(f"a student is a function (i, q, k, v) -> attention output, or None for the maps' own; got {student!r:.80}")
     if len(students) != len(maps_list):  # zip would leave the last maps untrained, their loss 0
         raise ValueError(f"{len(students)} students for {len(maps_list)} sets of maps: give one per set (None: the maps' own)")
     students = [s or student_of(m) for s, m in zip(students, maps_list)]  # (the record names them: _student)

@@ -257,6 +257,8 @@ MISTAKES = {
     "H2O protects one recent row too many": (4, "policies.py", "latest = rows.pos[:, :1] > rows.t - int(rows.size * recent)",
                                              "latest = rows.pos[:, :1] >= rows.t - int(rows.size * recent)",
                                              "exactly int(size * recent) rows"),
+    "the denominator plus EPS": (8, "t2r/linear.py", ("return (num / den.clamp_min(EPS))", "return num / den.clamp_min(EPS)"),
+                                 ("return (num / (den + EPS))", "return num / (den + EPS)"), "your hybrid differs from LoLCATs'"),
     "the hybrid reads ring slots not yet written": (8, "t2r/linear.py", RING, RING.replace("self.K[:, :, :min(max(u + 1, 0), w)]]",
                                                     "self.K]").replace("self.V[:, :, :min(max(u + 1, 0), w)]]", "self.V]"), "are empty"),
     "H2O without its recent half": (4, "policies.py", "return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)",

@@ -3305,3 +3305,63 @@ def test_round29_keys_hold_functions_by_module_and_code_private_slots_and_proper
     listing = types.SimpleNamespace(encode=lambda text: [1, 2, 3])  # as transformers' encode: a list, no .ids
     with pytest.raises(ValueError, match="encode\\(text\\).ids"):
         experiments.check_tokenizer(listing)
+
+
+def test_round30_a_policy_is_keyed_by_what_it_returns_too(tmp_path):
+    """Round 30: settings held where the key's walk does not look (a cached_property or a descriptor in a class a
+    factory made, a staticmethod called through an instance, a metaclass) kept one key for opposite scores: the key
+    now holds the policy's scores on a fixed probe (specs._behaviour). A registry of objects that each hold it was
+    walked along every path (n^4), past the depth limit (a new key each time); an AttrDict global broke the key
+    (KeyError: '__name__'), and so did an int of 5,000 digits; a set of strings in the code gave a new key in each
+    process."""
+    import subprocess
+    import sys
+    (tmp_path / "mine30.py").write_text(
+        "import functools\n\n\ndef make(sign):\n    class Meta(type):\n        SIGN = sign\n\n    class Cfg(metaclass=Meta):\n"
+        "        @functools.cached_property\n        def sign(self):\n            return sign\n        scale = staticmethod(lambda: sign)\n"
+        "    return Cfg()\n\n\nCFG = make(1.0)\n\n\nclass AttrDict(dict):\n    __getattr__ = dict.__getitem__\n\n\n"
+        "OPTS = AttrDict(mode='a')\nBIG = 10 ** 5000\nREG = {}\n\n\nclass Node:\n    def __init__(self):\n        self.reg = REG\n\n\n"
+        "for i in range(24):\n    REG[i] = Node()\n\n\n"
+        "def pol(rows):\n    assert OPTS.mode in {'a', 'b', 'c', 'd'}\n    return CFG.sign * CFG.scale() * type(CFG).SIGN * rows.pos.double()\n")
+    mine30, = imported(tmp_path, "mine30")
+    assert kept_keys(mine30, (lambda m: setattr(m, "CFG", m.make(-1.0)),)) == []
+    root = pathlib.Path(__file__).resolve().parents[1]
+    key = [subprocess.run([sys.executable, "-c", "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; from lab import specs; "
+                           "import mine30; print(specs.named(mine30.pol).key)", str(root), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120) for _ in range(2)]
+    assert key[0].stdout and key[0].stdout == key[1].stdout, [k.stdout + k.stderr[-300:] for k in key]
+    with pytest.raises(ValueError, match="below 2\\*\\*60"):
+        experiments.memory(MODEL, context=8, sizes=(4,), budget_gib=1e300)
+
+
+def test_round30_t2r_students_horizons_tokenizers_and_tails(tmp_path):
+    """Round 30: a checkpoint's student was recorded by its function's name and plain cells, so a tail under
+    partial(sink, sinks=2) resumed one under sinks=6, two lambda policies one another, a partial's gamma and an
+    object's field were left out; a horizon whose γ rounds to 1 in the maps' dtype (1e17 in float64, the default
+    4,096 in bfloat16) never decayed; 10**400 as a horizon raised OverflowError; training_text and mini.cut read
+    with no tokenizer check, and the check's probe failed on a path string; transfer(student=5) failed mid-run; a
+    maps file given as a tail's kind was told it "needs its features"."""
+    import functools
+    from t2r import linear, mini, tail, train
+    maps = lambda: linear.FeatureMaps(MODEL.config, 4, "hedgehog", dtype=MODEL.dtype)
+    chunks = tokens(2, 24)
+    for i, (a, b) in enumerate(((functools.partial(policies.sink, sinks=2), functools.partial(policies.sink, sinks=6)),
+                                (lambda rows: rows.pos.double(), lambda rows: -rows.pos.double()))):
+        ck, one, other = tmp_path / f"run{i}.safetensors", maps(), maps()
+        train.transfer(MODEL, one, chunks, student=tail.student(MODEL, one, a, 8), checkpoint=ck, log=None)
+        with pytest.raises(ValueError, match="saved with students="):
+            train.transfer(MODEL, other, chunks, student=tail.student(MODEL, other, b, 8), epochs=2, checkpoint=ck, log=None)
+    for horizon, dtype in ((1e17, torch.float64), (None, torch.bfloat16)):
+        with pytest.raises(ValueError, match="never decay"):
+            linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=horizon, dtype=dtype)
+    with pytest.raises(ValueError, match="starting horizon is a number of tokens"):
+        linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=10**400, dtype=MODEL.dtype)
+    for read in (lambda tok: train.training_text(tok, 16), lambda tok: mini.cut(tok, ["some text"], 2),
+                 lambda tok: experiments.book_chunks(tok, 1, 16)):
+        for tok in (None, "tokenizer.json"):
+            with pytest.raises(ValueError, match="encode\\(text\\).ids"):
+                read(tok)
+    with pytest.raises(ValueError, match="a student is a function"):
+        train.transfer(MODEL, maps(), chunks, student=5, log=None)
+    with pytest.raises(ValueError, match="goes with --tail-maps"):
+        train.maps_from(MODEL, str(tmp_path / "maps.safetensors"))
