@@ -6,6 +6,7 @@ figure; demo.py runs them, prints the table and saves everything under results/.
 import functools
 import itertools
 import math
+import os
 import time
 
 import torch
@@ -26,13 +27,15 @@ quiet = lambda msg: None  # the default `log`: an experiment prints nothing on i
 def check_tokenizer(tok):
     """Refuse what is not a tokenizer whose encode(text).ids are the ids (None failed as 'NoneType' object has no
     attribute 'encode'; a transformers tokenizer, whose encode gives a list, as 'list' object has no attribute 'ids')."""
-    try:  # a probe: a path given for a tokenizer has an encode too (str.encode(""): an unknown encoding)
-        ids = callable(getattr(tok, "encode", None)) and hasattr(tok.encode(""), "ids")
-    except Exception:
-        ids = False
-    if not ids:
+    # a path has an encode too (str.encode("") fails on an unknown encoding), and so has the class; a tokenizer's own
+    # error in the probe is its own (a normaliser's bug), not "not a tokenizer"
+    plain = isinstance(tok, (str, bytes, os.PathLike, type)) or not callable(getattr(tok, "encode", None))
+    if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
+    if getattr(tok, "truncation", None) or getattr(tok, "padding", None):  # a book cut to its first 512 tokens, or padded
+        raise ValueError("the tokenizer truncates or pads what it encodes (its tokenizer.json turns it on): a text would be "
+                         "cut or padded; call tok.no_truncation() and tok.no_padding() first")
 
 
 def book_chunks(tok, n: int, length: int = 4096, books=("plrabn12", "lcet10", "alice29", "asyoulik")) -> torch.Tensor:

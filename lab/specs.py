@@ -56,8 +56,13 @@ class Named:
         its source does not import), the state only such code reaches, a private global (_NAME) its code does
         not name, and a file it reads by a name its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
+        return self._keyed()
+
+    def _keyed(self, skip=()) -> str:
         global _WALKED
-        _WALKED = {}  # the functions, classes and objects keyed so far (_first): each once
+        _WALKED = {}  # the objects keyed so far (_seen): each once; those in `skip` by their place alone
+        for x in skip:
+            _seen(x)
         try:
             return self._key()
         finally:
@@ -81,6 +86,13 @@ class Named:
         return f"{slug}-{digest}"
 
 
+def key_of(fn, skip=()) -> str:
+    """A function keyed as a policy is (its code and files, the values it reads), the objects in `skip` by their
+    place alone: t2r/train.py records a student with it, its model and maps apart (their weights change as they
+    train). Not by what it returns: a student is not a policy."""
+    return Named("function", "function", fn, reads_ahead=True)._keyed(skip)  # reads_ahead: no policy's probe
+
+
 def _behaviour(fn) -> list:
     """What a policy returns on a fixed probe (three layers' rows of random keys, values and attention), as key
     parts. The walk (_reads, _world) names the values it can see; a setting held where it cannot look (a class a
@@ -96,8 +108,8 @@ def _behaviour(fn) -> list:
         rows = msrnn.Rows(attn=attn, pos=pos.expand(B, H, n).clone(), score=attn.sum(2) * t / n, prev=prev,
                           keys=torch.randn(B, H, n, hd, generator=g), values=torch.randn(B, H, n, hd, generator=g),
                           query=torch.randn(B, H, G, hd, generator=g), t=t, size=n - 1, layer=layer)
-        try:
-            with torch.no_grad():
+        try:  # watched as every call is: a policy that changes torch's threads, dtype or seed is refused, and
+            with torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not changed here, unseen later)
                 got = fn(rows)
         except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
             return parts + ["refused the probe"]
@@ -316,6 +328,9 @@ def _value(x, depth: int = 0) -> list:
     weights, a list, tuple, set or dict item by item; a function, class or module by its name (its file is
     hashed with the code); anything else by its repr, which, holding an address, misses the cache rather
     than hit another's."""
+    plain = isinstance(x, PLAIN)
+    if not plain and (seen := _seen(x)) is not None:  # each object once: a registry its items hold was walked along
+        return [type(x).__qualname__, seen]  # every path (and past the depth limit)
     if isinstance(x, torch.Tensor):  # a subclass's attributes too (W.sign), as a list's
         return [x, *_own(x, depth)] if not x.is_nested else ["nested", *(p for t in x.unbind() for p in _value(t, depth + 1))]
     if isinstance(x, np.ndarray):  # an object array item by item (its repr elides a long tensor's middle)
@@ -332,12 +347,9 @@ def _value(x, depth: int = 0) -> list:
     if (owner := _bound(x)) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul
         return ["method", getattr(x, "__qualname__", ""), *(_fields(owner, data_only=True) if inspect.isclass(owner)
                                                            else _value(owner, depth + 1))]
-    plain = isinstance(x, PLAIN)
     if depth >= DEEP and not plain:
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
     x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else x
-    if not plain and (seen := _seen(x)) is not None:  # each object once: a registry its items hold was walked along
-        return [type(x).__qualname__, seen]  # every path (and past the depth limit)
     if isinstance(x, abc.Mapping):
         return ["dict", *(p for k, v in x.items() for p in (*_value(k, depth + 1), *_value(v, depth + 1))),  # in its order,
                 *_own(x, depth)]  # its keys by contents too (a repr may hide a field or elide a tensor's middle)
@@ -371,21 +383,22 @@ def _value(x, depth: int = 0) -> list:
     fields = _fields_of(x)  # a dataclass (slots or not), a namespace: its fields, all of them, not its repr; and its
     # class's settings where the class is the user's (a property that closes over a setting, in a class a factory made)
     cls, settings = type(x), []
-    if not _installed(cls) and _seen(cls) is None:  # once per key: C.DEFAULT = C() was walked to the depth limit
+    if not _installed(cls) and _seen(cls, "settings") is None:  # once per key (C.DEFAULT = C() was walked to the
+        # depth limit), whether or not the class itself was met before as a value (keyed then by its name)
         settings = _fields(cls, data_only=True, depth=depth + 1)
     return [type(x).__qualname__, *_value(fields, depth + 1), *settings] if hasattr(x, "__dict__") or fields else [repr(x)]
 
 
-def _seen(x):
+def _seen(x, what="value"):
     """None the first time the key being made meets x (then it is keyed whole), else 'as #i', the order it was first
     met in: each function, class, object and container is keyed once (a registry of closures or objects that each
     hold it was walked along every path, or past the depth limit). x is held until the key is made, so that no
     object made meanwhile takes its id. Outside a key, None."""
     if _WALKED is None:
         return None
-    if id(x) in _WALKED:
-        return f"as #{_WALKED[id(x)][1]}"
-    _WALKED[id(x)] = (x, len(_WALKED))
+    if (what, id(x)) in _WALKED:
+        return _WALKED[what, id(x)][1]
+    _WALKED[what, id(x)] = (x, f"as #{len(_WALKED)}")
     return None
 
 

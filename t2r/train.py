@@ -9,7 +9,6 @@ import copy
 import dataclasses
 import functools
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -67,9 +66,12 @@ def load(path, model: llama.Model) -> FeatureMaps:
         raise ValueError(f"{path}: field 'layers' names a layer twice: {meta['layers']!r}")
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
+    log_h, c = tensors.get("log_h"), model.config  # the file's horizons, checked as a new decay's are (one that rounds
+    horizon = log_h.double().exp() if decay and log_h is not None and log_h.is_floating_point() and \
+        log_h.shape == (c.n_layers, c.n_kv_heads) else None  # to γ = 1 in the model's dtype never decays)
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
-        maps = FeatureMaps(model.config, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
-                           decay=bool(decay), rotated=bool(rotated)).to(model.device)
+        maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
+                           decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
     except (MemoryError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from None  # the message names r, the window or the sinks
     want = dict(maps.named_parameters())
@@ -391,30 +393,13 @@ def student_of(maps: FeatureMaps):
     return lambda i, q, k, v: linear.swapped(maps, i, q, k, v)
 
 
-def _student(x, depth=0) -> str:
-    """A student for a checkpoint's record: its function (module, name, compiled code: two lambdas are two) and what
-    its closure, a partial's arguments or an object's fields hold, so that maps trained under one student (a tail's
-    policy and sizes, a partial's gamma) are not resumed under another. The model and the maps are recorded
-    apart (their weights change as they train), and a dict is a student's bookkeeping (the tail's turn)."""
-    if depth > 4:
-        return "..."
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return repr(x)
-    if isinstance(x, (list, tuple)):
-        return "[" + ", ".join(_student(y, depth + 1) for y in x) + "]"
-    if isinstance(x, functools.partial):
-        return (f"partial({_student(x.func, depth + 1)}, {_student(list(x.args), depth + 1)}, "
-                f"{', '.join(f'{k}={_student(v, depth + 1)}' for k, v in sorted(x.keywords.items()))})")
-    if isinstance(x, (torch.nn.Module, torch.Tensor, llama.Model, dict)):
-        return type(x).__qualname__
-    name = f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', type(x).__qualname__)}"
-    if inspect.isfunction(x):
-        cells = [specs._contents(c) for c in x.__closure__ or ()]  # (a cell not yet filled: None)
-        return f"{name}#{harness.fingerprint(*specs._compiled(x))}({', '.join(_student(c, depth + 1) for c in cells if c is not x)})"
-    fields = getattr(x, "__dict__", None)
-    if isinstance(fields, dict):  # an object: its class and its fields
-        return f"{type(x).__module__}.{type(x).__qualname__}({', '.join(f'{k}={_student(v, depth + 1)}' for k, v in sorted(fields.items()))})"
-    return name
+def _student(student, skip) -> str:
+    """A student for a checkpoint's record: its name, and its key made as a policy's is (lab/specs.py: its code and
+    files, and what its closure, defaults, globals, a partial or an object hold: a tail's policy and sizes), with
+    the model and the maps (`skip`, recorded apart: their weights change as they train) by their place alone. Maps
+    trained under one student are not resumed under another."""
+    fn = getattr(student, "func", getattr(student, "__func__", student))
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
 
 
 def check_callbacks(**functions):
@@ -468,7 +453,7 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
-                "maps": [describe(m) for m in maps_list], "students": [_student(s) for s in students]} | \
+                "maps": [describe(m) for m in maps_list], "students": [_student(s, (model, *maps_list)) for s in students]} | \
         _identity(model, maps_list, chunks)
     if teacher is not None and (teacher.model is not model or teacher.chunks.shape != chunks.shape
                                 or not torch.equal(teacher.chunks, chunks)):  # the record would name a run it is not
@@ -483,6 +468,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
             if i in m.layers:
                 with torch.enable_grad():
                     loss = F.mse_loss(s(i, q, k, v), o)
+                    if not loss.requires_grad:  # torch's "element 0 of tensors does not require grad", mid-pass
+                        raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
+                                         "nothing to learn (a student reads the maps, as student_of does)")
                     (scale * loss).backward()
                 layer_loss[j] += loss.item() / len(m.layers)
 

@@ -3365,3 +3365,81 @@ def test_round30_t2r_students_horizons_tokenizers_and_tails(tmp_path):
         train.transfer(MODEL, maps(), chunks, student=5, log=None)
     with pytest.raises(ValueError, match="goes with --tail-maps"):
         train.maps_from(MODEL, str(tmp_path / "maps.safetensors"))
+
+
+def test_round31_keys_probes_decays_and_tokenizers(tmp_path):
+    """Round 31: a class met first as a value (keyed by its name) had its settings skipped when its instance came
+    next (one key for two warm-ups); the probe called a policy unwatched, so one that changed torch's default dtype
+    changed it there and the run's guard saw nothing; decayed maps moved to bfloat16 (or loaded from a file of a
+    horizon past float32's) never decayed, and a file of short horizons could not load in bfloat16 (it was refused
+    for the default 4,096); the tokenizer check hid a tokenizer's own error and passed one that truncates."""
+    import tokenizers
+    from t2r import linear, train
+    (tmp_path / "mine31.py").write_text(
+        "import dataclasses\n\n\ndef make(warmup):\n    class Cfg:\n        WARMUP = warmup\n    return Cfg\n\n\n"
+        "@dataclasses.dataclass\nclass Setup:\n    kind: type\n    cfg: object\n\n\ndef build(warmup):\n    kind = make(warmup)\n"
+        "    return Setup(kind, kind())\n\n\nSETUP = build(20)\n\n\n"
+        "def pol(rows):\n    return rows.pos.double() if rows.t < SETUP.cfg.WARMUP else rows.attn.sum(2).double()\n")
+    mine31, = imported(tmp_path, "mine31")
+    assert kept_keys(mine31, (lambda m: setattr(m, "SETUP", m.build(30)),)) == []
+
+    def widens(rows):
+        torch.set_default_dtype(torch.float64)
+        return rows.pos.double()
+    specs.named(widens).key
+    assert torch.get_default_dtype() == torch.float32  # put back by the probe's guard, and refused by the run's
+    with pytest.raises(guards.PolicyError, match="changed torch's default dtype"):
+        msrnn.run(MODEL, tokens(1, 8), widens, 4)
+    f32 = lambda **kw: linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, dtype=torch.float32, **kw)
+    bf16 = random_model(tiny_config(), dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="never decay"):
+        linear.run(bf16, f32().to(torch.bfloat16), tokens(1, 6))
+    train.save(f32(horizon=20.0), tmp_path / "short.safetensors")
+    assert train.load(tmp_path / "short.safetensors", bf16).gamma(0).lt(1).all()
+    long = f32(horizon=100.0)
+    with torch.no_grad():
+        long.log_h.fill_(20.0)  # e^20 tokens, as a training run can leave it
+    train.save(long, tmp_path / "long.safetensors")
+    with pytest.raises(ValueError, match="long.safetensors: .*never decay"):
+        train.load(tmp_path / "long.safetensors", random_model(tiny_config(), dtype=torch.float32))
+
+    class Broken:
+        def encode(self, text):
+            return types.SimpleNamespace(ids=[ord(text[0])])  # IndexError on "": its own error, at its own line
+    with pytest.raises(IndexError):
+        experiments.check_tokenizer(Broken())
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    tok.enable_truncation(8)
+    with pytest.raises(ValueError, match="truncates or pads"):
+        experiments.check_tokenizer(tok)
+
+
+def test_round31_t2r_students_by_their_key_gradients_and_paths(tmp_path):
+    """Round 31: a student's record missed what specs' key holds (a default argument, a bound method's object, a
+    dict or tensor it closes over, a policy file's helper): it is now the student's key made as a policy's is,
+    the model and maps by their place; a student whose output does not depend on the maps failed in torch's
+    words mid-pass; corpus.read of a bytes path failed in pathlib's."""
+    from data import corpus
+    from t2r import linear, train
+    maps = lambda: linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    chunks = tokens(2, 24)
+
+    class Scaled:
+        def __init__(self, m, g):
+            self.m, self.g = m, g
+
+        def attend(self, i, q, k, v):
+            return self.g * linear.swapped(self.m, i, q, k, v)
+    students = (lambda m, g: (lambda i, q, k, v, g=g: g * linear.swapped(m, i, q, k, v)),
+                lambda m, g: (lambda i, q, k, v: {"g": g}["g"] * linear.swapped(m, i, q, k, v)),
+                lambda m, g: Scaled(m, g).attend)
+    for i, make in enumerate(students):
+        ck, one, other = tmp_path / f"run{i}.safetensors", maps(), maps()
+        train.transfer(MODEL, one, chunks, student=make(one, 1.0), checkpoint=ck, log=None)
+        with pytest.raises(ValueError, match="saved with students="):
+            train.transfer(MODEL, other, chunks, student=make(other, 0.5), epochs=2, checkpoint=ck, log=None)
+    with pytest.raises(ValueError, match="does not depend on the maps' weights"):
+        train.transfer(MODEL, maps(), chunks, student=lambda i, q, k, v: v.expand(-1, -1, q.shape[2], -1, -1) * 1.0,
+                       log=None)
+    (tmp_path / "t.txt").write_text("some text")
+    assert corpus.read(bytes(tmp_path / "t.txt")) == "some text"
