@@ -247,5 +247,5 @@ def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = Fal
         o = attention(i, q, k, v)                                    # q, o (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         x = x + F.linear(o.permute(0, 3, 1, 2, 4).flatten(2), L.wo)  # (B, Hkv, G, T, hd) -> (B, T, H*hd) -> (B, T, dim)
         x = x + mlp(L, rms_norm(x, L.mlp_norm, model.config.norm_eps))
-    logits = output(model, x[:, -1:] if last else x)
+    logits = guards.check_logits(output(model, x[:, -1:] if last else x))  # float16 overflows without a word
     return logits[0] if tokens.dim() == 1 else logits

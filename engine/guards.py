@@ -84,9 +84,9 @@ def check_maps(model, maps):
         if tuple(f.shape) != (1, c.n_kv_heads, g, 1, maps.r) or f.dtype != model.dtype:
             raise ValueError(f"the feature maps give {which} features {f.dtype} {tuple(f.shape)}; this model needs "
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
-    if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):  # maps moved to bfloat16, or a file's
-        raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
-                         "tells from 1): they would never decay; keep decayed maps in float32, or shorter horizons")
+    if maps.decay and any((~(maps.gamma(i) < 1)).any() for i in maps.layers):  # maps moved to bfloat16, or a file's
+        raise ValueError(f"the maps' decay is γ = 1 (or NaN) in {maps.log_h.dtype} at some layer (a horizon past what that "
+                         "float tells from 1): they would never decay; keep decayed maps in float32, or shorter horizons")
     if not maps.rotated and not torch.equal(maps.inv_freq, model.inv_freq.to(maps.inv_freq)):
         # maps that turn q and k back before RoPE must turn them by this model's angles, not another config's
         raise ValueError("the feature maps turn q and k back by another RoPE (rope_theta or rope_scaling) than "
@@ -147,9 +147,11 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
     if bad.any():
         raise ValueError(f"the decay's starting horizon must be a finite number of tokens above 1, got "
                          f"{horizon[bad].flatten()[0].item()!r}")
-    flat = decay and (-(-horizon.log().to(dtype)).exp()).exp() >= 1  # γ as FeatureMaps.gamma computes it, in its dtype
+    full, swapped = horizon.expand(n_layers, H), torch.zeros(n_layers, 1, dtype=torch.bool)
+    swapped[layers] = True  # γ as FeatureMaps.gamma computes it, in its dtype, in the layers the maps swap
+    flat = decay and ((-(-full.log().to(dtype)).exp()).exp() >= 1) & swapped
     if decay and flat.any():  # 1e17 in float64, 1e8 in float32, 4,096 in bfloat16: a decay that never decays
-        raise ValueError(f"a decay from a horizon of {horizon[flat].flatten()[0].item():g} tokens is γ = exp(-1/h) = 1 in "
+        raise ValueError(f"a decay from a horizon of {full[flat].flatten()[0].item():g} tokens is γ = exp(-1/h) = 1 in "
                          f"{dtype} (it rounds to 1 past about {2 / torch.finfo(dtype).eps:.3g} tokens): it would never "
                          "decay; give a shorter horizon" + (", or maps in float32" if torch.finfo(dtype).bits < 32 else ""))
     return layers, dtype, horizon.expand(n_layers, H)
@@ -551,10 +553,12 @@ class _Watched:
         self.settings = [get() for _, get, _ in SETTINGS]  # the other process-wide settings
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
+        changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
         if isinstance(e, (Exception, SystemExit, GeneratorExit)):  # sys.exit() in a policy is its failure, not the program's end
-            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}")
+            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}"
+                              + (f" (it had changed {changed}: put back)" if changed else ""))
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
@@ -564,18 +568,23 @@ class _Watched:
                 raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
                                   "compute new tensors and change nothing it is shown")
-        modes, home = self.modes, self.home
+        if changed:
+            raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back): a policy must not change "
+                              "global settings")
+        return False
+
+    def put_back(self) -> str:
+        """Every process-wide setting the call changed, put back (all of them, not the first), said in words."""
+        changed, modes, home = [], self.modes, self.home
         if torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home:
             now = torch.get_default_device()
             torch.set_default_device(home)
-            raise PolicyError(f"policy {policy_name(self.policy)} changed torch's default device from {home or 'cpu'} to {now} (put back): a policy "
-                              "must not change global settings")
+            changed.append(f"torch's default device from {home or 'cpu'} to {now}")
         for (what, get, put), was in zip(SETTINGS, self.settings):
             if (now := get()) != was:
                 put(was)
-                raise PolicyError(f"policy {policy_name(self.policy)} changed {what} from {was} to {now} (put back): "
-                                  "a policy must not change global settings")
-        return False
+                changed.append(f"{what} from {was} to {now}")
+        return ", ".join(changed)
 
 
 SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -33,7 +33,9 @@ def check_tokenizer(tok):
     if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
-    if getattr(tok, "truncation", None) or getattr(tok, "padding", None):  # a book cut to its first 512 tokens, or padded
+    lengths = [len(tok.encode("a " * n).ids) for n in (1, 600, 1200)]  # a wrapper's settings are not attributes
+    if any(isinstance(getattr(tok, a, None), dict) for a in ("truncation", "padding")) or not lengths[0] < lengths[1] < lengths[2]:
+        # tokenizers' settings when on, or what they do: a book cut to its first 512 tokens, or padded
         raise ValueError("the tokenizer truncates or pads what it encodes (its tokenizer.json turns it on): a text would be "
                          "cut or padded; call tok.no_truncation() and tok.no_padding() first")
 

@@ -94,13 +94,13 @@ def key_of(fn, skip=()) -> str:
 
 
 def _behaviour(fn) -> list:
-    """What a policy returns on a fixed probe (three layers' rows of random keys, values and attention), as key
+    """What a policy returns on a fixed probe (five steps' rows of random keys, values and attention), as key
     parts. The walk (_reads, _world) names the values it can see; a setting held where it cannot look (a class a
     factory made, a descriptor, a cache, a metaclass, a notebook's code) still changes the scores, and so the key.
     A policy that refuses the probe's shapes adds nothing here; one whose scores change from call to call (an
     unseeded generator) gets a new key in each process: a miss, never a stale hit."""
     g, (B, H, G, hd), parts = torch.Generator().manual_seed(0), (1, 3, 3, 64), ["behaviour"]  # the default model's heads
-    for layer, t, n in ((0, 40, 17), (1, 100, 17), (15, 300, 33)):
+    for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 3000, 65)):
         pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) the newest last
         attn = torch.randn(B, H, G, n, generator=g).softmax(-1)
         prev = torch.randn(B, H, n, generator=g)
@@ -112,7 +112,8 @@ def _behaviour(fn) -> list:
             with torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not changed here, unseen later)
                 got = fn(rows)
         except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
-            return parts + ["refused the probe"]
+            parts.append(f"refused at t={t}")
+            continue
         parts.append(got.detach().clone() if isinstance(got, torch.Tensor) else repr(got))
     return parts
 
@@ -219,8 +220,9 @@ def _reads(fn) -> tuple[list, list]:
         if isinstance(f, functools.partial):
             values += [v for a in f.args for v in _value(a)]
             todo.append(f.func)
-        elif inspect.ismethod(f):
-            values += _fields(f.__self__) + _fields(type(f.__self__), data_only=True)
+        elif inspect.ismethod(f):  # the object's fields, or its place where it is keyed apart (key_of's skip: the maps)
+            placed = _seen(f.__self__)
+            values += [placed] if placed is not None else _fields(f.__self__) + _fields(type(f.__self__), data_only=True)
             todo.append(f.__func__)
         elif inspect.isfunction(f):
             code.append(f)
@@ -243,7 +245,8 @@ def _fields(obj, data_only=False, depth=0) -> list:
         fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()}  # a base's, then its own
     else:
         fields = _fields_of(obj)
-    return [x for k, v in sorted(fields.items()) if not data_only or (_data(v) or isinstance(v, property)) and not k.startswith("__")
+    return [x for k, v in sorted(fields.items())
+            if not data_only or (_data(v) or isinstance(v, (property, functools.cached_property))) and not k.startswith("__")
             for x in (k, *_value(v, depth))]  # a property's getter may close over a setting (a class a factory made)
 
 
@@ -349,7 +352,8 @@ def _value(x, depth: int = 0) -> list:
                                                            else _value(owner, depth + 1))]
     if depth >= DEEP and not plain:
         return [os.urandom(8).hex()]  # nested past what the key walks: a miss every time, never a stale hit
-    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else x
+    x = x.__func__ if isinstance(x, (staticmethod, classmethod)) else x.fget if isinstance(x, property) else \
+        x.func if isinstance(x, functools.cached_property) else x
     if isinstance(x, abc.Mapping):
         return ["dict", *(p for k, v in x.items() for p in (*_value(k, depth + 1), *_value(v, depth + 1))),  # in its order,
                 *_own(x, depth)]  # its keys by contents too (a repr may hide a field or elide a tensor's middle)

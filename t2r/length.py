@@ -230,7 +230,9 @@ def family(which: str, model, tok, text, args, log, done=None) -> dict:
             log("the teacher's attention per layer (its KV heads' mean): share on the first 4 tokens " +
                 " ".join(f"{statistics.mean(x):.2f}" for x in profile["sink_share"]) + "; mean distance of the rest " +
                 " ".join(f"{statistics.mean(x):.0f}" for x in profile["distance"]))
-        sets = {PROFILED: dict(sinks=SINKS, decay=True, horizon=profile["distance"], rotated=False)} if profile else \
+        start = [[max(d, 1.5) for d in layer] for layer in profile["distance"]] if profile else None  # a local head's
+        # mean distance can be under a token, and a decay starts above 1 (γ = exp(-1/h) > 0): the published run's were 12-481
+        sets = {PROFILED: dict(sinks=SINKS, decay=True, horizon=start, rotated=False)} if profile else \
             dict([list(map_sets("hybrids", args.horizons).items())[-1]])  # control: the lora family's hybrid
         maps = {name: linear.FeatureMaps(model.config, args.r, "hedgehog", **kw) for name, kw in sets.items()}
         budget = control_budget(chunks, args, (done or {}).get("lora")) if which == "control" else None

@@ -222,6 +222,7 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
             return attention(q, k, v, held, dropped)
         pos = torch.arange(q.shape[3], device=q.device)              # (T,) row j is at position j
         return attention(q, k, v, held, dropped, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), gamma=maps.gamma(i))
+    attend.policy = policy  # a training checkpoint records its key, probe and all (train._student)
     return attend
 
 

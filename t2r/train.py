@@ -67,8 +67,12 @@ def load(path, model: llama.Model) -> FeatureMaps:
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
     log_h, c = tensors.get("log_h"), model.config  # the file's horizons, checked as a new decay's are (one that rounds
-    horizon = log_h.double().exp() if decay and log_h is not None and log_h.is_floating_point() and \
-        log_h.shape == (c.n_layers, c.n_kv_heads) else None  # to γ = 1 in the model's dtype never decays)
+    if decay and (log_h is None or not log_h.is_floating_point() or log_h.shape != (c.n_layers, c.n_kv_heads)):
+        raise ValueError(f"{path}: tensor 'log_h' (the decay's horizons) is " + ("missing" if log_h is None else
+                         f"{log_h.dtype} {tuple(log_h.shape)}, this model needs a float ({c.n_layers}, {c.n_kv_heads})"))
+    horizon = log_h.double().exp().clamp_min(1 + 1e-9) if decay and log_h is not None and log_h.is_floating_point() \
+        and log_h.shape == (c.n_layers, c.n_kv_heads) else None  # to γ = 1 in the model's dtype never decays; one
+    # trained under a token is a trained value, not a start: the file's own is copied in below)
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
         maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
                            decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
@@ -399,7 +403,11 @@ def _student(student, skip) -> str:
     the model and the maps (`skip`, recorded apart: their weights change as they train) by their place alone. Maps
     trained under one student are not resumed under another."""
     fn = getattr(student, "func", getattr(student, "__func__", student))
-    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
+    try:  # a tail's policy by its own key: what it returns on the probe too (a setting held in a factory's class)
+        return name + (f" under {specs.named(fn.policy).key}" if callable(getattr(fn, "policy", None)) else "")
+    except ValueError:  # a policy specs cannot name (a lookahead's bound, a lambda): its code and values, above
+        return name
 
 
 def check_callbacks(**functions):
@@ -472,6 +480,9 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
                         raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
                                          "nothing to learn (a student reads the maps, as student_of does)")
                     (scale * loss).backward()
+                    if not any(p.grad is not None for p in m.parameters()):  # it read other maps (a copy made before)
+                        raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to those maps: it "
+                                         "reads other weights (a copy?); nothing of these maps would be learned")
                 layer_loss[j] += loss.item() / len(m.layers)
 
     def step(i):

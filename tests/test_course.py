@@ -285,6 +285,8 @@ MISTAKES = {
                        "your RNN view differs from your transformer view"),
     "z left out of state_bytes": (7, "t2r/linear.py", "maps.r * (c.head_dim + 1)", "maps.r * c.head_dim",
                                   "state_bytes is not what the state holds"),
+    "r read from the key map's rows": (7, "t2r/linear.py", "window + maps.r * (c.head_dim + 1)",
+                                       "window + maps.wk.shape[-2] * (c.head_dim + 1)", "state_bytes is not what the state holds"),
     "the sinks left out of state_bytes": (7, "t2r/linear.py", "window = 2 * (maps.window + maps.sinks) * c.head_dim",
                                           "window = 2 * maps.window * c.head_dim", "plus the sinks' and the window's rows"),
     "Hedgehog's features left in float32": (7, "t2r/linear.py", "(-u).softmax(-1)], -1).to(x.dtype)",
