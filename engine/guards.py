@@ -84,9 +84,10 @@ def check_maps(model, maps):
         if tuple(f.shape) != (1, c.n_kv_heads, g, 1, maps.r) or f.dtype != model.dtype:
             raise ValueError(f"the feature maps give {which} features {f.dtype} {tuple(f.shape)}; this model needs "
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
-    if maps.decay and any((~(maps.gamma(i) < 1)).any() for i in maps.layers):  # maps moved to bfloat16, or a file's
-        raise ValueError(f"the maps' decay is γ = 1 (or NaN) in {maps.log_h.dtype} at some layer (a horizon past what that "
-                         "float tells from 1): they would never decay; keep decayed maps in float32, or shorter horizons")
+    half = maps.decay and torch.finfo(maps.log_h.dtype).bits < 32  # γ = 1 there is an accident: maps moved to bfloat16
+    if maps.decay and any((maps.gamma(i).isnan() | (half & (maps.gamma(i) >= 1))).any() for i in maps.layers):
+        raise ValueError(f"the maps' decay is NaN, or 1 in {maps.log_h.dtype} (a horizon past what that float tells from 1), "
+                         "at some layer: it would not decay as trained; keep decayed maps in float32, or shorter horizons")
     if not maps.rotated and not torch.equal(maps.inv_freq, model.inv_freq.to(maps.inv_freq)):
         # maps that turn q and k back before RoPE must turn them by this model's angles, not another config's
         raise ValueError("the feature maps turn q and k back by another RoPE (rope_theta or rope_scaling) than "

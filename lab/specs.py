@@ -323,7 +323,7 @@ TORCH_OWN = set(vars(torch.nn.Module()))  # an nn.Module's own bookkeeping (its 
 # and the user's attributes, private ones too (self._sign), are what the module computes with
 PLAIN = (str, bytes, int, float, complex, bool, type(None))  # values keyed by their repr
 DEEP = 12  # how far into nested values a key looks (a list holding itself twice: 2^12 visits)
-_WALKED = None  # while a key is computed, what _value has keyed (_first), by id
+_WALKED = None  # while a key is computed, what _value has keyed (_seen), by id
 
 
 def _value(x, depth: int = 0) -> list:

@@ -66,13 +66,13 @@ def load(path, model: llama.Model) -> FeatureMaps:
         raise ValueError(f"{path}: field 'layers' names a layer twice: {meta['layers']!r}")
     if any(not 0 <= i < model.config.n_layers for i in layers):
         raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
-    log_h, c = tensors.get("log_h"), model.config  # the file's horizons, checked as a new decay's are (one that rounds
+    log_h, c = tensors.get("log_h"), model.config  # the decay's horizons: named here, not as the default's in bfloat16
     if decay and (log_h is None or not log_h.is_floating_point() or log_h.shape != (c.n_layers, c.n_kv_heads)):
         raise ValueError(f"{path}: tensor 'log_h' (the decay's horizons) is " + ("missing" if log_h is None else
                          f"{log_h.dtype} {tuple(log_h.shape)}, this model needs a float ({c.n_layers}, {c.n_kv_heads})"))
-    horizon = log_h.double().exp().clamp_min(1 + 1e-9) if decay and log_h is not None and log_h.is_floating_point() \
-        and log_h.shape == (c.n_layers, c.n_kv_heads) else None  # to γ = 1 in the model's dtype never decays; one
-    # trained under a token is a trained value, not a start: the file's own is copied in below)
+    # the file's horizons, checked as a new decay's are (one that rounds to γ = 1 in the model's dtype never decays); one
+    # trained under a token is a trained value, not a start (the file's own is copied in below)
+    horizon = log_h.double().exp().clamp_min(1 + 1e-9) if decay else None
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
         maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
                            decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
