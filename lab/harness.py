@@ -5,6 +5,7 @@ a pool of worker processes. Nothing here changes a number.
 import argparse
 import ast
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -412,18 +413,10 @@ def sources(*files: pathlib.Path) -> list[pathlib.Path]:
         if f in seen or not f.is_file():
             continue
         seen.append(f)
-        try:
-            tree = ast.parse(f.read_bytes())
-        except (SyntaxError, ValueError, RecursionError):
-            continue  # its bytes are still hashed
-        for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or "", *(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)]
-                     if isinstance(node, ast.ImportFrom) else [])
-            for name in names:
-                for home in (f.parent, ROOT):
-                    part = home.joinpath(*name.split("."))
-                    todo += [m for m in (part.with_suffix(".py"), part / "__init__.py") if name and m.is_file()]
+        for name in _code_of(f.read_bytes())[0]:  # (unparsable: no imports; its bytes are still hashed)
+            for home in (f.parent, ROOT):
+                part = home.joinpath(*name.split("."))
+                todo += [m for m in (part.with_suffix(".py"), part / "__init__.py") if name and m.is_file()]
     return sorted(seen)
 
 
@@ -434,11 +427,10 @@ def data_files(*files: pathlib.Path) -> list[pathlib.Path]:
     found = set()
     for f in files:
         try:
-            tree = ast.parse(f.read_bytes())
-        except (OSError, SyntaxError, ValueError, RecursionError):
+            text = f.read_bytes()
+        except OSError:
             continue
-        for node in ast.walk(tree):
-            name = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+        for name in _code_of(text)[1]:
             if 0 < len(name) < 256 and "\n" not in name and "\0" not in name and not os.path.isabs(name):
                 near = f.parent / name
                 try:
@@ -447,6 +439,25 @@ def data_files(*files: pathlib.Path) -> list[pathlib.Path]:
                 except OSError:  # a name too long for this file system
                     pass
     return sorted(found)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_of(text: bytes) -> tuple[tuple, tuple]:
+    """(the modules a file's imports name, its string constants), parsed once per contents: a key reads the
+    repository's files at every policy and every training run (2 s a student's key, parsed afresh)."""
+    try:
+        tree = ast.parse(text)  # as Python reads it: a coding line, a byte-order mark
+    except (SyntaxError, ValueError, RecursionError):
+        return (), ()
+    names, strings = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [node.module or "", *(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.append(node.value)
+    return tuple(names), tuple(strings)
 
 
 def fingerprint(*parts) -> str:
