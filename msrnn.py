@@ -254,7 +254,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
-    """The transformer view of a finite MSRNN (Oren et al. 2024, app. E): (logits, state) for tokens
+    """The transformer view of a finite MSRNN, as the paper's experiments run one: (logits, state) for tokens
     (B, T) or (T,), logits shaped as llama.forward's. state: as in `run`.
 
     Each layer computes all queries and keys at once, derives row by row which keys every query may
@@ -280,7 +280,7 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     """held[b, h, 0, i, j]: whether row j is in the multi-state when query i attends, (B, Hkv or 1, 1, T, T).
     The mask is the recurrence's own output: this runs MultiState.attend step by step over the layer's
     queries and keys (computed at once) and records which rows each step held. Attention under it is
-    then ordinary softmax attention, which is what app. E says a finite MSRNN is."""
+    then ordinary softmax attention: a finite MSRNN is the transformer under this mask."""
     B, H, G, T, _ = q.shape
     # this mask, and softmax_attention's copy of it per query head with float scores beside it
     guards.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")

@@ -580,7 +580,7 @@ def summary(data) -> str:
     tf, t2r, t2r0 = by[("transformer", "random", None, P)], by[("T2R", "pretrained", top, P)], by[("T2R", "random", top, 0)]
     verdict = {c.split(" ")[0]: v for c, _, v in claims(data)}
     stored = {c.split(" ")[0]: v for c, _, v in data.get("claims", []) if isinstance(c, str)}  # what the run printed
-    newer = [f"{k}: the run's log says {stored[k]!r}" for k in ("(a)", "(b)") if stored.get(k, verdict[k]) != verdict[k]]
+    newer = [f"{k}: the run's JSON and log say {stored[k]!r}" for k in ("(a)", "(b)") if stored.get(k, verdict[k]) != verdict[k]]
     return (f"A {data['weights']:,}-weight LLaMA pretrained here on Shakespeare and two other books ({tf['train_tokens']:,} "
             f"tokens read): test perplexity "
             f"{tf['ppl']:.2f}; T2R r={top} swapped in and finetuned ({t2r['train_tokens']:,} tokens) {t2r['ppl']:.2f} ± "

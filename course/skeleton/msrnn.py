@@ -246,7 +246,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
-    """Part 5. The transformer view of a finite MSRNN (Oren et al. 2024, app. E): (logits, state)
+    """Part 5. The transformer view of a finite MSRNN, as the paper runs one: (logits, state)
     for tokens (B, T) or (T,), logits shaped as llama.forward's. state: as in `run`.
 
     Check the policy and tokens as run does, start from init_state (or the given state), and run
