@@ -271,7 +271,7 @@ def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: 
 
     def attention(i, q, k, v):                                       # q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd)
         return llama.softmax_attention(q, k, v, held_mask(state.layers[i], q, k, v, policy) & causal)
-    logits = guards.check_logits(llama.forward(model, tokens, attention))
+    logits = llama.forward(model, tokens, attention)                  # (checked finite there)
     state.t = ids.shape[1]
     return logits, state
 

@@ -72,7 +72,7 @@ def prefill(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | N
         rest = [attend_block(ms, q[:, :, :, j:j + STEP_BLOCK], k[:, :, j:j + STEP_BLOCK], v[:, :, j:j + STEP_BLOCK],
                              j, policy, step) for j in range(f, T, STEP_BLOCK)]  # (B, Hkv, G, b, hd) each
         return torch.cat([first, *rest], 3)                          # (B, Hkv, G, T, hd)
-    logits = guards.check_logits(llama.forward(model, tokens, attention, last))
+    logits = llama.forward(model, tokens, attention, last)  # checked finite there
     state.t = T
     return logits, state
 

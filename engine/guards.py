@@ -85,7 +85,8 @@ def check_maps(model, maps):
             raise ValueError(f"the feature maps give {which} features {f.dtype} {tuple(f.shape)}; this model needs "
                              f"{model.dtype} {(1, c.n_kv_heads, g, 1, maps.r)}")
     half = maps.decay and torch.finfo(maps.log_h.dtype).bits < 32  # γ = 1 there is an accident: maps moved to bfloat16
-    if maps.decay and any((maps.gamma(i).isnan() | (half & (maps.gamma(i) >= 1))).any() for i in maps.layers):
+    gammas = [maps.gamma(i) for i in maps.layers] if maps.decay else []
+    if any(g.isnan().any() or half and (g >= 1).any() for g in gammas):
         raise ValueError(f"the maps' decay is NaN, or 1 in {maps.log_h.dtype} (a horizon past what that float tells from 1), "
                          "at some layer: it would not decay as trained; keep decayed maps in float32, or shorter horizons")
     if not maps.rotated and not torch.equal(maps.inv_freq, model.inv_freq.to(maps.inv_freq)):

@@ -56,19 +56,19 @@ class Named:
         its source does not import), the state only such code reaches, a private global (_NAME) its code does
         not name, and a file it reads by a name its source does not spell: after changing those, run with
         --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
-        return self._keyed()
+        return self._keyed(probe=not self.reads_ahead)  # a lookahead reads (model, tokens): no rows to probe
 
-    def _keyed(self, skip=()) -> str:
+    def _keyed(self, skip=(), probe=True) -> str:
         global _WALKED
         _WALKED = {}  # the objects keyed so far (_seen): each once; those in `skip` by their place alone
         for x in skip:
             _seen(x)
         try:
-            return self._key()
+            return self._key(probe)
         finally:
             _WALKED = None
 
-    def _key(self) -> str:
+    def _key(self, probe) -> str:
         runs, held = _reads(self.fn)
         try:
             codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
@@ -80,7 +80,7 @@ class Named:
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
-        bound += harness.fingerprint(*_behaviour(self.fn)) if self.fn is not None and not self.reads_ahead else ""
+        bound += harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
@@ -90,7 +90,7 @@ def key_of(fn, skip=()) -> str:
     """A function keyed as a policy is (its code and files, the values it reads), the objects in `skip` by their
     place alone: t2r/train.py records a student with it, its model and maps apart (their weights change as they
     train). Not by what it returns: a student is not a policy."""
-    return Named("function", "function", fn, reads_ahead=True)._keyed(skip)  # reads_ahead: no policy's probe
+    return Named("function", "function", fn)._keyed(skip, probe=False)
 
 
 def _behaviour(fn) -> list:

@@ -111,8 +111,6 @@ def measure(model, lengths=(1024, 4096, 16384, 32768), size=256, t2r="relu:64", 
     if not (guards.integer(steps) and steps >= 1):
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
     log = log or (lambda *a: None)  # as the other T2R functions take it
-    if isinstance(lengths, (set, frozenset)):  # its order is the hash's: "not in increasing order" would blame the user
-        raise ValueError(f"lengths are a list of whole numbers of tokens in increasing order, not a set (a set has no order); got {lengths!r}")
     lengths = guards.listed(lengths, "lengths are a list of whole numbers of tokens")
     lengths = sorted(lengths) if all(guards.integer(n) for n in lengths) else lengths  # the columns, the plot: in order
     t2r_maps, tail_maps, hybrid = maps_from(t2r, model), maps_from(tail_spec, model), hybrid_maps(model)
