@@ -135,7 +135,7 @@ def rms_norm(x, weight, eps):
 
 
 def mlp(L: Layer, h):
-    # SwiGLU (Shazeer 2020, arXiv 2002.05202 eq. 5): down(silu(gate h) * up h)
+    # SwiGLU (Shazeer 2020, arXiv 2002.05202, its FFN_SwiGLU): down(silu(gate h) * up h)
     gate, up = F.linear(h, L.w_gate_up).chunk(2, dim=-1)
     return F.linear(F.silu(gate) * up, L.w_down)
 

@@ -225,7 +225,7 @@ PARTS = [
         T2R + "test_hedgehog_map_is_two_softmaxes", T2R + "test_elu_map_is_elu_plus_one",
         *(f"{T2R}test_relu_maps_are_relu_of_their_own_projections[{k}]" for k in ("t2r", "relu")),
         T2R + "test_linear_attention_is_normalised_as_the_paper_writes[attention]",
-        T2R + "test_state_size_is_constant[relu]", T2R + "test_state_size_is_constant[hedgehog]",
+        *(f"{T2R}test_state_size_is_constant[{k}]" for k in ("relu", "hedgehog", "elu")),
         T2R + "test_state_bytes_counts_the_sinks_too[sinks-3]",
         *(f"{T2R}test_features_come_in_the_dtype_of_x[{k}]" for k in ("relu", "t2r", "hedgehog", "elu")),
         T2R + "test_swap_and_swap_back"), writes=T2R_WRITES,

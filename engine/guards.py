@@ -16,6 +16,7 @@ import warnings
 import weakref
 
 import torch
+import torch.utils._device  # torch's default device (put_back)
 
 
 def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
@@ -53,7 +54,9 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
     """logits, checked finite: float16 overflows without a word (65504 is its largest number), and a
     policy's NaN check sees only the rows it is shown, which the full cache and Window never read."""
     if logits.device.type != "meta" and not torch.compiler.is_compiling() and \
-            not torch.isfinite(logits.sum(dtype=torch.float64)):  # one number: no copy the size of the logits
+            not torch.isfinite(logits.sum(dtype=torch.float64)) and \
+            not torch.isfinite(logits).all():  # one number first, no copy the size of the logits; a sum of finite
+        # float64 logits near 1e308 overflows, so its verdict is confirmed
         raise FloatingPointError(f"the logits are not finite ({logits.dtype}): the computation overflowed its dtype "
                                  "(float16 ends at 65504: run in float32 or bfloat16), or a weight is inf or NaN")
     return logits
@@ -410,8 +413,8 @@ def all_or_nothing(step):
                              f"no row, so it takes no policy; got {getattr(policy, '__name__', policy)!r}")
         tokens = check_step_tokens(model, tokens, state)
         t, saved = state.t, [_save(ms) for ms in state.layers]
-        try:
-            return step(model, tokens, state, policy)
+        try:  # logits checked inside: a step whose logits overflowed leaves the state as it was
+            return check_logits(step(model, tokens, state, policy))
         except BaseException as e:
             kept = all(s is not None for s in saved)
             for ms, s in zip(state.layers, saved):
@@ -481,7 +484,7 @@ def _held(rows) -> dict:
     weak reference's callback drops the entry when rows goes."""
     key = id(rows)
     if key not in _HELD:
-        _HELD[key] = {"ref": weakref.ref(rows, lambda _, key=key: _HELD.pop(key, None)), "fields": {}, "copies": {}}
+        _HELD[key] = {"ref": weakref.ref(rows, lambda _, key=key: _HELD.pop(key, None)), "fields": {}, "copies": {}, "made": {}}
     return _HELD[key]
 
 
@@ -500,7 +503,11 @@ def _copying(cls):
                 except KeyError:
                     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}") from None
             if name not in held["copies"]:
-                held["copies"][name] = held["fields"][name].clone()
+                copy = held["fields"][name].clone()
+                if copy.is_inference():  # under torch.inference_mode: a copy that counts its writes (version) all the same,
+                    with torch.inference_mode(False):  # from 1 (the copy's own write)
+                        copy = held["fields"][name].clone()
+                held["copies"][name], held["made"][name] = copy, copy._version
             return held["copies"][name]
 
         def put(self, x):  # dataclasses.replace(rows, ...) builds a new one through __init__
@@ -530,12 +537,42 @@ def _put_filters(filters):
     warnings._filters_mutated()  # the filters' caches, as warnings.simplefilter clears them
 
 
+_TINY = 1e-310  # a float64 subnormal: read as 0 once torch.set_flush_denormal(True) has changed the CPU's flags
+
+
+class _Said(tuple):  # a setting of two flags, said in words
+    def __new__(cls, flags, said):
+        out = super().__new__(cls, flags)
+        out.said = said
+        return out
+    __repr__ = __str__ = lambda self: self.said
+
+
+def _determinism():
+    on, warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    return _Said((on, warn), f"{on}" + (" (warn_only)" if warn else ""))
+
+
+def _anomaly():
+    on, nan = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    return _Said((on, nan), f"{on}" + ("" if nan else " (no NaN check)"))
+
+
 SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
             ("torch's thread count", torch.get_num_threads, torch.set_num_threads),
             ("torch's float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-            ("torch's deterministic algorithms setting", torch.are_deterministic_algorithms_enabled, torch.use_deterministic_algorithms),
-            ("torch's global random seed", torch.initial_seed, torch.manual_seed),  # a policy draws from a Generator of its own
+            ("torch's deterministic algorithms setting", _determinism,
+             lambda was: torch.use_deterministic_algorithms(was[0], warn_only=was[1])),
+            ("torch's anomaly detection", _anomaly, lambda was: torch.set_anomaly_enabled(*was)),
+            ("torch's flush of subnormal floats to zero", lambda: _TINY * 1.0 == 0.0, torch.set_flush_denormal),
+            ("torch's global random seed", torch.initial_seed, None),  # a policy draws from a Generator of its own:
+            # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters)]  # a warning silenced for good
+
+
+def _function_modes() -> list:
+    """torch's stack of function modes: torch.set_default_device pushes one (a DeviceContext), and so can any code."""
+    return [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
 
 
 class _Watched:
@@ -550,23 +587,25 @@ class _Watched:
             if f in rows.__dict__:
                 self.held["fields"][f] = rows.__dict__.pop(f)
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
-        self.modes = torch._C._len_torch_function_stack()
-        self.home = torch.get_default_device() if self.modes else None
+        self.modes = _function_modes() if torch._C._len_torch_function_stack() else []
+        self.device = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE
         self.settings = [get() for _, get, _ in SETTINGS]  # the other process-wide settings
+        self.random = torch.get_rng_state()  # under a microsecond
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
-        if isinstance(e, (Exception, SystemExit, GeneratorExit)):  # sys.exit() in a policy is its failure, not the program's end
+        if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
+            # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
             err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}"
                               + (f" (it had changed {changed}: put back)" if changed else ""))
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
             return False
-        for field, x in self.held["copies"].items():  # a fresh copy is at version 0
-            if x._version:
+        for field, x in self.held["copies"].items():  # a copy not written since it was made
+            if x._version != self.held["made"][field]:
                 raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
                                   "compute new tensors and change nothing it is shown")
@@ -577,14 +616,26 @@ class _Watched:
 
     def put_back(self) -> str:
         """Every process-wide setting the call changed, put back (all of them, not the first), said in words."""
-        changed, modes, home = [], self.modes, self.home
-        if torch._C._len_torch_function_stack() != modes or modes and torch.get_default_device() != home:
-            now = torch.get_default_device()
-            torch.set_default_device(home)
-            changed.append(f"torch's default device from {home or 'cpu'} to {now}")
+        changed = []
+        if torch._C._len_torch_function_stack() != len(self.modes) or self.modes and any(
+                a is not b for a, b in zip(_function_modes(), self.modes)):  # a mode left on changes every later call
+            now, home = torch.get_default_device(), None
+            added = [type(m).__name__ for m in _function_modes() if not any(m is b for b in self.modes)]
+            while torch._C._len_torch_function_stack():
+                torch._C._pop_torch_function_stack()
+            for m in self.modes:
+                torch._C._push_on_torch_function_stack(m)
+            torch._GLOBAL_DEVICE_CONTEXT.device_context, torch.utils._device.CURRENT_DEVICE = self.device
+            home = torch.get_default_device()
+            if now != home:
+                changed.append(f"torch's default device from {home} to {now}")
+            if added := [a for a in added if a != "DeviceContext"]:
+                changed.append(f"torch's function modes (it left {', '.join(added)} on)")
+            elif now == home:
+                changed.append("torch's stack of function modes")
         for (what, get, put), was in zip(SETTINGS, self.settings):
             if (now := get()) != was:
-                put(was)
+                torch.set_rng_state(self.random) if put is None else put(was)
                 changed.append(f"{what} from {was} to {now}")
         return ", ".join(changed)
 

@@ -209,12 +209,12 @@ def guard_costs(model, s) -> dict:
         each = {"check_state (once a step)": timed(lambda: guards.check_state(model, state), 1),
                 "check_step_tokens (once a step)": timed(lambda: guards.check_step_tokens(model, tokens, state), 1),
                 "all_or_nothing's saves (each layer)": timed(lambda: [guards._save(m) for m in state.layers], 1),
-                "check_logits (once a step, in feed and generate)": timed(lambda: guards.check_logits(logits), 1)}
+                "check_logits (once a step, in the step's guard)": timed(lambda: guards.check_logits(logits), 1)}
         if policy is not None:  # a drop in every layer at every step
             scores = policy(rows)
             each |= {"policy_call: the watch and the copies it shows (each layer)": timed(watched, L) - timed(plain, L),
                      "check_scores (each layer)": timed(lambda: guards.check_scores(policy, rows, scores), L)}
-        guarded = lambda: guards.check_logits(llama.step(model, tokens, state, policy))
+        guarded = lambda: llama.step(model, tokens, state, policy)  # its guard checks the logits
         bare = lambda: llama.step.__wrapped__(model, tokens, state, policy)
         times = {"on": [], "off": [], "on again": []}  # "on again": the same step twice, the drift between runs
         # a few % between runs minutes apart on a small VM: many short alternations, the best of each kept

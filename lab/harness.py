@@ -100,7 +100,10 @@ FRESH = False  # demo.py --fresh: every cached result is measured again (and wri
 
 def write_cached(path: pathlib.Path, value):
     """Cache a measured result at `path`, sealed with its place (read_cached serves it only there, as written)."""
-    value = json.loads(json.dumps(value))  # as it will read back (tuples as lists, keys as strings)
+    try:
+        value = json.loads(json.dumps(value))  # as it will read back (tuples as lists, keys as strings)
+    except (TypeError, ValueError) as e:  # a tensor, a tuple as a key: a measure's code must give numbers
+        raise TypeError(f"a cached result at {path} must be JSON (numbers, strings, lists, dicts): {e}") from None
     atomic_write(path, json.dumps({"value": value, "seal": _cell_seal(path, value)}))
 
 

@@ -90,6 +90,8 @@ def key_of(fn, skip=()) -> str:
     """A function keyed as a policy is (its code and files, the values it reads), the objects in `skip` by their
     place alone: t2r/train.py records a student with it, its model and maps apart (their weights change as they
     train). Not by what it returns: a student is not a policy."""
+    if not callable(fn):
+        raise TypeError(f"key_of keys a function (a student, a policy); got {type(fn).__name__} {fn!r:.80}")
     return Named("function", "function", fn)._keyed(skip, probe=False)
 
 
@@ -98,9 +100,11 @@ def _behaviour(fn) -> list:
     parts. The walk (_reads, _world) names the values it can see; a setting held where it cannot look (a class a
     factory made, a descriptor, a cache, a metaclass, a notebook's code) still changes the scores, and so the key.
     A policy that refuses the probe's shapes adds nothing here; one whose scores change from call to call (an
-    unseeded generator) gets a new key in each process: a miss, never a stale hit."""
+    unseeded generator) gets a new key in each process: a miss, never a stale hit. The last step is at t = 20,000,
+    past every text the experiments read (16,384 tokens at most): a rule that changes only past it, held where the
+    walk cannot see, is not in the key."""
     g, (B, H, G, hd), parts = torch.Generator().manual_seed(0), (1, 3, 3, 64), ["behaviour"]  # the default model's heads
-    for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 3000, 65)):
+    for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 20_000, 65)):
         pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) the newest last
         attn = torch.randn(B, H, G, n, generator=g).softmax(-1)
         prev = torch.randn(B, H, n, generator=g)
@@ -109,7 +113,8 @@ def _behaviour(fn) -> list:
                           keys=torch.randn(B, H, n, hd, generator=g), values=torch.randn(B, H, n, hd, generator=g),
                           query=torch.randn(B, H, G, hd, generator=g), t=t, size=n - 1, layer=layer)
         try:  # watched as every call is: a policy that changes torch's threads, dtype or seed is refused, and
-            with torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not changed here, unseen later)
+            with torch.inference_mode(False), torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not
+                # changed here, unseen later); inside the caller's inference_mode too, so the key is the same there
                 got = fn(rows)
         except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
             parts.append(f"refused at t={t}")

@@ -171,6 +171,9 @@ def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
     local layer starts short and a layer whose mass is far back starts long.
     Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
     L, H = teacher.model.config.n_layers, teacher.model.config.n_kv_heads
+    if teacher.chunks.shape[1] // 2 < sinks:  # the first query read would see the sinks alone: a distance of 0/0
+        raise ValueError(f"the attention profile reads queries from each chunk's middle on, which must see a key past the "
+                         f"{sinks} sinks: chunks of at least {2 * sinks} tokens (--train-length), got {teacher.chunks.shape[1]}")
     share, dist = torch.zeros(L, H, dtype=torch.float64), torch.zeros(L, H, dtype=torch.float64)
 
     def learn(i, q, k, v, o):                                        # q (1, Hkv, G, T, hd); k (1, Hkv, 1, T, hd)

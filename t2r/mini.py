@@ -628,6 +628,8 @@ def use_linear(path) -> None:
     path = pathlib.Path(path)
     if not path.is_file():
         raise SystemExit(f"error: --linear {path}: no such file")
+    if path.suffix != ".py":  # importlib finds no loader for another suffix
+        raise SystemExit(f"error: --linear {path}: not a Python file (a copy of t2r/linear.py, ending .py)")
     if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose
         results = pathlib.Path(os.environ["MSRNN_RESULTS"]).expanduser().resolve()
     elif path.resolve().parent.name == "t2r":  # the course's layout: course/work/t2r/linear.py -> course/work/results

@@ -205,11 +205,14 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
     than the last call's starts the next pass), so that maps trained by it are trained at every size
     they will be read at (t2r/length.py); a resumed training run starts the turn again."""
     sizes = list(size) if isinstance(size, (list, tuple)) else [size]
-    for s in sizes or [None]:
+    if not sizes:
+        raise ValueError("size is the rows the policy keeps, or a list of sizes taken in turn; got an empty list")
+    for s in sizes:
         check(model, maps, s)
     policy, turn = _policy(policy), {"pass": -1, "layer": math.inf}
 
-    def attend(i, q, k, v):
+    def attend(i, q, k, v, _under=_key(policy)):  # the policy's key as a default: a checkpoint's record (train._student)
+        # finds it, probe and all, through any wrapper the student is given
         if i <= turn["layer"]:
             turn["pass"] += 1
         turn["layer"] = i
@@ -222,8 +225,17 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
             return attention(q, k, v, held, dropped)
         pos = torch.arange(q.shape[3], device=q.device)              # (T,) row j is at position j
         return attention(q, k, v, held, dropped, maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos), gamma=maps.gamma(i))
-    attend.policy = policy  # a training checkpoint records its key, probe and all (train._student)
     return attend
+
+
+def _key(policy) -> str | None:
+    """policy's key (lab/specs.py: what it returns on a probe too, so a setting held in a factory's class, a cache or
+    a metaclass is in it), or None for one specs cannot name (a lookahead's bound: its code and values are keyed)."""
+    from lab import specs
+    try:
+        return specs.named(policy).key
+    except ValueError:
+        return None
 
 
 def _policy(policy, model=None, tokens=None):

@@ -32,7 +32,14 @@ from t2r.linear import FeatureMaps
 
 
 def save(maps: FeatureMaps, path):
+    """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
     harness.check_file_path(path, "the maps' path")
+    if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
+        raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values (a horizon of 0 tokens is log_h = -inf): "
+                         "load would refuse the file, so it is not written")
+    if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
+        raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
+                         "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -76,8 +83,9 @@ def load(path, model: llama.Model) -> FeatureMaps:
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
         maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
                            decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
-    except (MemoryError, ValueError) as e:
-        raise ValueError(f"{path}: {e}") from None  # the message names r, the window or the sinks
+    except (MemoryError, ValueError) as e:  # the message names r, the window, the sinks or the file's horizons
+        raise ValueError(f"{path}: " + str(e).replace("the decay's starting horizon", "tensor 'log_h' (the decay's "
+                         "horizons, as exp(log_h))").replace("; give a shorter horizon", "")) from None
     want = dict(maps.named_parameters())
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
@@ -224,8 +232,11 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
                          f"nothing negative); delete the file to start again")
     for key, value in settings.items():
         if meta["settings"].get(key) != value:
+            why = {"students": " (a student's key holds its code, its file's public globals and what it closes over or "
+                               "holds: one of them differs)",
+                   "start": " (the maps are not as that run's began: give fresh maps, the file restores its own)"}
             raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
-                             f"for {value!r}; delete the file or use another")
+                             f"for {value!r}{why.get(key, '')}; delete the file or use another")
     if total is not None and meta["step"] > total:  # served, it would be a longer run's weights under this one's budget
         raise ValueError(f"{path}: a run of {meta['step']} steps, past the {total} this run asks for; give at least "
                          f"its epochs, or delete the file or use another")
@@ -399,15 +410,11 @@ def student_of(maps: FeatureMaps):
 
 def _student(student, skip) -> str:
     """A student for a checkpoint's record: its name, and its key made as a policy's is (lab/specs.py: its code and
-    files, and what its closure, defaults, globals, a partial or an object hold: a tail's policy and sizes), with
+    files, and what its closure, defaults, globals, a partial or an object hold: a tail's policy, its key and sizes), with
     the model and the maps (`skip`, recorded apart: their weights change as they train) by their place alone. Maps
     trained under one student are not resumed under another."""
     fn = getattr(student, "func", getattr(student, "__func__", student))
-    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
-    try:  # a tail's policy by its own key: what it returns on the probe too (a setting held in a factory's class)
-        return name + (f" under {specs.named(fn.policy).key}" if callable(getattr(fn, "policy", None)) else "")
-    except ValueError:  # a policy specs cannot name (a lookahead's bound, a lambda): its code and values, above
-        return name
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
 
 
 def check_callbacks(**functions):
@@ -479,10 +486,12 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
                     if not loss.requires_grad:  # torch's "element 0 of tensors does not require grad", mid-pass
                         raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
                                          "nothing to learn (a student reads the maps, as student_of does)")
+                    # every parameter is stacked over layers: layer i's slice must gain a gradient from layer i
+                    was = [None if p.grad is None else p.grad[i].clone() for p in m.parameters()]
                     (scale * loss).backward()
-                    if not any(p.grad is not None for p in m.parameters()):  # it read other maps (a copy made before)
-                        raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to those maps: it "
-                                         "reads other weights (a copy?); nothing of these maps would be learned")
+                    if all(p.grad is None or w is not None and torch.equal(p.grad[i], w) for p, w in zip(m.parameters(), was)):
+                        raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to layer {i}'s maps: "
+                                         "it reads other weights there (a copy? another layer's?); they would not be learned")
                 layer_loss[j] += loss.item() / len(m.layers)
 
     def step(i):

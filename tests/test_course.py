@@ -69,6 +69,12 @@ def test_the_untouched_skeletons_fail_every_part_with_a_hint():
     shown = (ROOT / "course" / "INSTRUCTOR.md").read_text().split("$ python -m course.grade course/skeleton\n")[1].split("```")[0]
     graded = lambda text: [line for line in text.splitlines() if re.match(r"[2-8]\. |   hint: ", line)]
     assert graded(shown) == graded(out), "course/INSTRUCTOR.md's skeleton run is not what the grader prints now"
+    # and its table of parts says each part's count of tests as the run does (part 7's said 10 when it had 16)
+    table = dict(re.findall(r"^\| (\d) \| .* \| ([^|]*tests?[^|]*) \|$", (ROOT / "course" / "INSTRUCTOR.md").read_text(), re.M))
+    counts = {n: c for n, c in re.findall(r"^(\d)\. .*\(0 of (\d+) tests?\)", out, re.M)}
+    assert table.keys() == counts.keys(), (table, counts)
+    for number, count in counts.items():
+        assert count in re.findall(r"\d+", table[number]), f"INSTRUCTOR.md's table gives part {number} {table[number]}; it has {count}"
 
 
 def copy_of_reference(tmp_path):

@@ -3373,6 +3373,7 @@ def test_round31_keys_probes_decays_and_tokenizers(tmp_path):
     changed it there and the run's guard saw nothing; decayed maps moved to bfloat16 (or loaded from a file of a
     horizon past float32's) never decayed, and a file of short horizons could not load in bfloat16 (it was refused
     for the default 4,096); the tokenizer check hid a tokenizer's own error and passed one that truncates."""
+    import safetensors.torch
     import tokenizers
     from t2r import linear, train
     (tmp_path / "mine31.py").write_text(
@@ -3399,7 +3400,14 @@ def test_round31_keys_probes_decays_and_tokenizers(tmp_path):
     long = f32(horizon=100.0)
     with torch.no_grad():
         long.log_h.fill_(20.0)  # e^20 tokens, as a training run can leave it
-    train.save(long, tmp_path / "long.safetensors")
+    with pytest.raises(ValueError, match="load would refuse the file, so it is not written"):  # round 33: saved, then refused
+        train.save(long, tmp_path / "long.safetensors")
+    assert not (tmp_path / "long.safetensors").exists()
+    train.save(f32(horizon=100.0), tmp_path / "long.safetensors")  # such a file, written by hand
+    with safetensors.safe_open(tmp_path / "long.safetensors", "pt") as f:
+        meta, tensors = f.metadata(), {n: f.get_tensor(n) for n in f.keys()}
+    safetensors.torch.save_file(tensors | {"log_h": torch.full_like(tensors["log_h"], 20.0)}, tmp_path / "long.safetensors",
+                                metadata=meta)
     with pytest.raises(ValueError, match="long.safetensors: .*never decay"):
         train.load(tmp_path / "long.safetensors", random_model(tiny_config(), dtype=torch.float32))
 
@@ -3511,7 +3519,7 @@ def test_round32_t2r_students_profiles_and_files(tmp_path, monkeypatch):
     from t2r import linear, train
     maps, chunks = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype), tokens(2, 24)
     other = copy.deepcopy(maps)
-    with pytest.raises(ValueError, match="gave no gradient to those maps"):
+    with pytest.raises(ValueError, match="gave no gradient to layer"):
         train.transfer(MODEL, maps, chunks, student=lambda i, q, k, v: linear.swapped(other, i, q, k, v), log=None)
     (tmp_path / "pol32.py").write_text("import os\n\n\ndef make(sign):\n    class Cfg:\n        SIGN = staticmethod(lambda: sign)\n"
                                        "    return Cfg\n\n\nCFG = make(1.0)\n\n\ndef fn(rows):\n    return CFG.SIGN() * rows.pos.double()\n")
@@ -3529,3 +3537,136 @@ def test_round32_t2r_students_profiles_and_files(tmp_path, monkeypatch):
     safetensors.torch.save_file(tensors | {"log_h": tensors["log_h"][:1]}, tmp_path / "bad.safetensors", metadata=meta)
     with pytest.raises(ValueError, match="tensor 'log_h' .* this model needs a float"):
         train.load(tmp_path / "bad.safetensors", random_model(tiny_config(), dtype=torch.bfloat16))
+
+
+def test_round33_guards_put_back_modes_streams_and_flags(tmp_path):
+    """Round 33: a policy that left a torch function mode on was said to have changed the device "from cpu to cpu"
+    and the mode stayed (every later forward wrong); the seed was put back by re-seeding, which rewound the caller's
+    random stream; flush-to-zero, anomaly detection and warn_only were not watched; any run with a policy failed
+    under torch.inference_mode on the guard's version counter, and the key's probe was refused there (another key);
+    llama.step returned NaN logits; a policy's own BaseException gave a traceback; the probe ended at t = 3,000
+    (a rule that turns past it was served stale at 4,096 tokens); key_of keyed None; the logit check refused finite
+    float64 logits whose sum overflows; a cell that is not JSON failed in json's words."""
+    from torch.overrides import TorchFunctionMode
+    x, ref = tokens(1, 8), llama.forward(MODEL, tokens(1, 8))
+
+    class Skew(TorchFunctionMode):
+        def __torch_function__(self, f, types, args=(), kwargs=None):
+            out = f(*args, **(kwargs or {}))
+            return out * 1.5 if f is torch.nn.functional.linear else out
+
+    def moded(rows):
+        Skew().__enter__()
+        return policies.tova(rows)
+    with pytest.raises(guards.PolicyError, match="function modes \\(it left Skew on\\)"):
+        msrnn.run(MODEL, x, moded, 4)
+    assert torch._C._len_torch_function_stack() == 0 and torch.equal(llama.forward(MODEL, x), ref)
+
+    def seeds(rows):
+        torch.manual_seed(123)
+        return policies.tova(rows)
+    torch.manual_seed(7), torch.rand(3)
+    stream = torch.get_rng_state()
+    with pytest.raises(guards.PolicyError, match="global random seed from 7 to 123"):
+        msrnn.run(MODEL, x, seeds, 4)
+    specs.named(seeds).key
+    assert torch.equal(torch.get_rng_state(), stream)  # where the caller's stream was, not re-seeded
+    for change, says in ((lambda: torch.set_flush_denormal(True), "flush of subnormal floats to zero from False to True"),
+                         (lambda: torch.autograd.set_detect_anomaly(True), "anomaly detection from False to True")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, x, lambda rows, change=change: change() or policies.tova(rows), 4)
+    assert 1e-310 * float(len(x)) != 0 and not torch.is_anomaly_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with pytest.raises(guards.PolicyError, match="deterministic algorithms setting from True to True \\(warn_only\\)"):
+            msrnn.run(MODEL, x, lambda rows: torch.use_deterministic_algorithms(True, warn_only=True) or policies.tova(rows), 4)
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    key = specs.named("tova").key
+    with torch.inference_mode():
+        assert torch.equal(msrnn.run(MODEL, x, policies.tova, 4), msrnn.run(MODEL, x, policies.tova, 4).clone())
+        assert specs.named("tova").key == key
+        with pytest.raises(guards.PolicyError, match="wrote into rows.attn"):
+            msrnn.run(MODEL, x, lambda rows: (rows.attn.zero_(), policies.tova(rows))[1], 4)
+    nan = random_model(tiny_config())
+    with torch.no_grad():
+        nan.layers[1].wo[0, 0] = float("nan")
+    state = msrnn.init_state(nan, 1, 8)
+    with pytest.raises(FloatingPointError, match="not finite .*as it was before this step"):
+        llama.step(nan, x[:, 0], state, policies.tova)
+    assert state.t == 0
+
+    class Stop(BaseException):
+        pass
+
+    def stops(rows):
+        raise Stop("no")
+    with pytest.raises(guards.PolicyError, match="raised Stop: no"):
+        msrnn.run(MODEL, x, stops, 4)
+    (tmp_path / "mine33.py").write_text("def make(turn):\n    class Cfg:\n        TURN = staticmethod(lambda: turn)\n    return Cfg\n\n\n"
+                                        "CFG = make(5_000)\n\n\ndef pol(rows):\n"
+                                        "    return rows.pos.double() if rows.t < CFG.TURN() else -rows.pos.double()\n")
+    mine33, = imported(tmp_path, "mine33")
+    assert kept_keys(mine33, (lambda m: setattr(m, "CFG", m.make(30_000)),)) == []
+    for thing in (None, 5):
+        with pytest.raises(TypeError, match="key_of keys a function"):
+            specs.key_of(thing)
+    big = torch.full((1, 2, 4), 1e307, dtype=torch.float64)
+    assert guards.check_logits(big) is big
+    with pytest.raises(TypeError, match="must be JSON"):
+        harness.write_cached(tmp_path / "cell.json", {"ppl": torch.tensor(5.0)})
+
+
+def test_round33_t2r_wrapped_students_layers_tokenizers_and_files(tmp_path):
+    """Round 33: a tail student wrapped in a lambda lost its policy's key from the checkpoint's record (a setting
+    only the probe sees resumed under another policy); a student that read the maps at one layer and a copy at
+    another passed the gradient check; a wrapped tokenizer that truncates at 2,048 or pads to a multiple of 8
+    passed the tokenizer check, and one whose ids are None failed in len's words; the attention profile of short
+    chunks gave NaN horizons; t2r.mini --linear of a text file failed on importlib's loader; train.save wrote maps
+    that train.load refuses; an empty list of sizes was told it was None; the grader's part 7 never called
+    state_bytes on ELU+1 maps (one that read r from maps.wk had full marks)."""
+    import copy
+    import functools
+    import types as pytypes
+    from course import grade
+    from t2r import length, linear, mini, tail, train
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+
+    def make(sign):
+        @functools.cache
+        def s():
+            return sign
+        return lambda rows: s() * rows.pos[:, :1].double()
+    records = []
+    for sign in (1.0, -1.0):
+        st = tail.student(MODEL, maps, make(sign), 8)
+        records.append(train._student(lambda i, q, k, v: st(i, q, k, v), (MODEL, maps)))
+    assert records[0] != records[1]
+    old = copy.deepcopy(maps)
+    with pytest.raises(ValueError, match="gave no gradient to layer 1's maps"):
+        train.transfer(MODEL, maps, tokens(2, 24), log=None,
+                       student=lambda i, q, k, v: linear.swapped(maps if i == 0 else old, i, q, k, v))
+    words = lambda text: text.split()
+    for says, encode in (("truncates or pads", lambda text: pytypes.SimpleNamespace(ids=[1] * min(len(words(text)), 2048))),
+                         ("truncates or pads", lambda text: pytypes.SimpleNamespace(ids=[1] * (-(-len(words(text)) // 8) * 8))),
+                         ("are not a list of ids", lambda text: pytypes.SimpleNamespace(ids=None))):
+        with pytest.raises(ValueError, match=says):
+            experiments.check_tokenizer(pytypes.SimpleNamespace(encode=encode))
+    experiments.check_tokenizer(pytypes.SimpleNamespace(encode=lambda text: pytypes.SimpleNamespace(ids=[1] * len(words(text)))))
+    with pytest.raises(ValueError, match="chunks of at least 8 tokens"):
+        length.attention_profile(train.Teacher(MODEL, tokens(2, 7)), 2)
+    (tmp_path / "t2r").mkdir()
+    (tmp_path / "t2r" / "linear.txt").write_text("x = 1\n")
+    with pytest.raises(SystemExit, match="not a Python file"):
+        mini.use_linear(tmp_path / "t2r" / "linear.txt")
+    dead = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=torch.float32)
+    with torch.no_grad():
+        dead.log_h.fill_(float("-inf"))  # γ = 0: runs in memory
+    with pytest.raises(ValueError, match="log_h holds NaN or infinite values .*not written"):
+        train.save(dead, tmp_path / "dead.safetensors")
+    assert not (tmp_path / "dead.safetensors").exists()
+    with pytest.raises(ValueError, match="got an empty list"):
+        tail.student(MODEL, maps, "tova", [])
+    part7, = [p for p in grade.PARTS if p.number == 7]
+    assert "tests/test_t2r.py::test_state_size_is_constant[elu]" in part7.tests

@@ -126,7 +126,7 @@ def test_features_come_in_the_dtype_of_x(kind):
         assert got == torch.bfloat16, f"φ ({kind}) of bfloat16 {which} gave {got}"
 
 
-@pytest.mark.parametrize("name", ["relu", "hybrid-3", "hedgehog"])  # Hedgehog's wk has r/2 rows: r read from it was half
+@pytest.mark.parametrize("name", ["relu", "hybrid-3", "hedgehog", "elu"])  # Hedgehog's wk has r/2 rows: r read from it was half; ELU+1 has no wk
 def test_state_size_is_constant(name):
     model = random_model(tiny_config(n_layers=3, head_dim=12))  # not dim // n_heads (8): state_bytes reads head_dim
     for layers in (None, [1]):  # every layer swapped, and one: the swapped layers' state is what it counts
