@@ -117,6 +117,10 @@ def read_config(path) -> llama.Config:
             raise CheckpointError(f"{file}: {key}={d[key]} is not supported (biases in the projections)")
     if d.get("hidden_act", "silu") != "silu":
         raise CheckpointError(f"{file}: hidden_act {d['hidden_act']!r} is not supported (silu)")
+    for where in (d, d.get("rope_parameters") if isinstance(d.get("rope_parameters"), dict) else {}):
+        if where.get("partial_rotary_factor", 1) != 1:  # RoPE on a share of each head: it was ignored without a word
+            raise CheckpointError(f"{file}: partial_rotary_factor {where['partial_rotary_factor']!r} is not supported "
+                                  "(RoPE turns every dimension of a head)")
 
     # RoPE: Hub checkpoints have rope_theta + rope_scaling ({"type"|"rope_type": ...});
     # transformers 5 writes rope_parameters = {"rope_theta": ..., "rope_type": ..., scaling fields}.

@@ -200,7 +200,7 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     guards.check_batch(tokens, state)
     guards.check_positions(model, state.t + tokens.shape[1])
     logits = torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
-    return logits                                                    # (llama.step checks them: float16 overflows)
+    return logits                                    # checked finite in llama.step's guard (all_or_nothing)
 
 
 def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
@@ -247,7 +247,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = step(model, tok, state, policy)  # checked finite by the step's guard
+            logits = guards.check_logits(step(model, tok, state, policy))  # a step of the caller's has no guard
 
 
 # ---------------------------------------------------------------- the transformer view of a finite MSRNN
@@ -282,7 +282,7 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     queries and keys (computed at once) and records which rows each step held. Attention under it is
     then ordinary softmax attention: a finite MSRNN is the transformer under this mask."""
     B, H, G, T, _ = q.shape
-    # this mask, and softmax_attention's copy of it per query head with float scores beside it
+    # this mask, and per query head softmax_attention's copy of it and the float mask SDPA makes of that
     guards.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
     out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool, device=q.device)  # column T collects freed slots (pos -1)
     for i in range(T):

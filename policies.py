@@ -16,8 +16,8 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
 - A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory
   but rows.prev, its own scores from its last call (NaN for a new row), which makes a recurrent
   policy possible (zoo.py). `python demo.py check mine.py:fn` tests that; `ppl`, `sweep`, `board` --compile trace it.
-  The call is shown copies (guards.policy_call), so no write reaches the state; one PyTorch counts
-  stops the run, and `demo.py check` also names one around it (.data, .numpy()).
+  The call is shown copies (guards.policy_call), so no write reaches the state; a write PyTorch
+  counts stops the run, and `demo.py check` also names one around it (.data, .numpy()).
 Scoring rather than picking a row is how the paper describes every policy, and it lets one
 definition serve both regimes. Add one by writing a function (here, or in your own file:
 --policy mine.py:fn), optionally with a display name, @label("...").

@@ -143,8 +143,8 @@ def generate(model, prompt, max_new: int, policy=None, size=None, temperature: f
              seed: int = 0, regime: str = "step", compile: bool = False):
     """msrnn.generate, the same tokens, with all but the prompt's last token read by prefill, and,
     with compile, each new token decoded by `compiled_step`: worth it only for long generations, since
-    the first call compiles (python -m lab.bench, line 1d: 75 s on a 2-core CPU the first time, 25 s in
-    a later process, which reads inductor's cache; the message says what the last bench measured)."""
+    the first call compiles (results/bench.log, line 1d: about a minute on a 2-core CPU the first time, far less
+    in a later process, which reads inductor's cache; the message says what the last bench measured)."""
     ids = guards.check_tokens(model, prompt)                         # (B, T)
     guards.check_flags(compile=compile)
     guards.check_sampling(model, max_new, temperature, top_k, seed, regime, None)

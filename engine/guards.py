@@ -17,6 +17,7 @@ import weakref
 
 import torch
 import torch.utils._device  # torch's default device (put_back)
+import torch.utils.deterministic
 
 
 def check_tokens(model, tokens, dims=(1, 2)) -> torch.Tensor:
@@ -77,6 +78,9 @@ def check_maps(model, maps):
     c = model.config
     if any(not 0 <= i < c.n_layers for i in maps.layers):
         raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
+    if any(p.shape[0] != c.n_layers for p in maps.parameters()):  # they would run, but a file of them loads for no model
+        raise ValueError(f"the maps were made for a model of {next(maps.parameters()).shape[0]} layers; this one has "
+                         f"{c.n_layers}: build them from this model's config")
     for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)) if maps.layers else ():
         x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
         try:
@@ -558,6 +562,11 @@ def _anomaly():
     return _Said((on, nan), f"{on}" + ("" if nan else " (no NaN check)"))
 
 
+def _autocast():
+    on, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+    return _Said((on, dtype), f"{on} ({dtype})" if on else "False")
+
+
 SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
             ("torch's thread count", torch.get_num_threads, torch.set_num_threads),
             ("torch's float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
@@ -565,14 +574,34 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
              lambda was: torch.use_deterministic_algorithms(was[0], warn_only=was[1])),
             ("torch's anomaly detection", _anomaly, lambda was: torch.set_anomaly_enabled(*was)),
             ("torch's flush of subnormal floats to zero", lambda: _TINY * 1.0 == 0.0, torch.set_flush_denormal),
+            ("torch's autocast on the CPU", _autocast,
+             lambda was: (torch.set_autocast_enabled("cpu", was[0]), torch.set_autocast_dtype("cpu", was[1]))),
+            ("torch's oneDNN (mkldnn) setting", lambda: torch.backends.mkldnn.enabled,
+             lambda was: setattr(torch.backends.mkldnn, "enabled", was)),
+            ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
+             lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was)),
             ("torch's global random seed", torch.initial_seed, None),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters)]  # a warning silenced for good
 
 
-def _function_modes() -> list:
-    """torch's stack of function modes: torch.set_default_device pushes one (a DeviceContext), and so can any code."""
-    return [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+def _modes() -> tuple:
+    """torch's two stacks of modes, of functions and of dispatch: torch.set_default_device pushes one (a
+    DeviceContext), and so can any code; a mode left on changes every later call in the process."""
+    return ([torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())],
+            [torch._C._get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack())])
+
+
+def _put_modes(modes):
+    functions, dispatch = modes
+    while torch._C._len_torch_function_stack():
+        torch._C._pop_torch_function_stack()
+    while torch._C._len_torch_dispatch_stack():
+        torch._C._pop_torch_dispatch_stack(None)
+    for m in functions:
+        torch._C._push_on_torch_function_stack(m)
+    for m in dispatch:
+        torch._C._push_on_torch_dispatch_stack(m)
 
 
 class _Watched:
@@ -587,7 +616,7 @@ class _Watched:
             if f in rows.__dict__:
                 self.held["fields"][f] = rows.__dict__.pop(f)
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
-        self.modes = _function_modes() if torch._C._len_torch_function_stack() else []
+        self.modes = _modes() if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack() else ([], [])
         self.device = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE
         self.settings = [get() for _, get, _ in SETTINGS]  # the other process-wide settings
         self.random = torch.get_rng_state()  # under a microsecond
@@ -598,7 +627,7 @@ class _Watched:
             return False
         if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
             # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
-            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {e} {_where(self.policy, e)}"
+            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {_said(e)} {_where(self.policy, e)}"
                               + (f" (it had changed {changed}: put back)" if changed else ""))
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
@@ -616,23 +645,19 @@ class _Watched:
 
     def put_back(self) -> str:
         """Every process-wide setting the call changed, put back (all of them, not the first), said in words."""
-        changed = []
-        if torch._C._len_torch_function_stack() != len(self.modes) or self.modes and any(
-                a is not b for a, b in zip(_function_modes(), self.modes)):  # a mode left on changes every later call
-            now, home = torch.get_default_device(), None
-            added = [type(m).__name__ for m in _function_modes() if not any(m is b for b in self.modes)]
-            while torch._C._len_torch_function_stack():
-                torch._C._pop_torch_function_stack()
-            for m in self.modes:
-                torch._C._push_on_torch_function_stack(m)
+        changed, modes = [], self.modes
+        if torch._C._len_torch_function_stack() != len(modes[0]) or torch._C._len_torch_dispatch_stack() != len(modes[1]) \
+                or (modes[0] or modes[1]) and any(a is not b for now, then in zip(_modes(), modes) for a, b in zip(now, then)):
+            now = torch.get_default_device()
+            added = [type(m).__name__ for m in sum(_modes(), []) if not any(m is b for b in sum(modes, []))]
+            _put_modes(modes)
             torch._GLOBAL_DEVICE_CONTEXT.device_context, torch.utils._device.CURRENT_DEVICE = self.device
-            home = torch.get_default_device()
-            if now != home:
+            if now != (home := torch.get_default_device()):
                 changed.append(f"torch's default device from {home} to {now}")
             if added := [a for a in added if a != "DeviceContext"]:
-                changed.append(f"torch's function modes (it left {', '.join(added)} on)")
+                changed.append(f"torch's modes (it left {', '.join(added)} on)")
             elif now == home:
-                changed.append("torch's stack of function modes")
+                changed.append("torch's stack of modes")
         for (what, get, put), was in zip(SETTINGS, self.settings):
             if (now := get()) != was:
                 torch.set_rng_state(self.random) if put is None else put(was)
@@ -684,12 +709,20 @@ def policy_name(policy) -> str:
     return getattr(policy, "__name__", None) or getattr(inner, "__name__", None) or type(inner).__name__
 
 
+def _said(e) -> str:
+    """What an exception says, or that it cannot say it (its __str__ raised)."""
+    try:
+        return str(e)
+    except Exception as inner:
+        return f"(its message could not be printed: {type(inner).__name__})"
+
+
 def _where(policy, e) -> str:
     """'at file:line: code' for the innermost frame in the policy's own file (else the innermost)."""
-    fn = inspect.unwrap(policy)
     try:
+        fn = inspect.unwrap(policy)
         home = inspect.getsourcefile(getattr(fn, "func", fn))
-    except TypeError:
+    except (TypeError, ValueError):  # a built-in; a __wrapped__ that loops
         home = None
     frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is the frame of the `with` around the call
     mine = [f for f in frames if f.filename == home] or frames

@@ -33,13 +33,15 @@ def check_tokenizer(tok):
     if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
-    ids = [tok.encode("a " * n).ids for n in (1, 2, 1200, 150_000)]  # the last longer than any book here (132,044)
-    if not all(isinstance(x, list) and all(isinstance(i, int) for i in x[:4]) for x in ids):
+    # the last probe longer than any book here, in ids and in characters (plrabn12: 132,044 ids, 471,162 characters)
+    words = (1, 2, 1200, 250_000)
+    ids = [tok.encode("a " * n).ids for n in words]
+    if not all(isinstance(x, list) and all(type(i) is int for i in x[:4]) for x in ids):  # a bool is no id
         raise ValueError(f"the tokenizer's encode(text).ids are not a list of ids: got {type(ids[0]).__name__} {ids[0]!r:.60}")
-    # what it does, not its settings' names (a wrapper hides them): each word one more id, or a book is cut short
-    # (truncation) or lengthened (padding, to a multiple of 8 too)
+    # what it does, not its settings' names (a wrapper hides them): each word as many more ids, or a book is cut
+    # short (truncation) or lengthened (padding, to a multiple of 8 too); a limit past the last probe is not seen
     (n1, L1), step = (1, len(ids[0])), len(ids[1]) - len(ids[0])
-    if step < 1 or any(len(x) != L1 + (n - n1) * step for n, x in zip((1, 2, 1200, 150_000), ids)) or \
+    if step < 1 or any(len(x) != L1 + (n - n1) * step for n, x in zip(words, ids)) or \
             any(isinstance(getattr(tok, a, None), dict) for a in ("truncation", "padding")):
         raise ValueError("the tokenizer truncates or pads what it encodes (its tokenizer.json turns it on): a text would be "
                          "cut or padded; call tok.no_truncation() and tok.no_padding() first")

@@ -100,10 +100,13 @@ FRESH = False  # demo.py --fresh: every cached result is measured again (and wri
 
 def write_cached(path: pathlib.Path, value):
     """Cache a measured result at `path`, sealed with its place (read_cached serves it only there, as written)."""
+    path = pathlib.Path(path)
     try:
-        value = json.loads(json.dumps(value))  # as it will read back (tuples as lists, keys as strings)
-    except (TypeError, ValueError) as e:  # a tensor, a tuple as a key: a measure's code must give numbers
-        raise TypeError(f"a cached result at {path} must be JSON (numbers, strings, lists, dicts): {e}") from None
+        text = json.dumps(value, sort_keys=True)  # keys of two types (1 and "1") cannot be sorted: one would be lost
+        value = json.loads(text)  # as it will read back (tuples as lists, keys as strings)
+    except (TypeError, ValueError, RecursionError) as e:  # a tensor, a tuple as a key: a measure's code gives numbers
+        raise TypeError(f"a cached result at {path} must be JSON (numbers, strings, lists, dicts with keys of one "
+                        f"type): {type(e).__name__}: {e}") from None
     atomic_write(path, json.dumps({"value": value, "seal": _cell_seal(path, value)}))
 
 

@@ -101,8 +101,9 @@ def _behaviour(fn) -> list:
     factory made, a descriptor, a cache, a metaclass, a notebook's code) still changes the scores, and so the key.
     A policy that refuses the probe's shapes adds nothing here; one whose scores change from call to call (an
     unseeded generator) gets a new key in each process: a miss, never a stale hit. The last step is at t = 20,000,
-    past every text the experiments read (16,384 tokens at most): a rule that changes only past it, held where the
-    walk cannot see, is not in the key."""
+    past every text the experiments read (16,384 tokens at most), and the rows have the default model's shapes: a
+    rule that changes only past that t or at other shapes (head_dim, heads, batch, layer), held where the walk
+    cannot see, is not in the key."""
     g, (B, H, G, hd), parts = torch.Generator().manual_seed(0), (1, 3, 3, 64), ["behaviour"]  # the default model's heads
     for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 20_000, 65)):
         pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) the newest last
@@ -125,10 +126,11 @@ def _behaviour(fn) -> list:
 
 def _source(f) -> str:
     """f's lines, or where it starts where inspect cannot cut them out (a lambda on the line that closes a string
-    raised tokenize.TokenError): its file is hashed whole beside it, and its compiled code too."""
+    raised tokenize.TokenError; a __wrapped__ that loops, ValueError): its file is hashed whole beside it, and its
+    compiled code too."""
     try:
         return inspect.getsource(f)
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    except (tokenize.TokenError, SyntaxError, IndentationError, ValueError):
         return f"{getattr(f, '__qualname__', f)} at line {getattr(getattr(f, '__code__', None), 'co_firstlineno', '?')}"
 
 
@@ -257,7 +259,8 @@ def _fields(obj, data_only=False, depth=0) -> list:
 
 def _globals(f) -> tuple[list, list]:
     """What f's code reads by name, besides its parameters: the module globals it names, the values it closes
-    over and its default arguments. Data by its contents (a global _NAME is skipped: a module's private cache);
+    over and its default arguments. Data by its contents (a global _NAME is skipped: a module's private cache; not a
+    function held there);
     of a module, the data attributes the code names (`helper.SIGN`); of a class, its settings, and its methods
     as helpers (`Scorer().score` reads a constant); of a bound method, the object's fields and the method.
     Functions f reaches this way are returned as helpers (of its own module or the user's, not installed
@@ -272,7 +275,7 @@ def _globals(f) -> tuple[list, list]:
         # computed (globals()[KEY], f.__globals__[name.upper()], sys.modules[__name__]): any data global may be read
         names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
-    scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_")}, False),  # def pol(rows): ... Cfg.SIGN
+    scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_") or inspect.isfunction(g[n])}, False),  # Cfg.SIGN
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
               ("default ", dict(zip(params[co.co_argcount - len(f.__defaults__ or ()):], f.__defaults__ or ()))
                | (f.__kwdefaults__ or {}), True)]  # def pol(rows, cfg=Cfg)
@@ -302,8 +305,8 @@ def _globals(f) -> tuple[list, list]:
             elif inspect.ismethod(x):  # SCORE = obj.score: the object's fields, and the method
                 parts += [kind + n, *_value(x.__self__)]
                 helpers += [x.__func__] if inspect.isfunction(x.__func__) and (follow or _users(x.__func__)) else []
-            elif inspect.isfunction(x) and (follow or x.__module__ == f.__module__ or _users(x)):  # `from scoring import score` too
-                helpers.append(x)
+            elif inspect.isfunction(x) and (follow or x.__module__ == f.__module__ or _users(x) or x.__closure__):
+                helpers.append(x)  # `from scoring import score` too; a function made at run time (_st = tail.student(...))
             elif kind and not inspect.isfunction(x):  # a builtin held in a cell or a default: by its name
                 parts += [kind + n, *_value(x)]
     return parts, helpers

@@ -171,6 +171,9 @@ def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
     local layer starts short and a layer whose mass is far back starts long.
     Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
     L, H = teacher.model.config.n_layers, teacher.model.config.n_kv_heads
+    if not (guards.integer(n) and 1 <= n <= len(teacher.chunks) and guards.integer(sinks) and sinks >= 0):
+        raise ValueError(f"the attention profile reads the first n of the teacher's {len(teacher.chunks)} chunks (n from 1) "
+                         f"and sets `sinks` (a whole number >= 0) apart; got n={n!r}, sinks={sinks!r}")
     if teacher.chunks.shape[1] // 2 < sinks:  # the first query read would see the sinks alone: a distance of 0/0
         raise ValueError(f"the attention profile reads queries from each chunk's middle on, which must see a key past the "
                          f"{sinks} sinks: chunks of at least {2 * sinks} tokens (--train-length), got {teacher.chunks.shape[1]}")
@@ -399,8 +402,9 @@ def main(argv=None):
                  f"perplexity scores no later position at fewer tokens (every row would be the full cache's), got {args.lengths}")
     if twice := harness.repeated(args):  # each trained, calibrated and measured twice, every row stored twice
         ap.error(twice)
-    # rows a chunk must pass: a transfer's loss reads every position, and TOVA s first drops a row position s + 1 reads
-    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": SINKS + 1, "plain": 1}
+    # rows a chunk must pass: a transfer's loss reads every position, and TOVA s first drops a row position s + 1 reads;
+    # the sinks' profile reads queries from the chunk's middle on, each of which must see a key past the sinks
+    trains = {"hybrids": 64, "lora": 64, "control": 64, "tails": max(args.sizes) + 1, "sinks": 2 * SINKS - 1, "plain": 1}
     run = FAMILIES if args.sets == "all" else [args.sets]
     if any(trains.get(f, 0) >= args.train_length for f in run):
         ap.error(f"--train-length {args.train_length}: chunks no longer than the {max(trains.get(f, 0) for f in run)} rows these families "

@@ -642,7 +642,10 @@ def use_linear(path) -> None:
                          "is: that file is the repository's own (run without --linear), or set MSRNN_RESULTS")
     spec = importlib.util.spec_from_file_location("student_linear", path)
     linear = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(linear)
+    try:
+        spec.loader.exec_module(linear)
+    except (Exception, SystemExit) as e:  # sys.exit() at import would end the run with status 0 and no word
+        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "LinearState", "init_state", "run", "state_bytes")
                if not hasattr(linear, n)]
     if missing:

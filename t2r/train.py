@@ -33,6 +33,8 @@ from t2r.linear import FeatureMaps
 
 def save(maps: FeatureMaps, path):
     """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
+    if not all(hasattr(maps, a) for a in ("named_parameters", "kind", "r", "window", "layers")):  # a course's copy too
+        raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values (a horizon of 0 tokens is log_h = -inf): "
@@ -85,7 +87,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
                            decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
     except (MemoryError, ValueError) as e:  # the message names r, the window, the sinks or the file's horizons
         raise ValueError(f"{path}: " + str(e).replace("the decay's starting horizon", "tensor 'log_h' (the decay's "
-                         "horizons, as exp(log_h))").replace("; give a shorter horizon", "")) from None
+                         "horizons, as exp(log_h))").replace("a decay from a horizon", "tensor 'log_h': a decay from a "
+                         "horizon").replace("; give a shorter horizon", "; train shorter horizons")) from None
     want = dict(maps.named_parameters())
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
@@ -234,7 +237,8 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
         if meta["settings"].get(key) != value:
             why = {"students": " (a student's key holds its code, its file's public globals and what it closes over or "
                                "holds: one of them differs)",
-                   "start": " (the maps are not as that run's began: give fresh maps, the file restores its own)"}
+                   "start": " (the maps are not as that run's began: another seed or size, or trained since; give maps "
+                            "made as that run's were, and the file restores its weights)"}
             raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
                              f"for {value!r}{why.get(key, '')}; delete the file or use another")
     if total is not None and meta["step"] > total:  # served, it would be a longer run's weights under this one's budget
@@ -486,12 +490,16 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
                     if not loss.requires_grad:  # torch's "element 0 of tensors does not require grad", mid-pass
                         raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
                                          "nothing to learn (a student reads the maps, as student_of does)")
-                    # every parameter is stacked over layers: layer i's slice must gain a gradient from layer i
-                    was = [None if p.grad is None else p.grad[i].clone() for p in m.parameters()]
+                    # every weight is stacked over layers: layer i's slice of each (wq and wk, or the tied wk) must gain
+                    # a gradient from layer i (no gradient yet counts as zeros)
+                    weights = {n: p for n, p in m.named_parameters() if n.startswith("w")}
+                    was = {n: None if p.grad is None else p.grad[i].clone() for n, p in weights.items()}
                     (scale * loss).backward()
-                    if all(p.grad is None or w is not None and torch.equal(p.grad[i], w) for p, w in zip(m.parameters(), was)):
-                        raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to layer {i}'s maps: "
-                                         "it reads other weights there (a copy? another layer's?); they would not be learned")
+                    if idle := [n for n, p in weights.items() if p.grad is None or (
+                            torch.equal(p.grad[i], was[n]) if was[n] is not None else not p.grad[i].any())]:
+                        raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to layer {i}'s "
+                                         f"{', '.join(idle)}: it reads other weights there (a copy? another layer's?); "
+                                         "they would not be learned")
                 layer_loss[j] += loss.item() / len(m.layers)
 
     def step(i):

@@ -3539,6 +3539,15 @@ def test_round32_t2r_students_profiles_and_files(tmp_path, monkeypatch):
         train.load(tmp_path / "bad.safetensors", random_model(tiny_config(), dtype=torch.bfloat16))
 
 
+def cached_sign(sign):
+    """A policy whose setting only the key's probe sees (a functools.cache closure): keep newest, or oldest."""
+    import functools
+
+    @functools.cache
+    def s():
+        return sign
+    return lambda rows: s() * rows.pos[:, :1].double()
+
 def test_round33_guards_put_back_modes_streams_and_flags(tmp_path):
     """Round 33: a policy that left a torch function mode on was said to have changed the device "from cpu to cpu"
     and the mode stayed (every later forward wrong); the seed was put back by re-seeding, which rewound the caller's
@@ -3558,7 +3567,7 @@ def test_round33_guards_put_back_modes_streams_and_flags(tmp_path):
     def moded(rows):
         Skew().__enter__()
         return policies.tova(rows)
-    with pytest.raises(guards.PolicyError, match="function modes \\(it left Skew on\\)"):
+    with pytest.raises(guards.PolicyError, match="modes \\(it left Skew on\\)"):
         msrnn.run(MODEL, x, moded, 4)
     assert torch._C._len_torch_function_stack() == 0 and torch.equal(llama.forward(MODEL, x), ref)
 
@@ -3627,24 +3636,18 @@ def test_round33_t2r_wrapped_students_layers_tokenizers_and_files(tmp_path):
     that train.load refuses; an empty list of sizes was told it was None; the grader's part 7 never called
     state_bytes on ELU+1 maps (one that read r from maps.wk had full marks)."""
     import copy
-    import functools
     import types as pytypes
     from course import grade
     from t2r import length, linear, mini, tail, train
     maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
 
-    def make(sign):
-        @functools.cache
-        def s():
-            return sign
-        return lambda rows: s() * rows.pos[:, :1].double()
     records = []
     for sign in (1.0, -1.0):
-        st = tail.student(MODEL, maps, make(sign), 8)
+        st = tail.student(MODEL, maps, cached_sign(sign), 8)
         records.append(train._student(lambda i, q, k, v: st(i, q, k, v), (MODEL, maps)))
     assert records[0] != records[1]
     old = copy.deepcopy(maps)
-    with pytest.raises(ValueError, match="gave no gradient to layer 1's maps"):
+    with pytest.raises(ValueError, match="gave no gradient to layer 1's wq, wk"):
         train.transfer(MODEL, maps, tokens(2, 24), log=None,
                        student=lambda i, q, k, v: linear.swapped(maps if i == 0 else old, i, q, k, v))
     words = lambda text: text.split()
@@ -3670,3 +3673,111 @@ def test_round33_t2r_wrapped_students_layers_tokenizers_and_files(tmp_path):
         tail.student(MODEL, maps, "tova", [])
     part7, = [p for p in grade.PARTS if p.number == 7]
     assert "tests/test_t2r.py::test_state_size_is_constant[elu]" in part7.tests
+
+
+def test_round34_guards_dispatch_modes_autocast_and_messages(tmp_path):
+    """Round 34: a policy that left a torch dispatch mode or CPU autocast on was not seen (every later forward wrong;
+    `check` passed it in float64), nor one that turned oneDNN off; msrnn.generate with a step of the caller's (no
+    guard) gave tokens from NaN logits once feed and generate left the check to the step's guard; a policy's
+    exception whose message raised, or a __wrapped__ that loops, broke the guard's message and the key;
+    partial_rotary_factor was ignored; a cached cell of keys 1 and "1" kept one, a str path failed in pathlib's
+    words, a deep one in json's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    x, ref = tokens(1, 8), llama.forward(MODEL, tokens(1, 8))
+
+    class Double(TorchDispatchMode):
+        def __torch_dispatch__(self, f, types, args=(), kwargs=None):
+            out = f(*args, **(kwargs or {}))
+            return out * 2 if f is torch.ops.aten.mm.default else out
+
+    def dispatching(rows):
+        Double().__enter__()
+        return policies.tova(rows)
+    with pytest.raises(guards.PolicyError, match="it left Double on"):
+        msrnn.run(MODEL, x, dispatching, 4)
+    assert torch._C._len_torch_dispatch_stack() == 0 and torch.equal(llama.forward(MODEL, x), ref)
+    for change, says in ((lambda: torch.autocast("cpu").__enter__(), "autocast on the CPU from False to True"),
+                         (lambda: setattr(torch.backends.mkldnn, "enabled", False), "oneDNN \\(mkldnn\\) setting from True")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, x, lambda rows, change=change: change() or policies.tova(rows), 4)
+    assert not torch.is_autocast_enabled("cpu") and torch.backends.mkldnn.enabled
+    nan = random_model(tiny_config())
+    with torch.no_grad():
+        nan.layers[1].wo[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="not finite"):
+        list(msrnn.generate(nan, x, 3, policies.tova, 8, step=llama.step.__wrapped__))
+
+    class Mute(Exception):
+        def __str__(self):
+            raise RuntimeError("no words")
+
+    def mute(rows):
+        raise Mute()
+    with pytest.raises(guards.PolicyError, match="raised Mute: \\(its message could not be printed"):
+        msrnn.run(MODEL, x, mute, 4)
+
+    def loops(rows):
+        raise ValueError("its own error")
+    loops.__wrapped__ = loops
+    with pytest.raises(guards.PolicyError, match="raised ValueError: its own error"):
+        msrnn.run(MODEL, x, loops, 4)
+    specs.key_of(loops)
+    for where in ({"partial_rotary_factor": 0.5}, {"rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25}}):
+        save(tmp_path, MODEL, config=hf_config(MODEL.config) | where)
+        with pytest.raises(load_weights.CheckpointError, match="partial_rotary_factor .* is not supported"):
+            load_weights.load_model(tmp_path)
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    for bad in ({1: 2.0, "1": 3.0}, deep):
+        with pytest.raises(TypeError, match="must be JSON"):
+            harness.write_cached(tmp_path / "cell.json", bad)
+    harness.write_cached(str(tmp_path / "cell.json"), {"ppl": 2.0})
+    assert harness.read_cached(tmp_path / "cell.json") == {"ppl": 2.0}
+
+
+def test_round34_t2r_private_students_gradients_tokenizers_and_maps(tmp_path):
+    """Round 34: a tail student held in a private global (_st) was not in a checkpoint's record (the walk skipped
+    _NAME as a cache); the gradient check passed a layer whose weights had no gradient yet (None), and a student that
+    gave gradient to one of the maps' weights (the queries') and not the other; a tokenizer that cuts by
+    characters past the probe's 300,000 passed (the longest book has 471,162), and bool ids passed; the attention
+    profile of n = 0 chunks was zeros; --linear of a file that exits at import ended the run with status 0;
+    train.save({}) failed in attribute words; maps made for a model of other depth trained and saved, then loaded for
+    no model."""
+    import copy
+    import types as pytypes
+    from t2r import length, linear, mini, tail, train
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    (tmp_path / "stu34.py").write_text("_st = None\n\n\ndef fn(i, q, k, v):\n    return _st(i, q, k, v)\n")
+    stu34, = imported(tmp_path, "stu34")
+
+    records = []
+    for sign in (1.0, -1.0):
+        stu34._st = tail.student(MODEL, maps, cached_sign(sign), 8)
+        records.append(train._student(stu34.fn, (MODEL, maps)))
+    assert records[0] != records[1]
+    old = copy.deepcopy(maps)
+    for student, says in ((lambda m: lambda i, q, k, v: linear.swapped(m, 1 - i, q, k, v), "layer 0's wq, wk"),
+                          (lambda m: lambda i, q, k, v: linear.attention(q, k, v, m.phi(i, q, "q"), old.phi(i, k, "k"), 0),
+                           "layer 0's wk:")):
+        fresh = copy.deepcopy(old)
+        with pytest.raises(ValueError, match=f"gave no gradient to {says}"):
+            train.transfer(MODEL, fresh, tokens(2, 24), student=student(fresh), log=None)
+    ids = lambda n: pytypes.SimpleNamespace(ids=n)
+    for says, encode in (("truncates or pads", lambda text: ids([1] * len(text[:400_000].split()))),
+                         ("are not a list of ids", lambda text: ids([True] * len(text.split())))):
+        with pytest.raises(ValueError, match=says):
+            experiments.check_tokenizer(pytypes.SimpleNamespace(encode=encode))
+    teacher = train.Teacher(MODEL, tokens(2, 16))
+    for n, sinks in ((0, 4), (3, 4), (1.0, 4), (1, -1)):
+        with pytest.raises(ValueError, match="the attention profile reads the first n"):
+            length.attention_profile(teacher, n, sinks)
+    (tmp_path / "t2r").mkdir()
+    (tmp_path / "t2r" / "linear.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(SystemExit, match="failed to import: SystemExit"):
+        mini.use_linear(tmp_path / "t2r" / "linear.py")
+    with pytest.raises(ValueError, match="save writes T2R feature maps .*got dict"):
+        train.save({}, tmp_path / "maps.safetensors")
+    deep = random_model(tiny_config(n_layers=3))
+    with pytest.raises(ValueError, match="made for a model of 2 layers; this one has 3"):
+        linear.run(deep, linear.FeatureMaps(MODEL.config, 4, "relu", dtype=deep.dtype), tokens(1, 6))

@@ -62,6 +62,8 @@ def test_recurrent_equals_parallel(name):
     recurrent = linear.run(model, maps, x)
     for block in (4, 8, 64):  # many blocks, a ragged last one, one block holding everything
         assert_close(parallel(model, maps, x, block), recurrent, atol=EXACT, msg=f"{block=}")
+    for block in (4, 8):  # T a multiple of the block, as every real chunk is (round 34: a last block's state dropped passed)
+        assert_close(parallel(model, maps, x[:, :32], block), recurrent[:, :32], atol=EXACT, msg=f"T=32, {block=}")
     assert_close(linear.forward(model, maps, x), recurrent, atol=EXACT)
     assert (recurrent - llama.forward(model, x)).abs().max() > 1e-2, \
         "softmax attention's logits: the feature maps were not used"
@@ -324,7 +326,8 @@ def test_training_text_leaves_the_evaluation_books_out(books):
     ids = train.training_text(tok, 4096)
     held_out = {books.book("alice29"), books.book("asyoulik")}
     assert not held_out & set(tok.seen) and books.book("lcet10") in tok.seen and books.book("plrabn12") in tok.seen
-    assert ids.shape[1] == 4096 and ids.shape[0] == sum(len(t) // 4096 for t in tok.seen)
+    texts = [t for t in tok.seen if set(t) != {"a", " "}]  # not the tokenizer check's probes, "a " * n
+    assert ids.shape[1] == 4096 and ids.shape[0] == sum(len(t) // 4096 for t in texts)
 
 
 def test_zeroed_hybrid_is_its_window():

@@ -192,7 +192,7 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
     guards.check_batch(tokens, state)
     guards.check_positions(model, state.t + tokens.shape[1])
     logits = torch.stack([llama.step(model, tokens[:, i], state, policy) for i in range(tokens.shape[1])], 1)
-    return logits                                                    # (llama.step checks them: float16 overflows)
+    return logits                                    # checked finite in llama.step's guard (all_or_nothing)
 
 
 def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
@@ -239,7 +239,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = step(model, tok, state, policy)  # checked finite by the step's guard
+            logits = guards.check_logits(step(model, tok, state, policy))  # a step of the caller's has no guard
 
 
 # ---------------------------------------------------------------- the transformer view of a finite MSRNN
