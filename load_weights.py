@@ -117,16 +117,19 @@ def read_config(path) -> llama.Config:
             raise CheckpointError(f"{file}: {key}={d[key]} is not supported (biases in the projections)")
     if d.get("hidden_act", "silu") != "silu":
         raise CheckpointError(f"{file}: hidden_act {d['hidden_act']!r} is not supported (silu)")
-    for where in (d, d.get("rope_parameters") if isinstance(d.get("rope_parameters"), dict) else {}):
-        if where.get("partial_rotary_factor", 1) != 1:  # RoPE on a share of each head: it was ignored without a word
-            raise CheckpointError(f"{file}: partial_rotary_factor {where['partial_rotary_factor']!r} is not supported "
-                                  "(RoPE turns every dimension of a head)")
 
     # RoPE: Hub checkpoints have rope_theta + rope_scaling ({"type"|"rope_type": ...});
     # transformers 5 writes rope_parameters = {"rope_theta": ..., "rope_type": ..., scaling fields}.
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     if not isinstance(rope, dict):
         raise CheckpointError(f"{file}: rope_scaling / rope_parameters must be an object, got {rope!r}")
+    if d.get("rope_parameters") and d.get("rope_scaling") and d["rope_scaling"] != rope:  # one would be dropped unread
+        raise CheckpointError(f"{file}: rope_parameters and rope_scaling disagree ({rope!r} and {d['rope_scaling']!r}): "
+                              "keep the one the checkpoint was trained with")
+    for where in (d, rope):
+        if where.get("partial_rotary_factor", 1) != 1:  # RoPE on a share of each head: it was ignored without a word
+            raise CheckpointError(f"{file}: partial_rotary_factor {where['partial_rotary_factor']!r} is not supported "
+                                  "(RoPE turns every dimension of a head)")
     theta = field("rope_theta", float, None, where=rope)
     theta = field("rope_theta", float, 10000.0) if theta is None else theta
     kind = rope.get("rope_type", rope.get("type", "default"))

@@ -63,6 +63,17 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def step_logits(step, logits, model, batch: int) -> torch.Tensor:
+    """What a step of the caller's returned (msrnn.generate's `step`, which no guard may wrap): float logits
+    (batch, vocab), checked finite, or an error that names the step."""
+    vocab = model.config.vocab_size
+    if not (isinstance(logits, torch.Tensor) and logits.is_floating_point() and tuple(logits.shape) == (batch, vocab)):
+        got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"step {policy_name(step)} returned {got}; a step returns float logits ({batch}, {vocab}), "
+                         "as llama.step does")
+    return check_logits(logits)
+
+
 def check_holds(maps):
     """Refuse T2R maps of no feature and no exact row read alone (t2r/linear.py's views) or trained (t2r/train.py):
     each swapped layer would attend to nothing (zero outputs, zero bytes, no weight to learn). r = 0 is a tail's
@@ -78,8 +89,8 @@ def check_maps(model, maps):
     c = model.config
     if any(not 0 <= i < c.n_layers for i in maps.layers):
         raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
-    if any(p.shape[0] != c.n_layers for p in maps.parameters()):  # they would run, but a file of them loads for no model
-        raise ValueError(f"the maps were made for a model of {next(maps.parameters()).shape[0]} layers; this one has "
+    if other := [p.shape[0] for p in maps.parameters() if p.shape[0] != c.n_layers]:  # they would run, but a file of
+        raise ValueError(f"the maps were made for a model of {other[0]} layers; this one has "  # them loads for no model
                          f"{c.n_layers}: build them from this model's config")
     for which, g in (("q", c.n_heads // c.n_kv_heads), ("k", 1)) if maps.layers else ():
         x = torch.zeros(1, c.n_kv_heads, g, 1, c.head_dim, dtype=model.dtype, device=model.device)
@@ -562,27 +573,46 @@ def _anomaly():
     return _Said((on, nan), f"{on}" + ("" if nan else " (no NaN check)"))
 
 
-def _autocast():
-    on, dtype = torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+def _matmul_precision():
+    try:  # cheap; but it raises once torch's newer API (backends' fp32_precision) has been used
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        m = torch.backends.mkldnn.matmul.fp32_precision, torch.backends.cuda.matmul.fp32_precision
+        return _Said(m, f"{m[0]} on the CPU, {m[1]} on CUDA (fp32_precision)")
+
+
+def _put_matmul_precision(was):
+    if isinstance(was, str):
+        torch.set_float32_matmul_precision(was)  # sets the newer API's too
+    else:
+        torch.backends.mkldnn.matmul.fp32_precision, torch.backends.cuda.matmul.fp32_precision = was
+
+
+def _autocast(device):
+    on, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
     return _Said((on, dtype), f"{on} ({dtype})" if on else "False")
 
 
 SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
             ("torch's thread count", torch.get_num_threads, torch.set_num_threads),
-            ("torch's float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+            ("torch's float32 matmul precision", _matmul_precision, _put_matmul_precision),
             ("torch's deterministic algorithms setting", _determinism,
              lambda was: torch.use_deterministic_algorithms(was[0], warn_only=was[1])),
             ("torch's anomaly detection", _anomaly, lambda was: torch.set_anomaly_enabled(*was)),
             ("torch's flush of subnormal floats to zero", lambda: _TINY * 1.0 == 0.0, torch.set_flush_denormal),
-            ("torch's autocast on the CPU", _autocast,
-             lambda was: (torch.set_autocast_enabled("cpu", was[0]), torch.set_autocast_dtype("cpu", was[1]))),
+            *((f"torch's autocast on {device}", functools.partial(_autocast, device),
+               lambda was, device=device: (torch.set_autocast_enabled(device, was[0]), torch.set_autocast_dtype(device, was[1])))
+              for device in ("cpu", "cuda")),
+            ("torch's fp16/bf16 reduction in math attention", torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed,
+             torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp),
             ("torch's oneDNN (mkldnn) setting", lambda: torch.backends.mkldnn.enabled,
              lambda was: setattr(torch.backends.mkldnn, "enabled", was)),
             ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
              lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was)),
             ("torch's global random seed", torch.initial_seed, None),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
-            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters)]  # a warning silenced for good
+            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters),  # a warning silenced for good
+            ("Python's warnings.showwarning", lambda: warnings.showwarning, lambda was: setattr(warnings, "showwarning", was))]
 
 
 def _modes() -> tuple:
@@ -590,6 +620,12 @@ def _modes() -> tuple:
     DeviceContext), and so can any code; a mode left on changes every later call in the process."""
     return ([torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())],
             [torch._C._get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack())])
+
+
+def _device(functions) -> str:
+    """The default device a stack of function modes sets, as torch.get_default_device reads it (the newest
+    DeviceContext's), without a torch call."""
+    return next((str(m.device) for m in reversed(functions) if isinstance(m, torch.utils._device.DeviceContext)), "cpu")
 
 
 def _put_modes(modes):
@@ -648,11 +684,12 @@ class _Watched:
         changed, modes = [], self.modes
         if torch._C._len_torch_function_stack() != len(modes[0]) or torch._C._len_torch_dispatch_stack() != len(modes[1]) \
                 or (modes[0] or modes[1]) and any(a is not b for now, then in zip(_modes(), modes) for a, b in zip(now, then)):
-            now = torch.get_default_device()
-            added = [type(m).__name__ for m in sum(_modes(), []) if not any(m is b for b in sum(modes, []))]
+            left = _modes()  # the devices read off the stacks: a torch call could run under a mode that raises
+            now, home = _device(left[0]), _device(modes[0])
+            added = [type(m).__name__ for m in sum(left, []) if not any(m is b for b in sum(modes, []))]
             _put_modes(modes)
             torch._GLOBAL_DEVICE_CONTEXT.device_context, torch.utils._device.CURRENT_DEVICE = self.device
-            if now != (home := torch.get_default_device()):
+            if now != home:
                 changed.append(f"torch's default device from {home} to {now}")
             if added := [a for a in added if a != "DeviceContext"]:
                 changed.append(f"torch's modes (it left {', '.join(added)} on)")
@@ -705,15 +742,23 @@ def score_rows(policy, rows) -> torch.Tensor:
 
 def policy_name(policy) -> str:
     """A function's name, a partial's function's, else a callable instance's class (its repr holds an address)."""
-    inner = getattr(policy, "func", policy)
-    return getattr(policy, "__name__", None) or getattr(inner, "__name__", None) or type(inner).__name__
+    def read(x, name):  # an attribute of the policy's own that raises (a __getattr__ of a dict's KeyError) is no name
+        try:
+            got = getattr(x, name, None)
+        except Exception:
+            return None
+        return got if name == "func" or isinstance(got, str) else None
+    inner = read(policy, "func") or policy
+    return read(policy, "__name__") or read(inner, "__name__") or type(inner).__name__
 
 
 def _said(e) -> str:
     """What an exception says, or that it cannot say it (its __str__ raised)."""
     try:
         return str(e)
-    except Exception as inner:
+    except BaseException as inner:  # sys.exit() in a __str__ too; not Ctrl-C
+        if isinstance(inner, KeyboardInterrupt):
+            raise
         return f"(its message could not be printed: {type(inner).__name__})"
 
 
@@ -722,7 +767,7 @@ def _where(policy, e) -> str:
     try:
         fn = inspect.unwrap(policy)
         home = inspect.getsourcefile(getattr(fn, "func", fn))
-    except (TypeError, ValueError):  # a built-in; a __wrapped__ that loops
+    except Exception:  # a built-in; a __wrapped__ that loops; a __getattr__ of the policy's own that raises
         home = None
     frames = traceback.extract_tb(e.__traceback__)[1:]  # [0] is the frame of the `with` around the call
     mine = [f for f in frames if f.filename == home] or frames

@@ -24,17 +24,18 @@ from data import corpus
 quiet = lambda msg: None  # the default `log`: an experiment prints nothing on its own
 
 
-def check_tokenizer(tok):
+def check_tokenizer(tok, longest: int = 471_162):
     """Refuse what is not a tokenizer whose encode(text).ids are the ids (None failed as 'NoneType' object has no
-    attribute 'encode'; a transformers tokenizer, whose encode gives a list, as 'list' object has no attribute 'ids')."""
+    attribute 'encode'; a transformers tokenizer, whose encode gives a list, as 'list' object has no attribute 'ids'),
+    or one that truncates or pads a text of up to `longest` characters (default: the longest book here)."""
     # a path has an encode too (str.encode("") fails on an unknown encoding), and so has the class; a tokenizer's own
     # error in the probe is its own (a normaliser's bug), not "not a tokenizer"
     plain = isinstance(tok, (str, bytes, os.PathLike, type)) or not callable(getattr(tok, "encode", None))
     if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
-    # the last probe longer than any book here, in ids and in characters (plrabn12: 132,044 ids, 471,162 characters)
-    words = (1, 2, 1200, 250_000)
+    # the last probe longer than the text, in ids and in characters (plrabn12: 132,044 ids, 471,162 characters)
+    words = (1, 2, 1200, max(250_000, longest // 2 + 1))
     ids = [tok.encode("a " * n).ids for n in words]
     if not all(isinstance(x, list) and all(type(i) is int for i in x[:4]) for x in ids):  # a bool is no id
         raise ValueError(f"the tokenizer's encode(text).ids are not a list of ids: got {type(ids[0]).__name__} {ids[0]!r:.60}")

@@ -65,6 +65,8 @@ class Named:
             _seen(x)
         try:
             return self._key(probe)
+        except (KeyError, RuntimeError) as e:  # an attribute of the policy's own that raises when read
+            raise ValueError(f"policy {self.label}: cannot be keyed, reading it raised {type(e).__name__}: {e}") from None
         finally:
             _WALKED = None
 
@@ -259,8 +261,8 @@ def _fields(obj, data_only=False, depth=0) -> list:
 
 def _globals(f) -> tuple[list, list]:
     """What f's code reads by name, besides its parameters: the module globals it names, the values it closes
-    over and its default arguments. Data by its contents (a global _NAME is skipped: a module's private cache; not a
-    function held there);
+    over and its default arguments. Data by its contents (a private global _NAME too: a cache held there makes a
+    miss, never a stale hit);
     of a module, the data attributes the code names (`helper.SIGN`); of a class, its settings, and its methods
     as helpers (`Scorer().score` reads a constant); of a bound method, the object's fields and the method.
     Functions f reaches this way are returned as helpers (of its own module or the user's, not installed
@@ -275,7 +277,7 @@ def _globals(f) -> tuple[list, list]:
         # computed (globals()[KEY], f.__globals__[name.upper()], sys.modules[__name__]): any data global may be read
         names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
-    scopes = [("", {n: g[n] for n in names & g.keys() if not n.startswith("_") or inspect.isfunction(g[n])}, False),  # Cfg.SIGN
+    scopes = [("", {n: g[n] for n in names & g.keys()}, False),  # def pol(rows): ... Cfg.SIGN, _SINKS
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
               ("default ", dict(zip(params[co.co_argcount - len(f.__defaults__ or ()):], f.__defaults__ or ()))
                | (f.__kwdefaults__ or {}), True)]  # def pol(rows, cfg=Cfg)
@@ -509,11 +511,14 @@ def named(spec) -> Named:
 
 def _bind(fn, args, spec) -> Named:
     fname = guards.policy_name(fn)
-    first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
+    try:  # a __wrapped__ that loops, or a callable of no signature
+        first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
+        params = list(inspect.signature(fn).parameters.values())
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"policy {fname}: its parameters cannot be read ({e})") from None
     if first == "rows" and fn.args:  # partial(sink, 8): 8 is bound to rows, not to sinks
         raise ValueError(f"policy {fname}: functools.partial({fname}, {', '.join(map(repr, fn.args))}) binds its first "
                          f"parameter, {first}, the rows a policy is called with: give its parameters by keyword")
-    params = list(inspect.signature(fn).parameters.values())
     reads_ahead = [p.name for p in params[:2]] == ["model", "tokens"]
     free = [p for p in (params[2:] if reads_ahead else params[1:])  # what a spec may set: not *args, **kwargs,
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]    # which a keyword cannot reach

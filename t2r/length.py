@@ -170,6 +170,8 @@ def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
     family's decay: a state whose rows fade as exp(-d/h) weighs them at a mean distance of about h, so a
     local layer starts short and a layer whose mass is far back starts long.
     Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
+    if not isinstance(teacher, train.Teacher):
+        raise ValueError(f"the attention profile reads a train.Teacher of the training chunks, got {type(teacher).__name__}")
     L, H = teacher.model.config.n_layers, teacher.model.config.n_kv_heads
     if not (guards.integer(n) and 1 <= n <= len(teacher.chunks) and guards.integer(sinks) and sinks >= 0):
         raise ValueError(f"the attention profile reads the first n of the teacher's {len(teacher.chunks)} chunks (n from 1) "

@@ -33,12 +33,12 @@ from t2r.linear import FeatureMaps
 
 def save(maps: FeatureMaps, path):
     """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
-    if not all(hasattr(maps, a) for a in ("named_parameters", "kind", "r", "window", "layers")):  # a course's copy too
+    if not all(hasattr(maps, a) for a in ("named_parameters", "kind", "r", "window", "layers", "sinks", "decay", "rotated")):
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
-        raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values (a horizon of 0 tokens is log_h = -inf): "
-                         "load would refuse the file, so it is not written")
+        raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
+                         "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")
     if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
         raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
                          "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
@@ -189,8 +189,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
 
 def training_text(tok, length: int = 4096, books=("lcet10", "plrabn12"), licenses=LICENSES) -> torch.Tensor:
     """Chunks (N, length) of every training text (`training_sources`)."""
-    experiments.check_tokenizer(tok)
-    ids = [c for t in training_sources(books, licenses) for c in corpus.chunks(tok.encode(t).ids, length)]
+    texts = training_sources(books, licenses)
+    experiments.check_tokenizer(tok, longest=max(map(len, texts), default=0))
+    ids = [c for t in texts for c in corpus.chunks(tok.encode(t).ids, length)]
     if not ids:
         raise ValueError(f"the training texts hold no chunk of {length} tokens")
     return torch.tensor(ids)
@@ -486,20 +487,24 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
         for j, (m, s) in enumerate(zip(maps_list, students)):
             if i in m.layers:
                 with torch.enable_grad():
-                    loss = F.mse_loss(s(i, q, k, v), o)
+                    out = s(i, q, k, v)
+                    if not isinstance(out, torch.Tensor) or out.shape != o.shape:  # mse_loss broadcasts with a warning
+                        raise ValueError(f"the student's output at layer {i} is " + (f"{tuple(out.shape)}" if isinstance(
+                            out, torch.Tensor) else type(out).__name__) + f", the softmax output it learns is {tuple(o.shape)}")
+                    loss = F.mse_loss(out, o)
                     if not loss.requires_grad:  # torch's "element 0 of tensors does not require grad", mid-pass
                         raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
                                          "nothing to learn (a student reads the maps, as student_of does)")
-                    # every weight is stacked over layers: layer i's slice of each (wq and wk, or the tied wk) must gain
-                    # a gradient from layer i (no gradient yet counts as zeros)
-                    weights = {n: p for n, p in m.named_parameters() if n.startswith("w")}
+                    # every parameter is stacked over layers: layer i's slice of each (weights, biases, Hedgehog's gain,
+                    # the decay's log_h) must gain a gradient from layer i (no gradient yet counts as zeros)
+                    weights = dict(m.named_parameters())
                     was = {n: None if p.grad is None else p.grad[i].clone() for n, p in weights.items()}
                     (scale * loss).backward()
                     if idle := [n for n, p in weights.items() if p.grad is None or (
                             torch.equal(p.grad[i], was[n]) if was[n] is not None else not p.grad[i].any())]:
                         raise ValueError(f"the student of maps set {j} at layer {i} gave no gradient to layer {i}'s "
-                                         f"{', '.join(idle)}: it reads other weights there (a copy? another layer's?); "
-                                         "they would not be learned")
+                                         f"{', '.join(idle)}: it reads other weights there (a copy? another layer's?), or "
+                                         "every feature is off (ReLU); they would not be learned")
                 layer_loss[j] += loss.item() / len(m.layers)
 
     def step(i):

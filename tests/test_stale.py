@@ -3647,7 +3647,7 @@ def test_round33_t2r_wrapped_students_layers_tokenizers_and_files(tmp_path):
         records.append(train._student(lambda i, q, k, v: st(i, q, k, v), (MODEL, maps)))
     assert records[0] != records[1]
     old = copy.deepcopy(maps)
-    with pytest.raises(ValueError, match="gave no gradient to layer 1's wq, wk"):
+    with pytest.raises(ValueError, match="gave no gradient to layer 1's wq, bq, wk, bk"):
         train.transfer(MODEL, maps, tokens(2, 24), log=None,
                        student=lambda i, q, k, v: linear.swapped(maps if i == 0 else old, i, q, k, v))
     words = lambda text: text.split()
@@ -3696,7 +3696,7 @@ def test_round34_guards_dispatch_modes_autocast_and_messages(tmp_path):
     with pytest.raises(guards.PolicyError, match="it left Double on"):
         msrnn.run(MODEL, x, dispatching, 4)
     assert torch._C._len_torch_dispatch_stack() == 0 and torch.equal(llama.forward(MODEL, x), ref)
-    for change, says in ((lambda: torch.autocast("cpu").__enter__(), "autocast on the CPU from False to True"),
+    for change, says in ((lambda: torch.autocast("cpu").__enter__(), "autocast on cpu from False to True"),
                          (lambda: setattr(torch.backends.mkldnn, "enabled", False), "oneDNN \\(mkldnn\\) setting from True")):
         with pytest.raises(guards.PolicyError, match=says):
             msrnn.run(MODEL, x, lambda rows, change=change: change() or policies.tova(rows), 4)
@@ -3757,9 +3757,9 @@ def test_round34_t2r_private_students_gradients_tokenizers_and_maps(tmp_path):
         records.append(train._student(stu34.fn, (MODEL, maps)))
     assert records[0] != records[1]
     old = copy.deepcopy(maps)
-    for student, says in ((lambda m: lambda i, q, k, v: linear.swapped(m, 1 - i, q, k, v), "layer 0's wq, wk"),
+    for student, says in ((lambda m: lambda i, q, k, v: linear.swapped(m, 1 - i, q, k, v), "layer 0's wq, bq, wk, bk"),
                           (lambda m: lambda i, q, k, v: linear.attention(q, k, v, m.phi(i, q, "q"), old.phi(i, k, "k"), 0),
-                           "layer 0's wk:")):
+                           "layer 0's wk, bk:")):
         fresh = copy.deepcopy(old)
         with pytest.raises(ValueError, match=f"gave no gradient to {says}"):
             train.transfer(MODEL, fresh, tokens(2, 24), student=student(fresh), log=None)
@@ -3781,3 +3781,118 @@ def test_round34_t2r_private_students_gradients_tokenizers_and_maps(tmp_path):
     deep = random_model(tiny_config(n_layers=3))
     with pytest.raises(ValueError, match="made for a model of 2 layers; this one has 3"):
         linear.run(deep, linear.FeatureMaps(MODEL.config, 4, "relu", dtype=deep.dtype), tokens(1, 6))
+
+
+def test_round35_guards_precision_raising_modes_names_and_steps(tmp_path):
+    """Round 35: the guard read the float32 matmul precision by torch's older getter, which raises once the newer
+    API (fp32_precision) was used: a policy that set it was named in torch's words and left it set, and a user who
+    set it could run no policy; a function mode that raises left on by a policy broke the guard's own clean-up; an
+    exception whose message exits, or a policy whose __getattr__ raises KeyError, broke the message; specs.named of
+    a __wrapped__ loop failed in inspect's words; a private global the policy's code names (_SINKS) was not in the
+    key (a stale perplexity); a caller's step that returned a tuple or logits of the wrong width gave tokens or
+    blamed llama.step; partial_rotary_factor inside rope_scaling was ignored, and rope_parameters that disagree with
+    rope_scaling dropped the scaling; a replaced warnings.showwarning was not seen."""
+    import warnings
+    from torch.overrides import TorchFunctionMode
+    x = tokens(1, 8)
+    matmul = torch.backends.mkldnn.matmul
+    with pytest.raises(guards.PolicyError, match="float32 matmul precision from highest to bf16"):
+        msrnn.run(MODEL, x, lambda rows: setattr(matmul, "fp32_precision", "bf16") or policies.tova(rows), 4)
+    assert torch.get_float32_matmul_precision() == "highest"
+    try:
+        matmul.fp32_precision = "bf16"  # the newer API, as torch's own message recommends: the older getter now raises
+        msrnn.run(MODEL, x, policies.tova, 4)
+        with pytest.raises(guards.PolicyError, match="float32 matmul precision from bf16 on the CPU"):
+            msrnn.run(MODEL, x, lambda rows: setattr(matmul, "fp32_precision", "ieee") or policies.tova(rows), 4)
+        assert matmul.fp32_precision == "bf16"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+    class Refuses(TorchFunctionMode):
+        def __torch_function__(self, f, types, args=(), kwargs=None):
+            raise RuntimeError("no torch call")
+    with pytest.raises(guards.PolicyError, match="it left Refuses on"):
+        msrnn.run(MODEL, x, lambda rows: (policies.tova(rows), Refuses().__enter__())[0], 4)
+    assert torch._C._len_torch_function_stack() == 0
+
+    class Exits(Exception):
+        def __str__(self):
+            raise SystemExit(3)
+
+    def exits(rows):
+        raise Exits()
+    with pytest.raises(guards.PolicyError, match="raised Exits: \\(its message could not be printed: SystemExit"):
+        msrnn.run(MODEL, x, exits, 4)
+
+    class Delegates:  # a dict's delegation bug: every missing attribute a KeyError
+        def __getattr__(self, name):
+            return {}[name]
+
+        def __call__(self, rows):
+            raise ValueError("mine")
+    with pytest.raises(guards.PolicyError, match="policy Delegates raised ValueError: mine"):
+        msrnn.run(MODEL, x, Delegates(), 4)
+
+    def loops(rows):
+        return policies.tova(rows)
+    loops.__wrapped__ = loops
+    with pytest.raises(ValueError, match="policy loops: its parameters cannot be read"):
+        specs.named(loops)
+    (tmp_path / "mine35.py").write_text("_SINKS = 4\n\n\ndef pol(rows):\n    return (rows.pos < _SINKS).double() + 1e-9 * rows.pos\n")
+    mine35, = imported(tmp_path, "mine35")
+    assert kept_keys(mine35, (lambda m: setattr(m, "_SINKS", 8),)) == []
+    for returns, says in ((lambda *a: (llama.step(*a),), "returned tuple"),
+                          (lambda *a: llama.step(*a)[:, :10], f"returned torch.float64 \\(1, 10\\); a step returns float logits "
+                                                              f"\\(1, {MODEL.config.vocab_size}\\)")):
+        with pytest.raises(ValueError, match=f"step <lambda> {says}"):
+            list(msrnn.generate(MODEL, x, 3, policies.tova, 8, step=returns))
+    for config in ({"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+                   {"rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"},
+                    "rope_scaling": {"rope_type": "linear", "factor": 2.0}}):
+        save(tmp_path, MODEL, config=hf_config(MODEL.config) | config)
+        with pytest.raises(load_weights.CheckpointError, match="partial_rotary_factor|disagree"):
+            load_weights.load_model(tmp_path)
+    with pytest.raises(guards.PolicyError, match="warnings.showwarning"):
+        msrnn.run(MODEL, x, lambda rows: setattr(warnings, "showwarning", lambda *a, **k: None) or policies.tova(rows), 4)
+
+
+def test_round35_t2r_private_data_parameters_shapes_and_files(tmp_path):
+    """Round 35: a tail student held in a private dict (not a function) was not in a checkpoint's record; the gradient
+    check looked at weights alone, so a decay (log_h) taken from a copy never learned; a student's output that
+    broadcasts against the teacher's was taken with a warning; a tokenizer that cuts a text longer than any book
+    passed for training_text's own texts; attention_profile of something not a Teacher, --linear of a file whose
+    FeatureMaps is None, and train.save of maps without `decay` failed in attribute words; the grader passed a
+    state_bytes of 4 bytes a float in bfloat16, and a blocked attention wrong only at the default block."""
+    import copy
+    import types as pytypes
+    from t2r import length, linear, mini, tail, train
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    (tmp_path / "stu35.py").write_text("_REG = {}\n\n\ndef fn(i, q, k, v):\n    return _REG['st'](i, q, k, v)\n")
+    stu35, = imported(tmp_path, "stu35")
+    records = []
+    for sign in (1.0, -1.0):
+        stu35._REG["st"] = tail.student(MODEL, maps, cached_sign(sign), 8)
+        records.append(train._student(stu35.fn, (MODEL, maps)))
+    assert records[0] != records[1]
+    decayed = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=MODEL.dtype)
+    old = copy.deepcopy(decayed)
+    frozen = lambda i, q, k, v: linear.attention(q, k, v, decayed.phi(i, q, "q"), decayed.phi(i, k, "k"), 0, gamma=old.gamma(i))
+    with pytest.raises(ValueError, match="gave no gradient to layer 0's log_h"):
+        train.transfer(MODEL, decayed, tokens(2, 24), student=frozen, log=None)
+    fresh = copy.deepcopy(maps)
+    with pytest.raises(ValueError, match="the student's output at layer 0 is .*, the softmax output it learns is"):
+        train.transfer(MODEL, fresh, tokens(2, 24), log=None,
+                       student=lambda i, q, k, v: linear.swapped(fresh, i, q, k, v)[:, :, :1])
+    cut = pytypes.SimpleNamespace(encode=lambda text: pytypes.SimpleNamespace(ids=[1] * len(text[:600_000].split())))
+    experiments.check_tokenizer(cut)  # the books are shorter
+    with pytest.raises(ValueError, match="truncates or pads"):
+        experiments.check_tokenizer(cut, longest=1_280_000)
+    with pytest.raises(ValueError, match="reads a train.Teacher"):
+        length.attention_profile(tokens(2, 16), 1)
+    (tmp_path / "t2r").mkdir()
+    (tmp_path / "t2r" / "linear.py").write_text("FeatureMaps = None\n")
+    with pytest.raises(SystemExit, match="has no FeatureMaps"):
+        mini.use_linear(tmp_path / "t2r" / "linear.py")
+    with pytest.raises(ValueError, match="save writes T2R feature maps"):
+        train.save(pytypes.SimpleNamespace(named_parameters=lambda: [], kind="relu", r=4, window=0, layers=[0]),
+                   tmp_path / "maps.safetensors")

@@ -64,6 +64,8 @@ def test_recurrent_equals_parallel(name):
         assert_close(parallel(model, maps, x, block), recurrent, atol=EXACT, msg=f"{block=}")
     for block in (4, 8):  # T a multiple of the block, as every real chunk is (round 34: a last block's state dropped passed)
         assert_close(parallel(model, maps, x[:, :32], block), recurrent[:, :32], atol=EXACT, msg=f"T=32, {block=}")
+    long = tokens(1, 128)  # and at the default block, 64, twice (round 35: a mistake only at blocks of 16 or more passed)
+    assert_close(parallel(model, maps, long, 64), linear.run(model, maps, long), atol=EXACT, msg="T=128, block=64")
     assert_close(linear.forward(model, maps, x), recurrent, atol=EXACT)
     assert (recurrent - llama.forward(model, x)).abs().max() > 1e-2, \
         "softmax attention's logits: the feature maps were not used"
@@ -144,8 +146,11 @@ def test_state_size_is_constant(name):
             assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
                                           f"and V of the swapped layers {maps.layers}, step {t}; head_dim 12, not dim // n_heads)")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
-        small = random_model(tiny_config(n_layers=3, head_dim=12), dtype=torch.float32)  # the model's own bytes, not 8
-        assert 2 * linear.state_bytes(small, maps_for(small, name, layers=layers)) == linear.state_bytes(model, maps)
+        for dtype, share in ((torch.float32, 2), (torch.bfloat16, 4)):  # the model's own bytes, not 8 (round 35: nor 4)
+            small = random_model(tiny_config(n_layers=3, head_dim=12), dtype=dtype)
+            said = linear.state_bytes(small, maps_for(small, name, layers=layers))
+            assert share * said == linear.state_bytes(model, maps), (f"state_bytes of a {dtype} model says {said}, "
+                                                                     f"1/{share} of float64's is a float's own bytes (element_size)")
 
 
 def test_swap_and_swap_back():
