@@ -11,6 +11,7 @@ import hashlib
 import inspect
 import json
 import math
+import operator
 import traceback
 import warnings
 import weakref
@@ -555,30 +556,11 @@ def _put_filters(filters):
 _TINY = 1e-310  # a float64 subnormal: read as 0 once torch.set_flush_denormal(True) has changed the CPU's flags
 
 
-class _Said(tuple):  # a setting of two flags, said in words
-    def __new__(cls, flags, said):
-        out = super().__new__(cls, flags)
-        out.said = said
-        return out
-    __repr__ = __str__ = lambda self: self.said
-
-
-def _determinism():
-    on, warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    return _Said((on, warn), f"{on}" + (" (warn_only)" if warn else ""))
-
-
-def _anomaly():
-    on, nan = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
-    return _Said((on, nan), f"{on}" + ("" if nan else " (no NaN check)"))
-
-
 def _matmul_precision():
     try:  # cheap; but it raises once torch's newer API (backends' fp32_precision) has been used
         return torch.get_float32_matmul_precision()
     except RuntimeError:
-        m = torch.backends.mkldnn.matmul.fp32_precision, torch.backends.cuda.matmul.fp32_precision
-        return _Said(m, f"{m[0]} on the CPU, {m[1]} on CUDA (fp32_precision)")
+        return torch.backends.mkldnn.matmul.fp32_precision, torch.backends.cuda.matmul.fp32_precision
 
 
 def _put_matmul_precision(was):
@@ -588,31 +570,43 @@ def _put_matmul_precision(was):
         torch.backends.mkldnn.matmul.fp32_precision, torch.backends.cuda.matmul.fp32_precision = was
 
 
-def _autocast(device):
-    on, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
-    return _Said((on, dtype), f"{on} ({dtype})" if on else "False")
+_both = lambda second: lambda was: f"{was[0]}" + (f" ({second})" if was[1] else "")  # two flags, in words
 
-
-SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype),  # what a policy must leave as it was
-            ("torch's thread count", torch.get_num_threads, torch.set_num_threads),
-            ("torch's float32 matmul precision", _matmul_precision, _put_matmul_precision),
-            ("torch's deterministic algorithms setting", _determinism,
-             lambda was: torch.use_deterministic_algorithms(was[0], warn_only=was[1])),
-            ("torch's anomaly detection", _anomaly, lambda was: torch.set_anomaly_enabled(*was)),
-            ("torch's flush of subnormal floats to zero", lambda: _TINY * 1.0 == 0.0, torch.set_flush_denormal),
-            *((f"torch's autocast on {device}", functools.partial(_autocast, device),
-               lambda was, device=device: (torch.set_autocast_enabled(device, was[0]), torch.set_autocast_dtype(device, was[1])))
-              for device in ("cpu", "cuda")),
+# What a policy must leave as it was: (what, read, put back, in words). Read before and after every call, so
+# each read is cheap (plain values, worded only for the message).
+SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype, str),
+            ("torch's thread count", torch.get_num_threads, torch.set_num_threads, str),
+            ("torch's float32 matmul precision", _matmul_precision, _put_matmul_precision,
+             lambda was: was if isinstance(was, str) else f"{was[0]} on the CPU, {was[1]} on CUDA (fp32_precision)"),
+            ("torch's deterministic algorithms setting",
+             lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+             lambda was: torch.use_deterministic_algorithms(was[0], warn_only=was[1]), _both("warn_only")),
+            ("torch's anomaly detection", lambda: (torch.is_anomaly_enabled(), not torch.is_anomaly_check_nan_enabled()),
+             lambda was: torch.set_anomaly_enabled(was[0], not was[1]), _both("no NaN check")),
+            ("torch's flush of subnormal floats to zero", lambda: _TINY * 1.0 == 0.0, torch.set_flush_denormal, str),
+            *((f"torch's autocast on {device}", lambda device=device: (torch.is_autocast_enabled(device),
+                                                                        torch.get_autocast_dtype(device)),
+               lambda was, device=device: (torch.set_autocast_enabled(device, was[0]), torch.set_autocast_dtype(device, was[1])),
+               lambda was: f"{was[0]} ({was[1]})" if was[0] else "False")
+              for device in ("cpu", "cuda") if device == "cpu" or torch.cuda.is_available()),  # CUDA's: where it runs
             ("torch's fp16/bf16 reduction in math attention", torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed,
-             torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp),
-            ("torch's oneDNN (mkldnn) setting", lambda: torch.backends.mkldnn.enabled,
-             lambda was: setattr(torch.backends.mkldnn, "enabled", was)),
+             torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp, str),
+            ("torch's oneDNN (mkldnn) setting", torch._C._get_mkldnn_enabled,  # torch.backends.mkldnn.enabled, read fast
+             lambda was: setattr(torch.backends.mkldnn, "enabled", was), str),
             ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
-             lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was)),
-            ("torch's global random seed", torch.initial_seed, None),  # a policy draws from a Generator of its own:
+             lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was), str),
+            ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
-            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters),  # a warning silenced for good
-            ("Python's warnings.showwarning", lambda: warnings.showwarning, lambda was: setattr(warnings, "showwarning", was))]
+            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced
+            ("Python's warnings.showwarning", lambda: warnings.showwarning, lambda was: setattr(warnings, "showwarning", was),
+             lambda was: getattr(was, "__name__", repr(was)))]
+
+
+_GETS = tuple(get for _, get, _, _ in SETTINGS)
+
+
+def _settings() -> list:
+    return list(map(operator.call, _GETS))  # about 2 µs: read twice a call
 
 
 def _modes() -> tuple:
@@ -653,8 +647,9 @@ class _Watched:
                 self.held["fields"][f] = rows.__dict__.pop(f)
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = _modes() if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack() else ([], [])
-        self.device = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE
-        self.settings = [get() for _, get, _ in SETTINGS]  # the other process-wide settings
+        self.device = (getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE) \
+            if self.modes[0] else (None, None)  # no mode: no default device set
+        self.settings = _settings()  # the other process-wide settings
         self.random = torch.get_rng_state()  # under a microsecond
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
@@ -695,10 +690,11 @@ class _Watched:
                 changed.append(f"torch's modes (it left {', '.join(added)} on)")
             elif now == home:
                 changed.append("torch's stack of modes")
-        for (what, get, put), was in zip(SETTINGS, self.settings):
-            if (now := get()) != was:
-                torch.set_rng_state(self.random) if put is None else put(was)
-                changed.append(f"{what} from {was} to {now}")
+        if _settings() != self.settings:  # one comparison on every call; each setting apart only when one changed
+            for (what, get, put, say), was in zip(SETTINGS, self.settings):
+                if (now := get()) != was:
+                    torch.set_rng_state(self.random) if put is None else put(was)
+                    changed.append(f"{what} from {say(was)} to {say(now)}")
         return ", ".join(changed)
 
 
