@@ -123,9 +123,19 @@ def read_config(path) -> llama.Config:
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     if not isinstance(rope, dict):
         raise CheckpointError(f"{file}: rope_scaling / rope_parameters must be an object, got {rope!r}")
-    if d.get("rope_parameters") and d.get("rope_scaling") and d["rope_scaling"] != rope:  # one would be dropped unread
+    # the same RoPE said in two places must agree, or one would be read and the other dropped without a word:
+    # rope_parameters and rope_scaling (the kind by either key, the theta where it is given), a theta beside them
+    said = lambda r: {("rope_type" if k == "type" else k): v for k, v in r.items() if k != "rope_theta"} | \
+        ({} if {"rope_type", "type"} & r.keys() else {"rope_type": "default"})
+    if d.get("rope_parameters") and isinstance(d.get("rope_scaling"), dict) and said(d["rope_scaling"]) != said(rope):
         raise CheckpointError(f"{file}: rope_parameters and rope_scaling disagree ({rope!r} and {d['rope_scaling']!r}): "
                               "keep the one the checkpoint was trained with")
+    thetas = {x.get("rope_theta") for x in (d, rope, d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else {})}
+    if len(thetas - {None}) > 1:
+        raise CheckpointError(f"{file}: rope_theta is given twice, as {sorted(thetas - {None})}: keep one")
+    if nested := [k for k, v in rope.items() if isinstance(v, (dict, list))]:  # per layer type (a newer config's)
+        raise CheckpointError(f"{file}: RoPE of {', '.join(map(repr, nested))} (per layer type) is not supported: "
+                              "one RoPE for every layer")
     for where in (d, rope):
         if where.get("partial_rotary_factor", 1) != 1:  # RoPE on a share of each head: it was ignored without a word
             raise CheckpointError(f"{file}: partial_rotary_factor {where['partial_rotary_factor']!r} is not supported "

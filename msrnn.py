@@ -247,7 +247,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
             tok = torch.multinomial(logits.softmax(-1), 1, generator=gen)[:, 0]
         yield tok
         if i + 1 < max_new:  # the last token is not fed: pass it as the prompt to continue
-            logits = guards.step_logits(step, step(model, tok, state, policy), model, len(tok))  # a caller's may be unguarded
+            logits = guards.step_logits(step, state.t, step(model, tok, state, policy), model, state, len(tok))
 
 
 # ---------------------------------------------------------------- the transformer view of a finite MSRNN

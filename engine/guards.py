@@ -64,14 +64,20 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-def step_logits(step, logits, model, batch: int) -> torch.Tensor:
-    """What a step of the caller's returned (msrnn.generate's `step`, which no guard may wrap): float logits
-    (batch, vocab), checked finite, or an error that names the step."""
-    vocab = model.config.vocab_size
-    if not (isinstance(logits, torch.Tensor) and logits.is_floating_point() and tuple(logits.shape) == (batch, vocab)):
-        got = f"{logits.dtype} {tuple(logits.shape)}" if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise ValueError(f"step {policy_name(step)} returned {got}; a step returns float logits ({batch}, {vocab}), "
-                         "as llama.step does")
+def step_logits(step, t: int, logits, model, state, batch: int) -> torch.Tensor:
+    """What a step of the caller's returned (msrnn.generate's `step`, which no guard may wrap) from position t:
+    float logits (batch, vocab) on the model's device, checked finite, and the state one position on, or an error
+    that names the step."""
+    vocab, moved = model.config.vocab_size, state.t - t
+    if not (isinstance(logits, torch.Tensor) and logits.dtype in SCORE_DTYPES and logits.layout == torch.strided
+            and tuple(logits.shape) == (batch, vocab) and logits.device == model.device):
+        got = f"{logits.dtype} {tuple(logits.shape)} on {logits.device} ({logits.layout})" \
+            if isinstance(logits, torch.Tensor) else _typename(logits)
+        raise ValueError(f"step {policy_name(step)} returned {got}; a step returns float logits ({batch}, {vocab}) on "
+                         f"{model.device}, as llama.step does")
+    if moved != 1:
+        raise ValueError(f"step {policy_name(step)} moved the state {moved} positions; a step reads one token and moves "
+                         "it one on, as llama.step does")
     return check_logits(logits)
 
 
@@ -576,6 +582,8 @@ _both = lambda second: lambda was: f"{was[0]}" + (f" ({second})" if was[1] else 
 # each read is cheap (plain values, worded only for the message).
 SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype, str),
             ("torch's thread count", torch.get_num_threads, torch.set_num_threads, str),
+            ("torch's float32 precision (fp32_precision, every backend's default)", lambda: torch.backends.fp32_precision,
+             lambda was: setattr(torch.backends, "fp32_precision", was), str),
             ("torch's float32 matmul precision", _matmul_precision, _put_matmul_precision,
              lambda was: was if isinstance(was, str) else f"{was[0]} on the CPU, {was[1]} on CUDA (fp32_precision)"),
             ("torch's deterministic algorithms setting",
@@ -598,8 +606,9 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced
-            ("Python's warnings.showwarning", lambda: warnings.showwarning, lambda was: setattr(warnings, "showwarning", was),
-             lambda was: getattr(was, "__name__", repr(was)))]
+            *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name),
+               lambda was, name=name: setattr(warnings, name, was), lambda was: getattr(was, "__name__", repr(was)))
+              for name in ("showwarning", "formatwarning"))]
 
 
 _GETS = tuple(get for _, get, _, _ in SETTINGS)
@@ -658,7 +667,7 @@ class _Watched:
             return False
         if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
             # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
-            err = PolicyError(f"policy {policy_name(self.policy)} raised {type(e).__name__}: {_said(e)} {_where(self.policy, e)}"
+            err = PolicyError(f"policy {policy_name(self.policy)} raised {_typename(e)}: {_said(e)} {_where(self.policy, e)}"
                               + (f" (it had changed {changed}: put back)" if changed else ""))
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
@@ -741,11 +750,22 @@ def policy_name(policy) -> str:
     def read(x, name):  # an attribute of the policy's own that raises (a __getattr__ of a dict's KeyError) is no name
         try:
             got = getattr(x, name, None)
-        except Exception:
+        except BaseException as e:  # sys.exit() in a property too; not Ctrl-C
+            if isinstance(e, KeyboardInterrupt):
+                raise
             return None
         return got if name == "func" or isinstance(got, str) else None
     inner = read(policy, "func") or policy
-    return read(policy, "__name__") or read(inner, "__name__") or type(inner).__name__
+    return read(policy, "__name__") or read(inner, "__name__") or _typename(inner)
+
+
+def _typename(x) -> str:
+    """type(x).__name__, or a word where a metaclass's __name__ raises."""
+    try:
+        name = type(x).__name__
+    except Exception:
+        name = None
+    return name if isinstance(name, str) else "an object of an unnamed class"
 
 
 def _said(e) -> str:

@@ -34,8 +34,11 @@ def check_tokenizer(tok, longest: int = 471_162):
     if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
-    # the last probe longer than the text, in ids and in characters (plrabn12: 132,044 ids, 471,162 characters)
-    words = (1, 2, 1200, max(250_000, longest // 2 + 1))
+    if not (guards.integer(longest) and longest >= 0):
+        raise ValueError(f"longest is the longest text's length in characters, got {longest!r}")
+    # past a text of `longest` characters however many ids a character makes: a word ("a ", 1 id) per character of
+    # a text that is not a book here (training_text's licences); past the books' 132,044 ids and 471,162 characters
+    words = (1, 2, 1200, 250_000 if longest <= 471_162 else longest + 1)
     ids = [tok.encode("a " * n).ids for n in words]
     if not all(isinstance(x, list) and all(type(i) is int for i in x[:4]) for x in ids):  # a bool is no id
         raise ValueError(f"the tokenizer's encode(text).ids are not a list of ids: got {type(ids[0]).__name__} {ids[0]!r:.60}")

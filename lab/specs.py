@@ -65,8 +65,11 @@ class Named:
             _seen(x)
         try:
             return self._key(probe)
-        except (KeyError, RuntimeError) as e:  # an attribute of the policy's own that raises when read
-            raise ValueError(f"policy {self.label}: cannot be keyed, reading it raised {type(e).__name__}: {e}") from None
+        except (Exception, SystemExit) as e:  # an attribute of the policy's, or a global's __repr__, that raises when read
+            if isinstance(e, (ValueError, MemoryError)):
+                raise  # the key's own refusals, already named
+            raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
+                             f"{guards._typename(e)}: {guards._said(e)}") from None
         finally:
             _WALKED = None
 
@@ -291,7 +294,8 @@ def _globals(f) -> tuple[list, list]:
                 held = x.values() if isinstance(x, dict) else x if isinstance(x, (list, tuple, set, frozenset)) else ()
                 helpers += [v for v in held if inspect.isfunction(v) and _users(v)]  # FNS = [helper.score]: its reads
             elif inspect.ismodule(x):
-                for a in sorted(names):
+                for a in sorted(n for n in names if not (n.startswith("__") and n.endswith("__"))):  # rows.__dict__ in
+                    # the code is no module's __dict__ to key (torch's holds its random generator's state)
                     try:
                         y = getattr(x, a)
                     except Exception:  # a module's own __getattr__ may raise anything
@@ -514,8 +518,8 @@ def _bind(fn, args, spec) -> Named:
     try:  # a __wrapped__ that loops, or a callable of no signature
         first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
         params = list(inspect.signature(fn).parameters.values())
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"policy {fname}: its parameters cannot be read ({e})") from None
+    except (Exception, SystemExit) as e:  # a __signature__ or __getattr__ of its own that raises
+        raise ValueError(f"policy {fname}: its parameters cannot be read ({guards._typename(e)}: {guards._said(e)})") from None
     if first == "rows" and fn.args:  # partial(sink, 8): 8 is bound to rows, not to sinks
         raise ValueError(f"policy {fname}: functools.partial({fname}, {', '.join(map(repr, fn.args))}) binds its first "
                          f"parameter, {first}, the rows a policy is called with: give its parameters by keyword")

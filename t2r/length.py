@@ -172,6 +172,9 @@ def attention_profile(teacher, n: int, sinks: int = SINKS) -> dict:
     Returns {"sink_share", "distance"}, each (n_layers, Hkv) as lists."""
     if not isinstance(teacher, train.Teacher):
         raise ValueError(f"the attention profile reads a train.Teacher of the training chunks, got {type(teacher).__name__}")
+    if teacher.model.config.sliding_window:  # it reads full causal attention: a window's would be measured past it
+        raise ValueError("the attention profile reads full causal attention; this model has a sliding window "
+                         f"({teacher.model.config.sliding_window})")
     L, H = teacher.model.config.n_layers, teacher.model.config.n_kv_heads
     if not (guards.integer(n) and 1 <= n <= len(teacher.chunks) and guards.integer(sinks) and sinks >= 0):
         raise ValueError(f"the attention profile reads the first n of the teacher's {len(teacher.chunks)} chunks (n from 1) "

@@ -33,7 +33,9 @@ from t2r.linear import FeatureMaps
 
 def save(maps: FeatureMaps, path):
     """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
-    if not all(hasattr(maps, a) for a in ("named_parameters", "kind", "r", "window", "layers", "sinks", "decay", "rotated")):
+    if not (isinstance(maps, torch.nn.Module) and all(hasattr(maps, a) for a in ("kind", "r", "window", "layers", "sinks",
+                                                                                  "rotated", "gamma"))
+            and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
@@ -301,6 +303,8 @@ class Teacher:
     refused. A 1,024-token chunk of the default model is about 189 MB in float32."""
 
     def __init__(self, model, chunks, folder=None, key=None):
+        if not isinstance(model, llama.Model):
+            raise ValueError(f"a teacher is a llama.Model (load_weights.load_model()), got {type(model).__name__}")
         if folder is not None and (not isinstance(folder, (str, os.PathLike)) or os.path.normpath(str(folder).strip() or ".") == "."):
             raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
                              f"stream; got {folder!r}")
@@ -422,6 +426,14 @@ def _student(student, skip) -> str:
     return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
 
 
+def _output(out, o, i):
+    """A student's output at layer i, of the softmax output o's shape (mse_loss broadcasts another, with a warning)."""
+    if not isinstance(out, torch.Tensor) or out.shape != o.shape:
+        got = f"{tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"the student's output at layer {i} is {got}, the softmax output it learns is {tuple(o.shape)}")
+    return out
+
+
 def check_callbacks(**functions):
     """log and evaluate: a function, or None (False too for log: no log)."""
     for name, f in functions.items():
@@ -487,17 +499,13 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
         for j, (m, s) in enumerate(zip(maps_list, students)):
             if i in m.layers:
                 with torch.enable_grad():
-                    out = s(i, q, k, v)
-                    if not isinstance(out, torch.Tensor) or out.shape != o.shape:  # mse_loss broadcasts with a warning
-                        raise ValueError(f"the student's output at layer {i} is " + (f"{tuple(out.shape)}" if isinstance(
-                            out, torch.Tensor) else type(out).__name__) + f", the softmax output it learns is {tuple(o.shape)}")
-                    loss = F.mse_loss(out, o)
+                    loss = F.mse_loss(_output(s(i, q, k, v), o, i), o)
                     if not loss.requires_grad:  # torch's "element 0 of tensors does not require grad", mid-pass
                         raise ValueError(f"the student's output at layer {i} does not depend on the maps' weights: "
                                          "nothing to learn (a student reads the maps, as student_of does)")
                     # every parameter is stacked over layers: layer i's slice of each (weights, biases, Hedgehog's gain,
                     # the decay's log_h) must gain a gradient from layer i (no gradient yet counts as zeros)
-                    weights = dict(m.named_parameters())
+                    weights = {n: p for n, p in m.named_parameters() if p.requires_grad}  # not one frozen on purpose
                     was = {n: None if p.grad is None else p.grad[i].clone() for n, p in weights.items()}
                     (scale * loss).backward()
                     if idle := [n for n, p in weights.items() if p.grad is None or (
@@ -595,7 +603,7 @@ def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
 
     def measure(i, q, k, v, o):
         if i in maps.layers:
-            total[0] += F.mse_loss(student(i, q, k, v), o).item() / len(maps.layers) / len(chunks)
+            total[0] += F.mse_loss(_output(student(i, q, k, v), o, i), o).item() / len(maps.layers) / len(chunks)
     for c in range(len(chunks)):
         teacher.feed(c, measure)
     return total[0]

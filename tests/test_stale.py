@@ -3842,8 +3842,8 @@ def test_round35_guards_precision_raising_modes_names_and_steps(tmp_path):
     mine35, = imported(tmp_path, "mine35")
     assert kept_keys(mine35, (lambda m: setattr(m, "_SINKS", 8),)) == []
     for returns, says in ((lambda *a: (llama.step(*a),), "returned tuple"),
-                          (lambda *a: llama.step(*a)[:, :10], f"returned torch.float64 \\(1, 10\\); a step returns float logits "
-                                                              f"\\(1, {MODEL.config.vocab_size}\\)")):
+                          (lambda *a: llama.step(*a)[:, :10], f"returned torch.float64 \\(1, 10\\) on cpu .*; a step returns "
+                                                              f"float logits \\(1, {MODEL.config.vocab_size}\\)")):
         with pytest.raises(ValueError, match=f"step <lambda> {says}"):
             list(msrnn.generate(MODEL, x, 3, policies.tova, 8, step=returns))
     for config in ({"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.5}},
@@ -3896,3 +3896,125 @@ def test_round35_t2r_private_data_parameters_shapes_and_files(tmp_path):
     with pytest.raises(ValueError, match="save writes T2R feature maps"):
         train.save(pytypes.SimpleNamespace(named_parameters=lambda: [], kind="relu", r=4, window=0, layers=[0]),
                    tmp_path / "maps.safetensors")
+
+
+def test_round36_guards_names_steps_precision_and_rope(tmp_path):
+    """Round 36: a policy whose __name__ exits, or whose exception's class has a __name__ that raises, ended a run with
+    no word; a policy whose __signature__ raises, or a global whose __repr__ raises while keying, failed in their
+    words; a caller's step that returned logits on another device or never moved the state gave tokens; torch's
+    root fp32_precision and warnings.formatwarning were not watched; a rope_theta inside rope_scaling overrode the
+    top-level one, and per-layer-type RoPE loaded as the default; a rope_scaling and rope_parameters that say the
+    same RoPE (the theta beside them) were refused as disagreeing."""
+    import warnings
+    x = tokens(1, 8)
+
+    class Exits:
+        @property
+        def __name__(self):
+            raise SystemExit(3)
+
+        def __call__(self, rows):
+            raise ValueError("mine")
+    with pytest.raises(guards.PolicyError, match="policy Exits raised ValueError: mine"):
+        msrnn.run(MODEL, x, Exits(), 4)
+
+    class Nameless(type):
+        @property
+        def __name__(cls):
+            raise RuntimeError("no name")
+
+    class Odd(Exception, metaclass=Nameless):
+        pass
+
+    def odd(rows):
+        raise Odd("odd")
+    with pytest.raises(guards.PolicyError, match="raised an object of an unnamed class: odd"):
+        msrnn.run(MODEL, x, odd, 4)
+
+    class Unsigned:
+        @property
+        def __signature__(self):
+            raise RuntimeError("no signature")
+
+        def __call__(self, rows):
+            return policies.tova(rows)
+    with pytest.raises(ValueError, match="its parameters cannot be read \\(RuntimeError: no signature\\)"):
+        specs.named(Unsigned())
+    (tmp_path / "mine36.py").write_text("class Bad:\n    __slots__ = ()\n\n    def __repr__(self):\n        return 1 / 0\n\n\nBAD = Bad()\n\n\n"
+                                        "def pol(rows):\n    return rows.pos.double() if BAD else rows.pos.double()\n")
+    mine36, = imported(tmp_path, "mine36")
+    with pytest.raises(ValueError, match="policy pol: cannot be keyed, .*ZeroDivisionError"):
+        specs.named(mine36.pol).key
+    meta = lambda *a: llama.step(*a).to("meta")
+    with pytest.raises(ValueError, match="step <lambda> returned .* on meta"):
+        list(msrnn.generate(MODEL, x, 3, policies.tova, 8, step=meta))
+
+    def still(model, tokens, state, policy):
+        logits = llama.step(model, tokens, state, policy)
+        state.t -= 1
+        return logits
+    with pytest.raises(ValueError, match="step still moved the state 0 positions"):
+        list(msrnn.generate(MODEL, x, 3, policies.tova, 8, step=still))
+    try:
+        with pytest.raises(guards.PolicyError, match="fp32_precision, every backend's default\\) from none to tf32"):
+            msrnn.run(MODEL, x, lambda rows: setattr(torch.backends, "fp32_precision", "tf32") or policies.tova(rows), 4)
+        assert torch.backends.fp32_precision == "none"
+    finally:
+        torch.backends.fp32_precision = "none"
+        torch.set_float32_matmul_precision("highest")
+    with pytest.raises(guards.PolicyError, match="warnings.formatwarning"):
+        msrnn.run(MODEL, x, lambda rows: setattr(warnings, "formatwarning", lambda *a, **k: "") or policies.tova(rows), 4)
+    for config, says in (({"rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5}},
+                          "rope_theta is given twice"),
+                         ({"rope_parameters": {"full_attention": {"rope_theta": 1e4}, "sliding_attention": {"rope_theta": 1e6}}},
+                          "per layer type")):
+        save(tmp_path, MODEL, config=hf_config(MODEL.config) | config)
+        with pytest.raises(load_weights.CheckpointError, match=says):
+            load_weights.load_model(tmp_path)
+    save(tmp_path, MODEL, config=hf_config(MODEL.config) | {"rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 2.0},
+                                                           "rope_parameters": {"rope_theta": 10000.0, "rope_type": "linear",
+                                                                               "factor": 2.0}})
+    assert load_weights.load_model(tmp_path).config.rope_scaling["factor"] == 2.0
+
+
+def test_round36_t2r_keys_across_processes_outputs_and_inputs(tmp_path):
+    """Round 36: since round 35 a tail student's key read torch's __dict__ (the guard's code names rows.__dict__), and
+    with it the random generator's state: a checkpoint trained under it was refused by the next process; transfer_loss
+    took a student's output of another shape; maps with biases frozen on purpose were refused; a tokenizer that cuts
+    a licence text of one id a character passed the probe; attention_profile took a model with a sliding window, and
+    a Teacher took no model; --linear of a file whose FeatureMaps is no class, or that lacks swapped, failed in
+    attribute words; save took maps whose decay is a string."""
+    import subprocess
+    import sys
+    import types as pytypes
+    from t2r import length, linear, mini, train
+    code = ("import torch, llama, conftest\nfrom t2r import linear, tail, train\nM = llama.random_model(conftest.tiny_config())\n"
+            "maps = linear.FeatureMaps(M.config, 4, 'relu', dtype=M.dtype)\n"
+            "print(train._student(tail.student(M, maps, 'tova', 8), (M, maps)))\n")
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=pathlib.Path(__file__).parents[1]).stdout
+            for _ in range(2)}
+    assert len(keys) == 1, keys
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    with pytest.raises(ValueError, match="the student's output at layer 0 is"):
+        train.transfer_loss(MODEL, maps, tokens(2, 24), student=lambda i, q, k, v: linear.swapped(maps, i, q, k, v)[:, :, :1])
+    frozen = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    frozen.bq.requires_grad_(False), frozen.bk.requires_grad_(False)
+    train.transfer(MODEL, frozen, tokens(2, 24), log=None)
+    per_char = pytypes.SimpleNamespace(encode=lambda text: pytypes.SimpleNamespace(ids=[1] * min(len(text.split()), 300_000)))
+    with pytest.raises(ValueError, match="truncates or pads"):
+        experiments.check_tokenizer(per_char, longest=800_000)
+    windowed = random_model(tiny_config(sliding_window=4))
+    with pytest.raises(ValueError, match="sliding window"):
+        length.attention_profile(train.Teacher(windowed, tokens(2, 16)), 1)
+    with pytest.raises(ValueError, match="a teacher is a llama.Model"):
+        train.Teacher(None, tokens(2, 16))
+    (tmp_path / "t2r").mkdir()
+    (tmp_path / "t2r" / "linear.py").write_text((pathlib.Path(linear.__file__).read_text()
+                                                 + "\nFeatureMaps = lambda *a, **k: None\n"))
+    with pytest.raises(SystemExit, match="has no FeatureMaps"):
+        mini.use_linear(tmp_path / "t2r" / "linear.py")
+    odd = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    odd.decay = "no"
+    with pytest.raises(ValueError, match="save writes T2R feature maps"):
+        train.save(odd, tmp_path / "maps.safetensors")
