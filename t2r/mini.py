@@ -647,9 +647,9 @@ def use_linear(path) -> None:
     except (Exception, SystemExit) as e:  # sys.exit() at import would end the run with status 0 and no word
         raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "swapped", "LinearState", "init_state", "run",
-                           "state_bytes") if not callable(vars(linear).get(n))]  # the file's own (not a module
+                           "state_bytes") if not callable(vars(linear).get(n))]  # the file's own, not what a
+    # module __getattr__ answers; and FeatureMaps and LinearState are classes
     missing += [n for n in ("FeatureMaps", "LinearState") if n not in missing and not isinstance(vars(linear)[n], type)]
-    # __getattr__'s answer), callable, and the two classes classes
     if missing:
         raise SystemExit(f"error: --linear {path} has no {', '.join(missing)}: it is not a copy of t2r/linear.py "
                          "(course/skeleton/t2r/linear.py is the one to fill)")

@@ -238,8 +238,8 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
                          f"nothing negative); delete the file to start again")
     for key, value in settings.items():
         if meta["settings"].get(key) != value:
-            why = {"students": " (a student's key holds its code, its file's public globals and what it closes over or "
-                               "holds: one of them differs)",
+            why = {"students": " (a student's key holds its code, its file's globals and what it closes over or holds: "
+                               "one of them differs)",
                    "start": " (the maps are not as that run's began: another seed or size, or trained since; give maps "
                             "made as that run's were, and the file restores its weights)"}
             raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
