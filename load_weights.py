@@ -127,10 +127,18 @@ def read_config(path) -> llama.Config:
     # rope_parameters and rope_scaling (the kind by either key, the theta where it is given), a theta beside them
     said = lambda r: {("rope_type" if k == "type" else k): v for k, v in r.items() if k != "rope_theta"} | \
         ({} if {"rope_type", "type"} & r.keys() else {"rope_type": "default"})
+    for r in (d.get("rope_scaling"), rope):
+        if r is not None and not isinstance(r, dict):  # beside rope_parameters, a string here was ignored
+            raise CheckpointError(f"{file}: rope_scaling / rope_parameters must be an object, got {r!r}")
+        if isinstance(r, dict) and "type" in r and "rope_type" in r and r["type"] != r["rope_type"]:
+            raise CheckpointError(f"{file}: the RoPE kind is given twice and disagrees: type {r['type']!r}, "
+                                  f"rope_type {r['rope_type']!r}")
     if d.get("rope_parameters") and isinstance(d.get("rope_scaling"), dict) and said(d["rope_scaling"]) != said(rope):
         raise CheckpointError(f"{file}: rope_parameters and rope_scaling disagree ({rope!r} and {d['rope_scaling']!r}): "
                               "keep the one the checkpoint was trained with")
     thetas = {x.get("rope_theta") for x in (d, rope, d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else {})}
+    if any(t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))) for t in thetas):
+        raise CheckpointError(f"{file}: rope_theta must be a number, got {sorted(map(repr, thetas - {None}))}")
     if len(thetas - {None}) > 1:
         raise CheckpointError(f"{file}: rope_theta is given twice, as {sorted(thetas - {None})}: keep one")
     if nested := [k for k, v in rope.items() if isinstance(v, (dict, list))]:  # per layer type (a newer config's)

@@ -597,6 +597,12 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
                lambda was, device=device: (torch.set_autocast_enabled(device, was[0]), torch.set_autocast_dtype(device, was[1])),
                lambda was: f"{was[0]} ({was[1]})" if was[0] else "False")
               for device in ("cpu", "cuda") if device == "cpu" or torch.cuda.is_available()),  # CUDA's: where it runs
+            ("torch's attention backends (flash, memory-efficient, math, cuDNN)",
+             lambda: (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled(),
+                      torch.backends.cuda.math_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled()),
+             lambda was: [f(on) for f, on in zip((torch.backends.cuda.enable_flash_sdp, torch.backends.cuda.enable_mem_efficient_sdp,
+                                                   torch.backends.cuda.enable_math_sdp, torch.backends.cuda.enable_cudnn_sdp), was)],
+             str),
             ("torch's fp16/bf16 reduction in math attention", torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed,
              torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp, str),
             ("torch's oneDNN (mkldnn) setting", torch._C._get_mkldnn_enabled,  # torch.backends.mkldnn.enabled, read fast

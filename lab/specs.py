@@ -66,7 +66,7 @@ class Named:
         try:
             return self._key(probe)
         except (Exception, SystemExit) as e:  # an attribute of the policy's, or a global's __repr__, that raises when read
-            if isinstance(e, (ValueError, MemoryError)):
+            if isinstance(e, ValueError) and str(e).startswith("policy "):
                 raise  # the key's own refusals, already named
             raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
                              f"{guards._typename(e)}: {guards._said(e)}") from None
@@ -254,7 +254,8 @@ def _fields(obj, data_only=False, depth=0) -> list:
     """An object's fields (a class's attributes, its bases' too, with data_only: its settings, not its methods)
     as key parts."""
     if inspect.isclass(obj):
-        fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()}  # a base's, then its own
+        fields = {k: v for c in reversed(obj.__mro__[:-1]) for k, v in vars(c).items()  # a base's, then its own; not
+                  if not k.startswith("_abc_")}  # abc's registry, whose repr holds an address (a new key per process)
     else:
         fields = _fields_of(obj)
     return [x for k, v in sorted(fields.items())
@@ -617,7 +618,10 @@ def _from_file(path, fname):
     except (Exception, SystemExit) as e:  # sys.exit() at import is the file's failure, not the command's end
         raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
     _own_helpers(path)
-    fn = getattr(module, fname, None)
+    try:
+        fn = getattr(module, fname, None)
+    except (Exception, SystemExit) as e:  # a module __getattr__ of the file's own that raises, or exits
+        raise ValueError(f"{path}: reading {fname!r} raised {guards._typename(e)}: {guards._said(e)}") from None
     if not callable(fn):
         found = [n for n, f in vars(module).items() if inspect.isfunction(f) and f.__module__ == module.__name__]
         raise ValueError(f"{path} has no function {fname!r} (it defines: {', '.join(found) or 'none'})")

@@ -650,6 +650,8 @@ def use_linear(path) -> None:
                            "state_bytes") if not callable(vars(linear).get(n))]  # the file's own, not what a
     # module __getattr__ answers; and FeatureMaps and LinearState are classes
     missing += [n for n in ("FeatureMaps", "LinearState") if n not in missing and not isinstance(vars(linear)[n], type)]
+    if "FeatureMaps" not in missing and not issubclass(vars(linear)["FeatureMaps"], torch.nn.Module):
+        missing.append("FeatureMaps (an nn.Module)")
     if missing:
         raise SystemExit(f"error: --linear {path} has no {', '.join(missing)}: it is not a copy of t2r/linear.py "
                          "(course/skeleton/t2r/linear.py is the one to fill)")
@@ -663,15 +665,20 @@ def preflight(p: dict):
     import traceback
     cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
     model, x = init_model(cfg, 0), torch.zeros(1, 8, dtype=torch.long)
+    said = []
     try:
         for kind, r in (("t2r", 4), ("elu", 0)):
             maps = linear.FeatureMaps(cfg, r, kind)
             llama.forward(model, x, attention_of(maps))
-            linear.state_bytes(model, maps)
-    except NotImplementedError:
+            said.append(linear.state_bytes(model, maps))
+    except Exception as e:  # a skeleton's function not written yet, or one that fails: named where, before pretraining
         where = traceback.extract_tb(sys.exc_info()[2])[-1]
-        raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} is not written yet (it raises "
-                         f"NotImplementedError, line {where.lineno}); the rows need it") from None
+        raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
+            "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
+            f"raised {type(e).__name__}: {e} (") + f"line {where.lineno}); the rows need it") from None
+    if bad := [s for s in said if not (type(s) is int and s > 0)]:  # the table's state column
+        raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: state_bytes gave {bad[0]!r}, not a whole number of "
+                         "bytes > 0")
 
 
 def main(argv=None):

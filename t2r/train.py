@@ -41,6 +41,8 @@ def save(maps: FeatureMaps, path):
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
                          "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")
+    if maps.decay and any(not 0 <= i < maps.log_h.shape[0] for i in maps.layers):
+        raise ValueError(f"the maps swap layers {maps.layers}, past the {maps.log_h.shape[0]} their decay holds")
     if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
         raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
                          "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
@@ -428,8 +430,8 @@ def _student(student, skip) -> str:
 
 def _output(out, o, i):
     """A student's output at layer i, of the softmax output o's shape (mse_loss broadcasts another, with a warning)."""
-    if not isinstance(out, torch.Tensor) or out.shape != o.shape:
-        got = f"{tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+    if not isinstance(out, torch.Tensor) or out.shape != o.shape or not out.is_floating_point():
+        got = f"{out.dtype} {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"the student's output at layer {i} is {got}, the softmax output it learns is {tuple(o.shape)}")
     return out
 
@@ -599,6 +601,8 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
 def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
     """The attention-transfer MSE of `maps` on chunks (N, T), averaged over chunks and swapped layers."""
     _check_run(model, [maps], chunks)
+    if student is not None and not callable(student):
+        raise ValueError(f"student is a function (i, q, k, v) -> the layer's output, or None for the maps' own; got {student!r}")
     student, total, teacher = student or student_of(maps), [0.0], Teacher(model, chunks)
 
     def measure(i, q, k, v, o):

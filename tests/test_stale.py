@@ -4018,3 +4018,64 @@ def test_round36_t2r_keys_across_processes_outputs_and_inputs(tmp_path):
     odd.decay = "no"
     with pytest.raises(ValueError, match="save writes T2R feature maps"):
         train.save(odd, tmp_path / "maps.safetensors")
+
+
+def test_round37_keys_rope_backends_files_and_t2r_inputs(tmp_path, monkeypatch):
+    """Round 37: a policy whose class derives from an abstract base class got a new key in every process (abc's
+    registry holds an address); a rope_scaling that gives the kind twice and disagrees loaded as default RoPE, one that
+    is a string beside rope_parameters was ignored, and a rope_theta that is a string failed in TypeError's words; a
+    policy that turned an attention backend off was not seen; a global whose repr raises ValueError, and a policy
+    file whose __getattr__ raises, escaped unnamed; T2R: transfer_loss took a student that is no function, a complex
+    output failed in torch's words, save of decayed maps past their layers raised IndexError, --linear took a
+    FeatureMaps that is no nn.Module and a state_bytes that is no count of bytes."""
+    import subprocess
+    import sys
+    from t2r import linear, mini, train
+    (tmp_path / "mine37.py").write_text("import abc\n\n\nclass Base(abc.ABC):\n    SIGN = 1.0\n\n\nclass Cfg(Base):\n    pass\n\n\n"
+                                        "def pol(rows):\n    return Cfg.SIGN * rows.pos.double()\n")
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport mine37\nfrom lab import specs\nprint(specs.named(mine37.pol).key)\n"
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=pathlib.Path(__file__).parents[1]).stdout for _ in range(2)}
+    assert len(keys) == 1, keys
+    for config, says in (({"rope_scaling": {"type": "linear", "rope_type": "default", "factor": 2.0}}, "kind is given twice"),
+                         ({"rope_parameters": {"rope_theta": 1e4, "rope_type": "default"}, "rope_scaling": "linear"},
+                          "must be an object"),
+                         ({"rope_theta": "1e4"}, "rope_theta must be a number")):
+        save(tmp_path, MODEL, config=hf_config(MODEL.config) | config)
+        with pytest.raises(load_weights.CheckpointError, match=says):
+            load_weights.load_model(tmp_path)
+    try:
+        with pytest.raises(guards.PolicyError, match="attention backends"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows: torch.backends.cuda.enable_flash_sdp(False) or policies.tova(rows), 4)
+        assert torch.backends.cuda.flash_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_flash_sdp(True)
+    (tmp_path / "bad37.py").write_text("class Bad:\n    __slots__ = ()\n\n    def __repr__(self):\n        raise ValueError('bad repr')\n\n\n"
+                                       "BAD = Bad()\n\n\ndef pol(rows):\n    return rows.pos.double() if BAD else rows.pos.double()\n\n\n"
+                                       "def __getattr__(name):\n    raise KeyError(name)\n")
+    bad37, = imported(tmp_path, "bad37")
+    with pytest.raises(ValueError, match="policy pol: cannot be keyed, .*ValueError: bad repr"):
+        specs.named(bad37.pol).key
+    with pytest.raises(ValueError, match="bad37.py: reading 'typo' raised KeyError"):
+        specs.named(f"{tmp_path / 'bad37.py'}:typo")
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    with pytest.raises(ValueError, match="student is a function"):
+        train.transfer_loss(MODEL, maps, tokens(2, 24), student=3)
+    with pytest.raises(ValueError, match="the student's output at layer 0 is torch.complex128"):
+        train.transfer_loss(MODEL, maps, tokens(2, 24),
+                            student=lambda i, q, k, v: linear.swapped(maps, i, q, k, v).to(torch.complex128))
+    decayed = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=MODEL.dtype)
+    decayed.layers = [0, 5]
+    with pytest.raises(ValueError, match="past the 2 their decay holds"):
+        train.save(decayed, tmp_path / "maps.safetensors")
+    (tmp_path / "t2r").mkdir()
+    source = pathlib.Path(linear.__file__).read_text()
+    (tmp_path / "t2r" / "linear.py").write_text(source + "\n\nclass FeatureMaps:\n    pass\n")
+    with pytest.raises(SystemExit, match="FeatureMaps \\(an nn.Module\\)"):
+        mini.use_linear(tmp_path / "t2r" / "linear.py")
+    (tmp_path / "t2r" / "linear.py").write_text(source + "\n\ndef state_bytes(model, maps):\n    return -1\n")
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)  # use_linear sends results beside the student's file
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    mini.use_linear(tmp_path / "t2r" / "linear.py")
+    with pytest.raises(ValueError, match="state_bytes gave -1, not a whole number of bytes > 0"):
+        mini.preflight(mini.PRESETS["quick"])
