@@ -78,7 +78,7 @@ def step_logits(step, t: int, logits, model, state, batch: int) -> torch.Tensor:
     if moved != 1:
         raise ValueError(f"step {policy_name(step)} moved the state {moved} positions; a step reads one token and moves "
                          "it one on, as llama.step does")
-    return check_logits(logits)
+    return logits if getattr(step, "checks_logits", False) else check_logits(logits)  # llama.step's guard did
 
 
 def check_holds(maps):
@@ -450,6 +450,7 @@ def all_or_nothing(step):
             else:
                 e.add_note(note)
             raise
+    atomic.checks_logits = True  # generate's step_logits need not check them again, once a token
     return atomic
 
 
