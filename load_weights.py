@@ -102,6 +102,8 @@ def read_config(path) -> llama.Config:
                 raise CheckpointError(f"{file}: required field '{key}' is missing")
             return default
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if number and isinstance(v, int) and abs(v) > 2**63:  # float(10**400) overflows; no field is near it
+            raise CheckpointError(f"{file}: field '{key}' is out of range, got a number of {v.bit_length()} bits")
         if kind is bool and not isinstance(v, bool) or kind is int and not (number and float(v).is_integer()) \
                 or kind is float and not number:
             want = {bool: "true or false", int: "an integer", float: "a number"}[kind]
@@ -127,7 +129,7 @@ def read_config(path) -> llama.Config:
     # rope_parameters and rope_scaling (the kind by either key, the theta where it is given), a theta beside them
     said = lambda r: {("rope_type" if k == "type" else k): v for k, v in r.items() if k != "rope_theta"} | \
         ({} if {"rope_type", "type"} & r.keys() else {"rope_type": "default"})
-    for r in (d.get("rope_scaling"), rope):
+    for r in (d.get("rope_scaling"), d.get("rope_parameters"), rope):  # false or [] beside the other was skipped
         if r is not None and not isinstance(r, dict):  # beside rope_parameters, a string here was ignored
             raise CheckpointError(f"{file}: rope_scaling / rope_parameters must be an object, got {r!r}")
         if isinstance(r, dict) and "type" in r and "rope_type" in r and r["type"] != r["rope_type"]:
@@ -136,9 +138,10 @@ def read_config(path) -> llama.Config:
     if d.get("rope_parameters") and isinstance(d.get("rope_scaling"), dict) and said(d["rope_scaling"]) != said(rope):
         raise CheckpointError(f"{file}: rope_parameters and rope_scaling disagree ({rope!r} and {d['rope_scaling']!r}): "
                               "keep the one the checkpoint was trained with")
-    thetas = {x.get("rope_theta") for x in (d, rope, d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else {})}
+    thetas = [x.get("rope_theta") for x in (d, rope, d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else {})]
     if any(t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))) for t in thetas):
-        raise CheckpointError(f"{file}: rope_theta must be a number, got {sorted(map(repr, thetas - {None}))}")
+        raise CheckpointError(f"{file}: rope_theta must be a number, got {[t for t in thetas if t is not None]!r:.200}")
+    thetas = set(thetas)  # numbers now, so they hash
     if len(thetas - {None}) > 1:
         raise CheckpointError(f"{file}: rope_theta is given twice, as {sorted(thetas - {None})}: keep one")
     if nested := [k for k, v in rope.items() if isinstance(v, (dict, list))]:  # per layer type (a newer config's)

@@ -70,15 +70,17 @@ def step_logits(step, t: int, logits, model, state, batch: int) -> torch.Tensor:
     that names the step."""
     vocab, moved = model.config.vocab_size, state.t - t
     if not (isinstance(logits, torch.Tensor) and logits.dtype in SCORE_DTYPES and logits.layout == torch.strided
+            and torch.promote_types(logits.dtype, model.dtype) == logits.dtype  # no digits lost below the model's
             and tuple(logits.shape) == (batch, vocab) and logits.device == model.device):
         got = f"{logits.dtype} {tuple(logits.shape)} on {logits.device} ({logits.layout})" \
             if isinstance(logits, torch.Tensor) else _typename(logits)
-        raise ValueError(f"step {policy_name(step)} returned {got}; a step returns float logits ({batch}, {vocab}) on "
-                         f"{model.device}, as llama.step does")
+        raise ValueError(f"step {policy_name(step)} returned {got}; a step returns float logits ({batch}, {vocab}) in "
+                         f"{model.dtype} or wider on {model.device}, as llama.step does")
     if moved != 1:
         raise ValueError(f"step {policy_name(step)} moved the state {moved} positions; a step reads one token and moves "
                          "it one on, as llama.step does")
-    return logits if getattr(step, "checks_logits", False) else check_logits(logits)  # llama.step's guard did
+    return logits if any(step is f for f in _CHECKED) else check_logits(logits)  # llama.step's guard did (no flag a
+    # wrapper's functools.wraps could copy: identity only)
 
 
 def check_holds(maps):
@@ -450,8 +452,11 @@ def all_or_nothing(step):
             else:
                 e.add_note(note)
             raise
-    atomic.checks_logits = True  # generate's step_logits need not check them again, once a token
+    _CHECKED.append(atomic)  # generate's step_logits need not check them again, once a token
     return atomic
+
+
+_CHECKED = []  # the steps all_or_nothing made, which check their own logits
 
 
 def _save(ms):
@@ -579,6 +584,32 @@ def _put_matmul_precision(was):
 
 _both = lambda second: lambda was: f"{was[0]}" + (f" ({second})" if was[1] else "")  # two flags, in words
 
+
+def _saved_hooks():
+    return torch._C._autograd._top_saved_tensors_default_hooks(False)  # the top pair of the stack, or None
+
+
+def _put_saved_hooks(was):
+    """Pop what a policy pushed (saved_tensors_hooks entered, never left); push back a pair it popped."""
+    while (top := _saved_hooks()) is not None and top != was:
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    if top != was:
+        torch._C._autograd._push_saved_tensors_default_hooks(*was)
+
+
+_HOOKS = [d for n, d in sorted(vars(torch.nn.modules.module).items()) if n.startswith("_global_") and isinstance(d, dict)]
+
+
+def _module_hooks():
+    return tuple(map(dict, _HOOKS))  # register_module_forward_hook and its kin: module-wide dicts
+
+
+def _put_module_hooks(was):
+    for d, w in zip(_HOOKS, was):
+        d.clear()
+        d.update(w)
+
+
 # What a policy must leave as it was: (what, read, put back, in words). Read before and after every call, so
 # each read is cheap (plain values, worded only for the message).
 SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default_dtype, str),
@@ -610,6 +641,11 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
              lambda was: setattr(torch.backends.mkldnn, "enabled", was), str),
             ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
              lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was), str),
+            ("torch's grad mode", torch.is_grad_enabled, torch.set_grad_enabled, str),
+            ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
+             lambda was: "none" if was is None else "a pack/unpack pair"),
+            ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
+             lambda was: f"{sum(map(len, was))} hooks"),
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced

@@ -11,6 +11,7 @@ import inspect
 import math
 import os
 import pathlib
+import re
 import sys
 import sysconfig
 import tokenize
@@ -405,7 +406,10 @@ def _value(x, depth: int = 0) -> list:
     if not _installed(cls) and _seen(cls, "settings") is None:  # once per key (C.DEFAULT = C() was walked to the
         # depth limit), whether or not the class itself was met before as a value (keyed then by its name)
         settings = _fields(cls, data_only=True, depth=depth + 1)
-    return [type(x).__qualname__, *_value(fields, depth + 1), *settings] if hasattr(x, "__dict__") or fields else [repr(x)]
+    if hasattr(x, "__dict__") or fields:
+        return [type(x).__qualname__, *_value(fields, depth + 1), *settings]
+    # what neither pickles nor has fields (a lock, a weakref): its repr, less the address a new process changes
+    return [re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x)) if _installed(cls) else repr(x)]
 
 
 def _seen(x, what="value"):
@@ -615,12 +619,16 @@ def _from_file(path, fname):
     sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
     try:
         module_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as e:  # sys.exit() at import is the file's failure, not the command's end
+    except KeyboardInterrupt:  # the user's Ctrl-C (or the file's own: the two cannot be told apart)
+        raise
+    except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
         raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
     _own_helpers(path)
     try:
         fn = getattr(module, fname, None)
-    except (Exception, SystemExit) as e:  # a module __getattr__ of the file's own that raises, or exits
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # a module __getattr__ of the file's own that raises, or exits
         raise ValueError(f"{path}: reading {fname!r} raised {guards._typename(e)}: {guards._said(e)}") from None
     if not callable(fn):
         found = [n for n, f in vars(module).items() if inspect.isfunction(f) and f.__module__ == module.__name__]

@@ -17,8 +17,8 @@ an undecayed state gives the far past more of the normaliser the longer the text
 linear part is one function at every position: RoPE's slow pairs turn through angles at 16,384 tokens that
 maps trained on 1,024-token chunks never saw (the exact rows keep RoPE either way).
 
-The maps plug into llama.py's two hooks, no copy of the decoder: LinearState.attend is a layer state
-for llama.step (RNN view); `forward` hands linear attention to llama.forward (transformer view).
+The maps plug into llama.py's two hooks, no copy of the decoder: LinearState is a layer state whose
+`attend` llama.step calls (RNN view); `forward` hands linear attention to llama.forward (transformer view).
 How the maps are trained and saved is t2r/train.py's; t2r/compare.py compares them (`demo.py t2r`).
 """
 import math

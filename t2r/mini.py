@@ -38,6 +38,7 @@ import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
@@ -665,18 +666,34 @@ def preflight(p: dict):
     import traceback
     cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
     model, x = init_model(cfg, 0), torch.zeros(1, 8, dtype=torch.long)
-    said = []
+    said, learns, shapes = [], [], []
+
+    def shaped(attend):  # what swapped returns, beside what llama.forward needs (else its error names llama.py)
+        def run(i, q, k, v):
+            out = attend(i, q, k, v)
+            shapes.append((tuple(getattr(out, "shape", ())), tuple(q.shape)))
+            return out
+        return run
     try:
-        for kind, r in (("t2r", 4), ("elu", 0)):
+        for kind, r in (("t2r", 6), ("elu", 0)):  # r apart from head_dim (4): a transposed W does not fit
             maps = linear.FeatureMaps(cfg, r, kind)
-            llama.forward(model, x, attention_of(maps))
+            if (out := llama.forward(model, x, shaped(attention_of(maps)))).requires_grad:  # the maps must learn (a φ under
+                out.sum().backward()  # no_grad does not; ELU+1 has nothing to learn)
+            learns += [p.grad is not None for p in maps.parameters()]
             said.append(linear.state_bytes(model, maps))
-    except Exception as e:  # a skeleton's function not written yet, or one that fails: named where, before pretraining
-        where = traceback.extract_tb(sys.exc_info()[2])[-1]
+    except (Exception, SystemExit) as e:  # a skeleton's function not written yet, one that fails or exits: named where,
+        frames = traceback.extract_tb(sys.exc_info()[2])  # before pretraining, in the student's file if the chain passes it
+        where = next((f for f in reversed(frames) if f.filename == getattr(linear, "__file__", None)), frames[-1])
+        if shapes and shapes[-1][0] != shapes[-1][1]:
+            raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: swapped returned shape {shapes[-1][0]}; llama."
+                             f"forward needs the queries' {shapes[-1][1]} ({type(e).__name__}: {e})") from None
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
             "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
             f"raised {type(e).__name__}: {e} (") + f"line {where.lineno}); the rows need it") from None
-    if bad := [s for s in said if not (type(s) is int and s > 0)]:  # the table's state column
+    if not all(learns):
+        raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: the maps' weights get no gradient through the "
+                         "swapped attention (φ under torch.no_grad, or a detached tensor?): the rows would train nothing")
+    if bad := [s for s in said if not (isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s > 0)]:
         raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: state_bytes gave {bad[0]!r}, not a whole number of "
                          "bytes > 0")
 
@@ -688,6 +705,7 @@ def main(argv=None):
                     "(default: the cache folder's t2r-mini-<preset>)")
     ap.add_argument("--name", help="results/<name>.* (default t2r_mini, or t2r_mini_quick)")
     ap.add_argument("--jobs", type=harness.at_least(1), default=2, help="RNN runs side by side, one thread each (default 2)")
+    ap.add_argument("--debug", action="store_true", help=harness.DEBUG_HELP)
     ap.add_argument("--linear", type=harness.path, help="another t2r/linear.py to run the rows with (the course's "
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)

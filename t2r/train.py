@@ -38,11 +38,20 @@ def save(maps: FeatureMaps, path):
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
+    whole = lambda x, low: isinstance(x, int) and not isinstance(x, bool) and x >= low
+    if not (maps.kind in FeatureMaps.KINDS and whole(maps.r, 1) and whole(maps.window, 0) and whole(maps.sinks, 0)
+            and isinstance(maps.rotated, bool) and all(whole(i, 0) for i in maps.layers)
+            and len(set(maps.layers)) == len(maps.layers)):  # what load would refuse is not written
+        raise ValueError(f"the maps' kind {maps.kind!r}, r {maps.r!r}, window {maps.window!r}, sinks {maps.sinks!r}, "
+                         f"rotated {maps.rotated!r} or layers {maps.layers!r} are not what load reads: kind one of "
+                         f"{', '.join(FeatureMaps.KINDS)}; r >= 1, window and sinks >= 0, each layer once (whole "
+                         "numbers); rotated True or False")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
                          "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")
-    if maps.decay and any(not 0 <= i < maps.log_h.shape[0] for i in maps.layers):
-        raise ValueError(f"the maps swap layers {maps.layers}, past the {maps.log_h.shape[0]} their decay holds")
+    if maps.decay and (maps.log_h.dim() != 2 or any(not 0 <= i < maps.log_h.shape[0] for i in maps.layers)):
+        raise ValueError(f"the maps swap layers {maps.layers}, past the " + (f"{maps.log_h.shape[0]} their decay holds" if
+                         maps.log_h.dim() == 2 else f"decay's log_h of shape {tuple(maps.log_h.shape)}, not (layers, KV heads)"))
     if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
         raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
                          "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
@@ -238,10 +247,11 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
             or not all(number(x) or isinstance(x, list) and all(map(number, x)) for x in meta["losses"]):
         raise ValueError(f"{path}: its run record is damaged (it needs {', '.join(kinds)}, a loss per step, "
                          f"nothing negative); delete the file to start again")
-    for key, value in settings.items():
-        if meta["settings"].get(key) != value:
+    for key, value in settings.items():  # (a run saved before "frozen" was recorded froze nothing)
+        if meta["settings"].get(key, [] if key == "frozen" else None) != value:
             why = {"students": " (a student's key holds its code, its file's globals and what it closes over or holds: "
                                "one of them differs)",
+                   "frozen": " (the parameters with requires_grad off, trained as they started)",
                    "start": " (the maps are not as that run's began: another seed or size, or trained since; give maps "
                             "made as that run's were, and the file restores its weights)"}
             raise ValueError(f"{path}: saved with {key}={meta['settings'].get(key)!r}, this run asks "
@@ -483,12 +493,12 @@ def transfer(model, maps, chunks, *, student=None, epochs=1, lr=1e-2, scale=1000
         raise ValueError(f"a student is a function (i, q, k, v) -> attention output, or None for the maps' own; got {student!r:.80}")
     if len(students) != len(maps_list):  # zip would leave the last maps untrained, their loss 0
         raise ValueError(f"{len(students)} students for {len(maps_list)} sets of maps: give one per set (None: the maps' own)")
-    students = [s or student_of(m) for s, m in zip(students, maps_list)]  # (the record names them: _student)
+    students = [s if s is not None else student_of(m) for s, m in zip(students, maps_list)]  # (the record names them: _student)
     params = {f"{j}.{n}": p for j, m in enumerate(maps_list) for n, p in m.named_parameters()}
     opt = torch.optim.Adam(params.values(), lr=lr)
     settings = {"stage": "transfer", "lr": lr, "scale": scale, "seed": seed, "chunks": list(chunks.shape),
-                "maps": [describe(m) for m in maps_list], "students": [_student(s, (model, *maps_list)) for s in students]} | \
-        _identity(model, maps_list, chunks)
+                "maps": [describe(m) for m in maps_list], "students": [_student(s, (model, *maps_list)) for s in students],
+                "frozen": [n for n, p in params.items() if not p.requires_grad]} | _identity(model, maps_list, chunks)
     if teacher is not None and (teacher.model is not model or teacher.chunks.shape != chunks.shape
                                 or not torch.equal(teacher.chunks, chunks)):  # the record would name a run it is not
         raise ValueError("the teacher was made for another model or other chunks: give Teacher(model, chunks) "
@@ -600,10 +610,13 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
 
 def transfer_loss(model, maps: FeatureMaps, chunks, student=None) -> float:
     """The attention-transfer MSE of `maps` on chunks (N, T), averaged over chunks and swapped layers."""
+    if not isinstance(maps, FeatureMaps):  # (transfer takes a list; this measures one set)
+        raise ValueError(f"transfer_loss measures one FeatureMaps, got {type(maps).__name__}")
     _check_run(model, [maps], chunks)
     if student is not None and not callable(student):
         raise ValueError(f"student is a function (i, q, k, v) -> the layer's output, or None for the maps' own; got {student!r}")
-    student, total, teacher = student or student_of(maps), [0.0], Teacher(model, chunks)
+    student = student if student is not None else student_of(maps)  # (a callable whose len is 0 is a student)
+    total, teacher = [0.0], Teacher(model, chunks)
 
     def measure(i, q, k, v, o):
         if i in maps.layers:
@@ -735,7 +748,8 @@ def finetune(model, maps: FeatureMaps, chunks, *, mode="lora", epochs=1, minutes
     opt = torch.optim.Adam([{"params": [p for n, p in params.items() if n.startswith("maps.")], "lr": maps_lr},
                             {"params": [p for n, p in params.items() if n.startswith("model.")], "lr": lr}])
     settings = {"stage": "finetune", "mode": mode, "lr": lr, "maps_lr": maps_lr, "seed": seed, "chunks": list(chunks.shape),
-                "maps": describe(maps)} | ({"rank": rank, "alpha": alpha} if mode == "lora" else {}) | start
+                "maps": describe(maps), "frozen": [n for n, p in params.items() if not p.requires_grad]} | \
+        ({"rank": rank, "alpha": alpha} if mode == "lora" else {}) | start
     total = epochs * len(chunks)
     run = _resume(checkpoint, params, opt, settings, log, total)
     student = student_of(maps)

@@ -4079,3 +4079,83 @@ def test_round37_keys_rope_backends_files_and_t2r_inputs(tmp_path, monkeypatch):
     mini.use_linear(tmp_path / "t2r" / "linear.py")
     with pytest.raises(ValueError, match="state_bytes gave -1, not a whole number of bytes > 0"):
         mini.preflight(mini.PRESETS["quick"])
+
+
+def test_round38_steps_hooks_keys_rope_and_t2r_students(tmp_path, monkeypatch):
+    """Round 38: generate trusted a step's `checks_logits` flag, which functools.wraps copies (NaN logits became
+    tokens), and took float16 logits from a step of a float64 model; a policy that left saved-tensor hooks, a global
+    nn.Module hook or grad mode on was not seen; a lock among a policy file's globals gave a new key in every process;
+    a rope_parameters of false beside rope_scaling was skipped, and a rope_theta that is a list or a hidden_size of
+    400 digits failed in Python's words; a policy file's own BaseException at import, or a GeneratorExit from its
+    __getattr__, escaped as a traceback. T2R: a student whose len is 0 was replaced by the maps' own; save wrote maps
+    of r 0 or layers [0.0] that load refuses; a run saved with a parameter frozen resumed with it trainable; --linear's
+    preflight let a φ under no_grad and a state_bytes that exits through, and blamed llama.py for swapped's shape."""
+    import functools
+    import subprocess
+    import sys
+    import types
+    from t2r import linear, mini, train
+
+    @functools.wraps(llama.step)
+    def nan_step(model, tok, state, policy=None):
+        return llama.step(model, tok, state, policy) * float("nan")
+    with pytest.raises(FloatingPointError, match="not finite"):
+        list(msrnn.generate(MODEL, tokens(1, 6)[0], 3, step=nan_step))
+    with pytest.raises(ValueError, match="in torch.float64 or wider"):
+        list(msrnn.generate(MODEL, tokens(1, 6)[0], 3, step=lambda m, t, s, p=None: llama.step(m, t, s, p).half()))
+    for leave, says in ((lambda: torch.autograd.graph.saved_tensors_hooks(lambda t: t * 0, lambda t: t).__enter__(),
+                         "saved tensors"),
+                        (lambda: torch.nn.modules.module.register_module_forward_hook(lambda *a: None), "nn.Module hooks"),
+                        (lambda: torch.set_grad_enabled(True), "grad mode")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows, leave=leave: leave() and None or policies.tova(rows), 4)
+    w = torch.ones(3, requires_grad=True)
+    (w * w).sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0, 2.0] and not torch.nn.modules.module._global_forward_hooks
+    (tmp_path / "lock38.py").write_text("import threading\nLOCK = threading.Lock()\n\n\ndef pol(rows):\n"
+                                        "    return rows.pos.double()\n")
+    code = f"from lab import specs\nprint(specs.named({str(tmp_path / 'lock38.py')!r} + ':pol').key)\n"
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=pathlib.Path(__file__).parents[1]).stdout for _ in range(2)}
+    assert len(keys) == 1, keys
+    (tmp_path / "base38.py").write_text("class Mine(BaseException):\n    pass\n\n\nraise Mine('at import')\n")
+    (tmp_path / "gen38.py").write_text("def __getattr__(name):\n    raise GeneratorExit('no such name')\n")
+    for spec, says in (("base38.py:pol", "could not import .*Mine: at import"), ("gen38.py:pol", "raised GeneratorExit")):
+        with pytest.raises(ValueError, match=says):
+            specs.named(f"{tmp_path / spec}")
+    for config, says in (({"rope_parameters": False, "rope_scaling": {"type": "linear", "factor": 2.0}}, "must be an object"),
+                         ({"rope_theta": [1e4]}, "rope_theta must be a number"),
+                         ({"hidden_size": 10**400}, "'hidden_size' is out of range")):
+        save(tmp_path, MODEL, config=hf_config(MODEL.config) | config)
+        with pytest.raises(load_weights.CheckpointError, match=says):
+            load_weights.load_model(tmp_path)
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    triple = lambda i, q, k, v: 3 * linear.swapped(maps, i, q, k, v)
+
+    class Empty:  # a student that is a callable object whose len is 0
+        __call__, __len__ = staticmethod(triple), staticmethod(lambda: 0)
+    assert train.transfer_loss(MODEL, maps, tokens(2, 24), student=Empty()) == \
+        train.transfer_loss(MODEL, maps, tokens(2, 24), student=triple)
+    with pytest.raises(ValueError, match="measures one FeatureMaps"):
+        train.transfer_loss(MODEL, [maps], tokens(2, 24))
+    for field, value in (("r", 0), ("layers", [0.0]), ("rotated", "no")):
+        odd = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+        setattr(odd, field, value)
+        with pytest.raises(ValueError, match="not what load reads"):
+            train.save(odd, tmp_path / "maps.safetensors")
+    maps.wq.requires_grad_(False)
+    train.transfer(MODEL, maps, tokens(2, 24), epochs=1, log=None, checkpoint=tmp_path / "run.safetensors")
+    maps.wq.requires_grad_(True)
+    with pytest.raises(ValueError, match="frozen"):
+        train.transfer(MODEL, maps, tokens(2, 24), epochs=2, log=None, checkpoint=tmp_path / "run.safetensors")
+
+    class NoGrad(linear.FeatureMaps):
+        @torch.no_grad()
+        def phi(self, *a, **k):
+            return super().phi(*a, **k)
+    for student, says in (({"FeatureMaps": NoGrad}, "get no gradient"),
+                          ({"state_bytes": lambda model, maps: sys.exit(0)}, "raised SystemExit"),
+                          ({"swapped": lambda *a, **k: linear.swapped(*a, **k)[..., :-1]}, "swapped returned shape")):
+        monkeypatch.setattr(mini, "linear", types.SimpleNamespace(**vars(linear) | student))
+        with pytest.raises(ValueError, match=says):
+            mini.preflight(mini.PRESETS["quick"])

@@ -31,6 +31,7 @@ MORE = {"sinks-3": ("relu", 6, 0, dict(sinks=3)), "decay": ("t2r", 6, 0, dict(de
         # every map with sinks, a decay and φ before RoPE (docs/t2r.md says all three views agree for each)
         "t2r-hybrid-2-sinks-2-decay": ("t2r", 6, 2, dict(sinks=2, decay=True, horizon=5.0)),
         "unrotated-t2r-hybrid-3-sinks-3": ("t2r", 6, 3, dict(sinks=3, rotated=False)),
+        "unrotated-t2r-hybrid-2-sinks-2-decay": ("t2r", 6, 2, dict(sinks=2, decay=True, horizon=5.0, rotated=False)),
         "unrotated-relu-sinks-2-decay": ("relu", 6, 0, dict(sinks=2, decay=True, horizon=5.0, rotated=False)),
         "unrotated-elu-sinks-decay": ("elu", 0, 2, dict(sinks=3, decay=True, horizon=5.0, rotated=False))}
 MAPS |= {name: spec[:3] for name, spec in MORE.items()}
