@@ -557,7 +557,7 @@ def _bind(fn, args, spec) -> Named:
             kw[key] = None
             continue
         kw[key] = _number(value)
-        lo, hi = getattr(fn, "ranges", {}).get(key, (-math.inf, math.inf))
+        lo, hi = _attribute(fn, "ranges", {}, spec or fname).get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
             raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
@@ -574,7 +574,8 @@ def _bind(fn, args, spec) -> Named:
     defaults = {p.name: p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
-    text = getattr(fn, "label", None) or getattr(getattr(fn, "func", None), "label", fname)
+    who = spec or fname
+    text = _attribute(fn, "label", None, who) or _attribute(_attribute(fn, "func", None, who), "label", fname, who)
     if not isinstance(text, str):
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
     try:
@@ -607,6 +608,20 @@ def _number(text):
         except ValueError:
             pass
     return text
+
+
+def _attribute(fn, name: str, default, spec):
+    """fn's label or ranges (policies.label, a parameter's range), or an error that names the policy: a property of
+    a policy's class may raise; ranges must map a parameter to (low, high)."""
+    try:
+        value = getattr(fn, name, default)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        raise ValueError(f"policy {spec!r}: reading its {name} raised {guards._typename(e)}: {guards._said(e)}") from None
+    if name == "ranges" and not isinstance(value, dict):
+        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), got {type(value).__name__}")
+    return value
 
 
 def _from_file(path, fname):

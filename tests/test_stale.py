@@ -4087,7 +4087,7 @@ def test_round38_steps_hooks_keys_rope_and_t2r_students(tmp_path, monkeypatch):
     nn.Module hook or grad mode on was not seen; a lock among a policy file's globals gave a new key in every process;
     a rope_parameters of false beside rope_scaling was skipped, and a rope_theta that is a list or a hidden_size of
     400 digits failed in Python's words; a policy file's own BaseException at import, or a GeneratorExit from its
-    __getattr__, escaped as a traceback. T2R: a student whose len is 0 was replaced by the maps' own; save wrote maps
+    __getattr__, and a label property that raises, escaped as a traceback. T2R: a student whose len is 0 was replaced by the maps' own; save wrote maps
     of r 0 or layers [0.0] that load refuses; a run saved with a parameter frozen resumed with it trainable; --linear's
     preflight let a φ under no_grad and a state_bytes that exits through, and blamed llama.py for swapped's shape."""
     import functools
@@ -4120,7 +4120,11 @@ def test_round38_steps_hooks_keys_rope_and_t2r_students(tmp_path, monkeypatch):
     assert len(keys) == 1, keys
     (tmp_path / "base38.py").write_text("class Mine(BaseException):\n    pass\n\n\nraise Mine('at import')\n")
     (tmp_path / "gen38.py").write_text("def __getattr__(name):\n    raise GeneratorExit('no such name')\n")
-    for spec, says in (("base38.py:pol", "could not import .*Mine: at import"), ("gen38.py:pol", "raised GeneratorExit")):
+    (tmp_path / "prop38.py").write_text("class P:\n    @property\n    def label(self):\n        raise RuntimeError('no label')"
+                                        "\n\n    def __call__(self, rows, k: int = 2):\n        return rows.pos.double()\n\n\n"
+                                        "pol = P()\n")
+    for spec, says in (("base38.py:pol", "could not import .*Mine: at import"), ("gen38.py:pol", "raised GeneratorExit"),
+                       ("prop38.py:pol", "reading its label raised RuntimeError: no label")):
         with pytest.raises(ValueError, match=says):
             specs.named(f"{tmp_path / spec}")
     for config, says in (({"rope_parameters": False, "rope_scaling": {"type": "linear", "factor": 2.0}}, "must be an object"),
