@@ -8,7 +8,7 @@ Transformer view (`forward`): every position at once; `attention` says how each 
 read its keys and values: causal softmax by default, a masked or stepped one for the other views.
 
 Both use the same projections (`qkv`) and MLP; with no compression policy they compute the same
-function, and test_equivalence.py proves it. Weights are plain tensors in dataclasses.
+function, and test_equivalence.py checks it. Weights are plain tensors in dataclasses.
 """
 import dataclasses
 import math

@@ -18,8 +18,8 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
   policy possible (zoo.py). `python demo.py check mine.py:fn` tests that; `ppl`, `sweep`, `board` --compile trace it.
   The call is shown copies (guards.policy_call), so no write reaches the state; a write PyTorch
   counts stops the run, and `demo.py check` also names one around it (.data, .numpy()).
-Scoring rather than picking a row is how the paper describes every policy, and it lets one
-definition serve both regimes. Add one by writing a function (here, or in your own file:
+TOVA is a score in the paper; Window, Window+i and H2O are rules about what to keep, written here
+as scores too, so that one definition serves both regimes. Add one by writing a function (here, or in your own file:
 --policy mine.py:fn), optionally with a display name, @label("...").
 """
 import inspect

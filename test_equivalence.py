@@ -1,4 +1,4 @@
-"""The proof: the unbounded MSRNN (token by token) is the transformer (all positions at once), exactly.
+"""The check: the unbounded MSRNN (token by token) is the transformer (all positions at once), to 1e-10 in float64.
 
 First, the paper in plain Python lists, the reference the tests hold every other view to. Oren et al.
 2024: every layer keeps a set of (key, value, position) rows. At each token it appends the token's

@@ -12,6 +12,7 @@ import inspect
 import json
 import math
 import operator
+import sys
 import traceback
 import warnings
 import weakref
@@ -452,11 +453,11 @@ def all_or_nothing(step):
             else:
                 e.add_note(note)
             raise
-    _CHECKED.append(atomic)  # generate's step_logits need not check them again, once a token
+    _CHECKED.add(atomic)  # generate's step_logits need not check them again, once a token
     return atomic
 
 
-_CHECKED = []  # the steps all_or_nothing made, which check their own logits
+_CHECKED = weakref.WeakSet()  # the steps all_or_nothing made, which check their own logits (freed with them)
 
 
 def _save(ms):
@@ -597,17 +598,21 @@ def _put_saved_hooks(was):
         torch._C._autograd._push_saved_tensors_default_hooks(*was)
 
 
-_HOOKS = [d for n, d in sorted(vars(torch.nn.modules.module).items()) if n.startswith("_global_") and isinstance(d, dict)]
+_MODULE = torch.nn.modules.module  # register_module_forward_hook and its kin keep module-wide dicts (and a flag)
+_HOOKS = {n: x for n, x in vars(_MODULE).items() if n.startswith("_global_")}  # each as torch made it
 
 
 def _module_hooks():
-    return tuple(map(dict, _HOOKS))  # register_module_forward_hook and its kin: module-wide dicts
+    return tuple(dict(x) if isinstance(x, dict) else x for x in map(vars(_MODULE).get, _HOOKS))
 
 
 def _put_module_hooks(was):
-    for d, w in zip(_HOOKS, was):
-        d.clear()
-        d.update(w)
+    for (name, made), w in zip(_HOOKS.items(), was):  # the dict torch made, even where a policy bound a new one
+        if isinstance(made, dict):
+            made.clear()
+            made.update(w)
+            w = made
+        setattr(_MODULE, name, w)
 
 
 # What a policy must leave as it was: (what, read, put back, in words). Read before and after every call, so
@@ -645,7 +650,8 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
-             lambda was: f"{sum(map(len, was))} hooks"),
+             lambda was: f"{sum(len(x) for x in was if isinstance(x, dict))} hooks"),
+            ("Python's recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, str),
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced

@@ -2,6 +2,7 @@
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
 import ast
 import collections
+import contextvars
 from collections import abc
 import dataclasses
 import functools
@@ -14,8 +15,10 @@ import pathlib
 import re
 import sys
 import sysconfig
+import threading
 import tokenize
 import unicodedata
+import weakref
 
 import numpy as np
 import torch
@@ -66,7 +69,9 @@ class Named:
             _seen(x)
         try:
             return self._key(probe)
-        except (Exception, SystemExit) as e:  # an attribute of the policy's, or a global's __repr__, that raises when read
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # an attribute of the policy's, or a global's __repr__, that raises (or exits) when read
             if isinstance(e, ValueError) and str(e).startswith("policy "):
                 raise  # the key's own refusals, already named
             raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
@@ -361,6 +366,8 @@ def _value(x, depth: int = 0) -> list:
                 *_value({k: list(v.values()) if "hook" in k and isinstance(v, dict) else v for k, v in vars(x).items()
                          if k not in TORCH_OWN or "hook" in k or k == "training"}, depth + 1),  # hooks by function, not id
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
+    if isinstance(x, (weakref.ref, contextvars.ContextVar)):  # by what it points to, or holds in this context (its
+        return [type(x).__name__, *_value(x() if isinstance(x, weakref.ref) else x.get(None), depth + 1)]  # address: no)
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
     if (owner := _bound(x)) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul
@@ -408,8 +415,12 @@ def _value(x, depth: int = 0) -> list:
         settings = _fields(cls, data_only=True, depth=depth + 1)
     if hasattr(x, "__dict__") or fields:
         return [type(x).__qualname__, *_value(fields, depth + 1), *settings]
-    # what neither pickles nor has fields (a lock, a weakref): its repr, less the address a new process changes
-    return [re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x)) if _installed(cls) else repr(x)]
+    # what neither pickles nor has fields: its repr; a lock's, which holds nothing a score reads, less the address a
+    # new process changes (a weakref's or a ContextVar's address stands for what it holds: a miss, never a stale hit)
+    return [re.sub(r" at 0x[0-9a-fA-F]+", "", repr(x)) if cls in _LOCKS else repr(x)]
+
+
+_LOCKS = (type(threading.Lock()), type(threading.RLock()))
 
 
 def _seen(x, what="value"):
@@ -523,7 +534,9 @@ def _bind(fn, args, spec) -> Named:
     try:  # a __wrapped__ that loops, or a callable of no signature
         first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
         params = list(inspect.signature(fn).parameters.values())
-    except (Exception, SystemExit) as e:  # a __signature__ or __getattr__ of its own that raises
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # a __signature__ or __getattr__ of its own that raises (or exits)
         raise ValueError(f"policy {fname}: its parameters cannot be read ({guards._typename(e)}: {guards._said(e)})") from None
     if first == "rows" and fn.args:  # partial(sink, 8): 8 is bound to rows, not to sinks
         raise ValueError(f"policy {fname}: functools.partial({fname}, {', '.join(map(repr, fn.args))}) binds its first "
@@ -580,7 +593,7 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
     try:
         shown = text.format(**bound)
-    except (KeyError, IndexError, ValueError) as e:  # @label("Mine {kk}") of a function with no parameter kk
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as e:  # @label("Mine {kk}"), no parameter kk
         raise ValueError(f"policy {spec or fname!r}: its label {text!r} cannot be filled from its parameters "
                          f"({', '.join(bound) or 'none'}): {type(e).__name__} {e}") from None
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
@@ -619,8 +632,11 @@ def _attribute(fn, name: str, default, spec):
         raise
     except BaseException as e:
         raise ValueError(f"policy {spec!r}: reading its {name} raised {guards._typename(e)}: {guards._said(e)}") from None
-    if name == "ranges" and not isinstance(value, dict):
-        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), got {type(value).__name__}")
+    pair = lambda r: isinstance(r, (tuple, list)) and len(r) == 2 and all(guards.number(x) or x in (-math.inf, math.inf)
+                                                                       for x in r)
+    if name == "ranges" and not (isinstance(value, dict) and all(map(pair, value.values()))):
+        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), as policies.label(\"...\", "
+                         f"k=(1, 64)) does; got {value!r:.80}")
     return value
 
 

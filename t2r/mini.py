@@ -665,13 +665,13 @@ def preflight(p: dict):
     course skeleton's function still to write is named at once."""
     import traceback
     cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
-    model, x = init_model(cfg, 0), torch.zeros(1, 8, dtype=torch.long)
-    said, learns, shapes = [], [], []
+    model, x = init_model(cfg, 0), torch.arange(8)[None]  # tokens apart: the same token at every position hides a mask
+    said, learns, shapes, tied, fast = [], [], [], None, None
 
     def shaped(attend):  # what swapped returns, beside what llama.forward needs (else its error names llama.py)
         def run(i, q, k, v):
             out = attend(i, q, k, v)
-            shapes.append((tuple(getattr(out, "shape", ())), tuple(q.shape)))
+            shapes.append((tuple(getattr(out, "shape", ())), tuple(q.shape), (i, q, k, v)))
             return out
         return run
     try:
@@ -679,8 +679,13 @@ def preflight(p: dict):
             maps = linear.FeatureMaps(cfg, r, kind)
             if (out := llama.forward(model, x, shaped(attention_of(maps)))).requires_grad:  # the maps must learn (a φ under
                 out.sum().backward()  # no_grad does not; ELU+1 has nothing to learn)
-            learns += [p.grad is not None for p in maps.parameters()]
+            learns += [p.grad is not None and bool(p.grad.any()) for p in maps.parameters()] or [kind == "elu"]
             said.append(linear.state_bytes(model, maps))
+            tied = tied or maps
+        if _written(linear.quadratic):  # the rows train with the student's quadratic, which no graded test reads
+            with torch.no_grad():
+                i, q, k, v = shapes[0][2]
+                fast, blocked = (linear.swapped(tied, i, q, k, v, block=b) for b in (None, 3))
     except (Exception, SystemExit) as e:  # a skeleton's function not written yet, one that fails or exits: named where,
         frames = traceback.extract_tb(sys.exc_info()[2])  # before pretraining, in the student's file if the chain passes it
         where = next((f for f in reversed(frames) if f.filename == getattr(linear, "__file__", None)), frames[-1])
@@ -690,6 +695,9 @@ def preflight(p: dict):
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
             "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
             f"raised {type(e).__name__}: {e} (") + f"line {where.lineno}); the rows need it") from None
+    if fast is not None and not torch.allclose(fast, blocked, rtol=1e-4, atol=1e-5):
+        raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: quadratic differs from attention by "
+                         f"{(fast - blocked).abs().max().item():.1e}: the rows would train with quadratic")
     if not all(learns):
         raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: the maps' weights get no gradient through the "
                          "swapped attention (φ under torch.no_grad, or a detached tensor?): the rows would train nothing")

@@ -46,6 +46,17 @@ def save(maps: FeatureMaps, path):
                          f"rotated {maps.rotated!r} or layers {maps.layers!r} are not what load reads: kind one of "
                          f"{', '.join(FeatureMaps.KINDS)}; r >= 1, window and sinks >= 0, each layer once (whole "
                          "numbers); rotated True or False")
+    if (cfg := getattr(maps, "cfg", None)) is not None:  # load builds the maps from the settings and fills the tensors
+        try:
+            twin = FeatureMaps(cfg, maps.r, maps.kind, maps.window, maps.layers, sinks=maps.sinks, decay=maps.decay,
+                               rotated=maps.rotated)
+        except (MemoryError, ValueError) as e:
+            raise ValueError(f"the maps' settings are not what load reads: {e}") from None
+        want, have = ({n: tuple(p.shape) for n, p in m.named_parameters()} for m in (twin, maps))
+        if want != have:
+            odd = sorted(set(want.items()) ^ set(have.items()))[0][0]
+            raise ValueError(f"the maps' tensor {odd!r} is {have.get(odd, 'missing')}; their settings (kind {maps.kind}, r "
+                             f"{maps.r}, decay {maps.decay}) make it {want.get(odd, 'absent')}: load would refuse the file")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
                          "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")

@@ -4066,7 +4066,7 @@ def test_round37_keys_rope_backends_files_and_t2r_inputs(tmp_path, monkeypatch):
                             student=lambda i, q, k, v: linear.swapped(maps, i, q, k, v).to(torch.complex128))
     decayed = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=MODEL.dtype)
     decayed.layers = [0, 5]
-    with pytest.raises(ValueError, match="past the 2 their decay holds"):
+    with pytest.raises(ValueError, match="past the 2 their decay holds|layer numbers from 0 to 1"):
         train.save(decayed, tmp_path / "maps.safetensors")
     (tmp_path / "t2r").mkdir()
     source = pathlib.Path(linear.__file__).read_text()
@@ -4163,3 +4163,82 @@ def test_round38_steps_hooks_keys_rope_and_t2r_students(tmp_path, monkeypatch):
         monkeypatch.setattr(mini, "linear", types.SimpleNamespace(**vars(linear) | student))
         with pytest.raises(ValueError, match=says):
             mini.preflight(mini.PRESETS["quick"])
+
+
+class REF:  # a class a weakref points to (round 39)
+    SIGN = 1.0
+
+
+def test_round39_checked_steps_freed_keys_ranges_hooks_and_t2r_twins(tmp_path, monkeypatch):
+    """Round 39: every compiled generate kept its step (and model) alive in the list of checked steps; a weakref or a
+    ContextVar among a policy's globals was keyed without its address, so a sweep served another value's number; a
+    sliding_window of 2**63 passed the new bound and gave wrong logits; a policy that bound a new dict of global
+    Module hooks, or set the recursion limit, was not seen; a global's repr raising GeneratorExit, ranges that are no
+    (low, high) pairs and a label "{k[0]}" escaped unnamed. T2R: save wrote maps whose tensors are not what their
+    settings make (load refused the file); --linear's preflight passed a quadratic without the causal mask and maps
+    whose weights are plain tensors."""
+    import gc
+    import threading
+    import types
+    import weakref
+    from t2r import linear, mini, train
+    step = guards.all_or_nothing(lambda model, tokens, state, policy=None: None)
+    alive = weakref.ref(step)
+    del step
+    gc.collect()
+    assert alive() is None, "a checked step outlives its last reference"
+    import contextvars
+    sinks = contextvars.ContextVar("sinks", default=4)
+    pol = lambda rows: rows.pos.double() * sinks.get() * REF().SIGN  # noqa: E731
+    before = specs.key_of(pol)
+    sinks.set(60)
+    assert specs.key_of(pol) != before, "a ContextVar's value is not in the key"
+    assert specs._value(weakref.ref(REF)) == ["ReferenceType", *specs._value(REF)]  # what it points to, not where
+    assert "0x" not in str(specs._value(threading.Lock()))
+    save(tmp_path, MODEL, config=hf_config(MODEL.config) | {"model_type": "mistral", "sliding_window": 2**63})
+    with pytest.raises(load_weights.CheckpointError, match="'sliding_window' is out of range"):
+        load_weights.load_model(tmp_path)
+    module = torch.nn.modules.module
+    made = module._global_forward_hooks
+    for leave, says in ((lambda: setattr(module, "_global_forward_hooks", {0: lambda *a: None}), "nn.Module hooks"),
+                        (lambda: __import__("sys").setrecursionlimit(50_000), "recursion limit")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows, leave=leave: leave() and None or policies.tova(rows), 4)
+    assert module._global_forward_hooks is made and not made and __import__("sys").getrecursionlimit() != 50_000
+    (tmp_path / "odd39.py").write_text(
+        "import policies\n\n\nclass Loud:\n    __slots__ = ()\n\n    def __repr__(self):\n        raise GeneratorExit('repr')\n\n\nLOUD = Loud()\n\n\n"
+        "def pol(rows):\n    return rows.pos.double() if LOUD else rows.pos.double()\n\n\n"
+        "@policies.label('Mine {k}', k=5)\ndef ranged(rows, k: int = 2):\n    return rows.pos.double()\n\n\n"
+        "@policies.label('Mine {k[0]}')\ndef indexed(rows, k: int = 2):\n    return rows.pos.double()\n")
+    odd39, = imported(tmp_path, "odd39")
+    with pytest.raises(ValueError, match="cannot be keyed, .*GeneratorExit"):
+        specs.named(odd39.pol).key
+    with pytest.raises(ValueError, match="its ranges map a parameter to \\(low, high\\)"):
+        specs.named(f"{tmp_path / 'odd39.py'}:ranged:k=3")
+    with pytest.raises(ValueError, match="cannot be filled from its parameters"):
+        specs.named(f"{tmp_path / 'odd39.py'}:indexed")
+    for change, says in ((lambda m: setattr(m, "layers", [0, 5]), "not what load reads"),
+                         (lambda m: setattr(m, "r", 5), "load would refuse the file"),
+                         (lambda m: m.register_parameter("extra", torch.nn.Parameter(torch.zeros(1))), "'extra'")):
+        maps = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=MODEL.dtype)
+        change(maps)
+        with pytest.raises(ValueError, match=says):
+            train.save(maps, tmp_path / "maps.safetensors")
+
+    class Plain(linear.FeatureMaps):  # weights as plain tensors: nothing for an optimiser to train
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            for name, p in list(self.named_parameters()):
+                delattr(self, name)
+                setattr(self, name, p.detach().clone())
+    monkeypatch.setattr(mini, "linear", types.SimpleNamespace(**vars(linear) | {"FeatureMaps": Plain}))
+    with pytest.raises(ValueError, match="get no gradient"):
+        mini.preflight(mini.PRESETS["quick"])
+    (tmp_path / "t2r").mkdir()  # a student's quadratic with the future in view: swapped calls the file's own
+    source = pathlib.Path(linear.__file__).read_text()
+    assert source.count("* ((d >= 0) & ~exact)") == 1
+    (tmp_path / "t2r" / "linear.py").write_text(source.replace("* ((d >= 0) & ~exact)", "* (~exact)"))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)  # use_linear sends results beside the student's file
+    mini.use_linear(tmp_path / "t2r" / "linear.py")
+    with pytest.raises(ValueError, match="quadratic differs from attention"):
+        mini.preflight(mini.PRESETS["quick"])

@@ -61,7 +61,7 @@ class FeatureMaps(nn.Module):
         n_layers, H, G, d = cfg.n_layers, cfg.n_kv_heads, cfg.n_heads // cfg.n_kv_heads, cfg.head_dim
         self.kind, self.window, self.r = kind, window, d if kind == "elu" else r  # ELU+1 keeps d features
         self.sinks, self.decay, self.rotated, self.layers = sinks, decay, rotated, layers
-        self.inv_freq = llama.rope_frequencies(cfg)  # (hd/2,) float64, to turn q and k back (rotated=False)
+        self.inv_freq, self.cfg = llama.rope_frequencies(cfg), cfg  # (hd/2,) float64: q, k turned back (rotated=False)
         g = torch.Generator().manual_seed(seed)
         p = lambda x: nn.Parameter(x.to(dtype))
         if kind == "t2r":
