@@ -102,8 +102,9 @@ def read_config(path) -> llama.Config:
                 raise CheckpointError(f"{file}: required field '{key}' is missing")
             return default
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if number and isinstance(v, int) and abs(v) >= 2**62:  # float(10**400) overflows; positions end at 2**62
-            raise CheckpointError(f"{file}: field '{key}' is out of range, got a number of {v.bit_length()} bits")
+        if number and 2**62 <= abs(v) < float("inf"):  # float(10**400) overflows; positions end at 2**62 (a float too)
+            raise CheckpointError(f"{file}: field '{key}' is out of range, got " + (f"a number of {v.bit_length()} bits"
+                                  if isinstance(v, int) else f"{v!r}"))
         if kind is bool and not isinstance(v, bool) or kind is int and not (number and float(v).is_integer()) \
                 or kind is float and not number:
             want = {bool: "true or false", int: "an integer", float: "a number"}[kind]

@@ -80,8 +80,16 @@ def step_logits(step, t: int, logits, model, state, batch: int) -> torch.Tensor:
     if moved != 1:
         raise ValueError(f"step {policy_name(step)} moved the state {moved} positions; a step reads one token and moves "
                          "it one on, as llama.step does")
-    return logits if any(step is f for f in _CHECKED) else check_logits(logits)  # llama.step's guard did (no flag a
-    # wrapper's functools.wraps could copy: identity only)
+    return logits if _checked(step) else check_logits(logits)  # llama.step's guard did
+
+
+def _checked(step) -> bool:
+    """Whether all_or_nothing made step (by identity: no flag a wrapper's functools.wraps could copy)."""
+    try:
+        mark = _CHECKED.get(step)
+    except TypeError:  # unhashable, or no weak reference to it: not one all_or_nothing made
+        return False
+    return mark is not None and mark() is step
 
 
 def check_holds(maps):
@@ -453,11 +461,12 @@ def all_or_nothing(step):
             else:
                 e.add_note(note)
             raise
-    _CHECKED.add(atomic)  # generate's step_logits need not check them again, once a token
+    _CHECKED[atomic] = weakref.ref(atomic)  # generate's step_logits need not check them again, once a token
     return atomic
 
 
-_CHECKED = weakref.WeakSet()  # the steps all_or_nothing made, which check their own logits (freed with them)
+_CHECKED = weakref.WeakKeyDictionary()  # the steps all_or_nothing made, which check their own logits (freed with
+# them; looked up, never iterated, while another thread adds one; `is`, so that no __eq__ passes for one)
 
 
 def _save(ms):

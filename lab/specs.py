@@ -367,7 +367,7 @@ def _value(x, depth: int = 0) -> list:
                          if k not in TORCH_OWN or "hook" in k or k == "training"}, depth + 1),  # hooks by function, not id
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, (weakref.ref, contextvars.ContextVar)):  # by what it points to, or holds in this context (its
-        return [type(x).__name__, *_value(x() if isinstance(x, weakref.ref) else x.get(None), depth + 1)]  # address: no)
+        return [type(x).__name__, *_value(x() if isinstance(x, weakref.ref) else _var(x), depth + 1)]  # address: no)
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
     if (owner := _bound(x)) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul
@@ -421,6 +421,13 @@ def _value(x, depth: int = 0) -> list:
 
 
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
+
+
+def _var(x):
+    try:
+        return x.get()  # its value here, or its default
+    except LookupError:
+        return "<unset>"
 
 
 def _seen(x, what="value"):
@@ -588,17 +595,25 @@ def _bind(fn, args, spec) -> Named:
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     who = spec or fname
+    if stray := sorted(set(_attribute(fn, "ranges", {}, who)) - {p.name for p in free}):  # a range never checked
+        raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
+                         f"(it takes {', '.join(p.name for p in free) or 'none'})")
     text = _attribute(fn, "label", None, who) or _attribute(_attribute(fn, "func", None, who), "label", fname, who)
     if not isinstance(text, str):
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
     try:
         shown = text.format(**bound)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as e:  # @label("Mine {kk}"), no parameter kk
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # @label("Mine {kk}") of a function with no parameter kk, or a format of its own
         raise ValueError(f"policy {spec or fname!r}: its label {text!r} cannot be filled from its parameters "
-                         f"({', '.join(bound) or 'none'}): {type(e).__name__} {e}") from None
+                         f"({', '.join(bound) or 'none'}): {guards._typename(e)} {guards._said(e)}") from None
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
+    if len(shown) > 1000:  # every table and legend shows it whole (a number of 300 digits is a setting)
+        raise ValueError(f"policy {who!r}: its display name is {len(shown):,} characters; give a shorter one "
+                         "(policies.label(\"...\"))")
     if shown.startswith("_"):  # matplotlib leaves such a line out of its legend: drawn, but not named
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
                          "leave out; give it another with policies.label(\"...\")")
@@ -632,11 +647,10 @@ def _attribute(fn, name: str, default, spec):
         raise
     except BaseException as e:
         raise ValueError(f"policy {spec!r}: reading its {name} raised {guards._typename(e)}: {guards._said(e)}") from None
-    pair = lambda r: isinstance(r, (tuple, list)) and len(r) == 2 and all(guards.number(x) or x in (-math.inf, math.inf)
-                                                                       for x in r)
-    if name == "ranges" and not (isinstance(value, dict) and all(map(pair, value.values()))):
+    pair = lambda r: type(r) in (tuple, list) and len(r) == 2 and all(type(x) in (int, float) and x == x for x in r)
+    if name == "ranges" and not (type(value) is dict and all(type(k) is str and pair(r) for k, r in value.items())):
         raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), as policies.label(\"...\", "
-                         f"k=(1, 64)) does; got {value!r:.80}")
+                         f"k=(1, 64)) does; got {type(value).__name__} {value!r:.80}")
     return value
 
 

@@ -642,21 +642,21 @@ def use_linear(path) -> None:
         raise SystemExit(f"error: --linear {path} sends its results to the repository's results/, where the published run "
                          "is: that file is the repository's own (run without --linear), or set MSRNN_RESULTS")
     spec = importlib.util.spec_from_file_location("student_linear", path)
-    linear = importlib.util.module_from_spec(spec)
+    mod = importlib.util.module_from_spec(spec)  # the global only once every check passed
     try:
-        spec.loader.exec_module(linear)
+        spec.loader.exec_module(mod)
     except (Exception, SystemExit) as e:  # sys.exit() at import would end the run with status 0 and no word
         raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "swapped", "LinearState", "init_state", "run",
-                           "state_bytes") if not callable(vars(linear).get(n))]  # the file's own, not what a
+                           "state_bytes") if not callable(vars(mod).get(n))]  # the file's own, not what a
     # module __getattr__ answers; and FeatureMaps and LinearState are classes
-    missing += [n for n in ("FeatureMaps", "LinearState") if n not in missing and not isinstance(vars(linear)[n], type)]
-    if "FeatureMaps" not in missing and not issubclass(vars(linear)["FeatureMaps"], torch.nn.Module):
+    missing += [n for n in ("FeatureMaps", "LinearState") if n not in missing and not isinstance(vars(mod)[n], type)]
+    if "FeatureMaps" not in missing and not issubclass(vars(mod)["FeatureMaps"], torch.nn.Module):
         missing.append("FeatureMaps (an nn.Module)")
     if missing:
         raise SystemExit(f"error: --linear {path} has no {', '.join(missing)}: it is not a copy of t2r/linear.py "
                          "(course/skeleton/t2r/linear.py is the one to fill)")
-    harness.RESULTS = results  # never the repository's results/
+    linear, harness.RESULTS = mod, results  # never the repository's results/
     print(f"t2r.mini: the rows run {path}; results go to {results}/", flush=True)
 
 
@@ -666,7 +666,7 @@ def preflight(p: dict):
     import traceback
     cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
     model, x = init_model(cfg, 0), torch.arange(8)[None]  # tokens apart: the same token at every position hides a mask
-    said, learns, shapes, tied, fast = [], [], [], None, None
+    said, learns, shapes, tied, fast = [], [], [], None, []
 
     def shaped(attend):  # what swapped returns, beside what llama.forward needs (else its error names llama.py)
         def run(i, q, k, v):
@@ -682,10 +682,18 @@ def preflight(p: dict):
             learns += [p.grad is not None and bool(p.grad.any()) for p in maps.parameters()] or [kind == "elu"]
             said.append(linear.state_bytes(model, maps))
             tied = tied or maps
-        if _written(linear.quadratic):  # the rows train with the student's quadratic, which no graded test reads
+        if _written(linear.quadratic):  # the rows train with the student's quadratic, which no graded test reads: its
+            i, q, k, v = shapes[0][2]  # values and gradients, in float64, against its graded attention
             with torch.no_grad():
-                i, q, k, v = shapes[0][2]
-                fast, blocked = (linear.swapped(tied, i, q, k, v, block=b) for b in (None, 3))
+                pos, g = torch.arange(q.shape[3]), tied.gamma(i)
+                ins = [t.detach().double() for t in (q, k, v, tied.phi(i, q, "q", pos), tied.phi(i, k, "k", pos))]
+            fast, blocked = [], []
+            for got, f in ((fast, lambda *a: linear.quadratic(*a, tied.window, tied.sinks, g)),
+                           (blocked, lambda *a: linear.attention(*a, tied.window, 3, tied.sinks, g))):
+                xs = [t.clone().requires_grad_() for t in ins]
+                out = f(*xs)
+                (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+                got += [out.detach(), *(torch.zeros_like(x) if x.grad is None else x.grad for x in xs)]
     except (Exception, SystemExit) as e:  # a skeleton's function not written yet, one that fails or exits: named where,
         frames = traceback.extract_tb(sys.exc_info()[2])  # before pretraining, in the student's file if the chain passes it
         where = next((f for f in reversed(frames) if f.filename == getattr(linear, "__file__", None)), frames[-1])
@@ -695,9 +703,9 @@ def preflight(p: dict):
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
             "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
             f"raised {type(e).__name__}: {e} (") + f"line {where.lineno}); the rows need it") from None
-    if fast is not None and not torch.allclose(fast, blocked, rtol=1e-4, atol=1e-5):
-        raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: quadratic differs from attention by "
-                         f"{(fast - blocked).abs().max().item():.1e}: the rows would train with quadratic")
+    if fast and (gap := max((a - b).abs().max().item() for a, b in zip(fast, blocked))) > 1e-8:
+        raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: quadratic differs from attention by {gap:.1e} "
+                         "(in its output or its gradients, float64): the rows would train with quadratic")
     if not all(learns):
         raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: the maps' weights get no gradient through the "
                          "swapped attention (φ under torch.no_grad, or a detached tensor?): the rows would train nothing")

@@ -46,17 +46,22 @@ def save(maps: FeatureMaps, path):
                          f"rotated {maps.rotated!r} or layers {maps.layers!r} are not what load reads: kind one of "
                          f"{', '.join(FeatureMaps.KINDS)}; r >= 1, window and sinks >= 0, each layer once (whole "
                          "numbers); rotated True or False")
-    if (cfg := getattr(maps, "cfg", None)) is not None:  # load builds the maps from the settings and fills the tensors
-        try:
-            twin = FeatureMaps(cfg, maps.r, maps.kind, maps.window, maps.layers, sinks=maps.sinks, decay=maps.decay,
-                               rotated=maps.rotated)
-        except (MemoryError, ValueError) as e:
-            raise ValueError(f"the maps' settings are not what load reads: {e}") from None
-        want, have = ({n: tuple(p.shape) for n, p in m.named_parameters()} for m in (twin, maps))
-        if want != have:
-            odd = sorted(set(want.items()) ^ set(have.items()))[0][0]
-            raise ValueError(f"the maps' tensor {odd!r} is {have.get(odd, 'missing')}; their settings (kind {maps.kind}, r "
-                             f"{maps.r}, decay {maps.decay}) make it {want.get(odd, 'absent')}: load would refuse the file")
+    if not isinstance(cfg := getattr(maps, "cfg", None), llama.Config):  # FeatureMaps keep the config they were built for
+        raise ValueError("the maps keep no llama.Config (`cfg`; a FeatureMaps of an older linear.py?): build them with "
+                         "this t2r/linear.py, whose twin load builds, so that save can check the file")
+    try:  # load builds the maps from the settings and fills the tensors: the same twin here
+        twin = FeatureMaps(cfg, maps.r, maps.kind, maps.window, maps.layers, sinks=maps.sinks, decay=maps.decay,
+                           rotated=maps.rotated)
+    except (MemoryError, ValueError) as e:
+        raise ValueError(f"the maps' settings are not what load reads: {e}") from None
+    want, have = ({n: tuple(p.shape) for n, p in m.named_parameters()} for m in (twin, maps))
+    if twin.r != maps.r:  # ELU+1 keeps head_dim features, whatever r it is told
+        raise ValueError(f"the maps say r {maps.r}; {maps.kind} maps of this config have r {twin.r}: load would refuse "
+                         "the file")
+    if want != have:
+        odd = sorted(set(want.items()) ^ set(have.items()))[0][0]
+        raise ValueError(f"the maps' tensor {odd!r} is {have.get(odd, 'missing')}; their settings (kind {maps.kind}, r "
+                         f"{maps.r}, decay {maps.decay}) make it {want.get(odd, 'absent')}: load would refuse the file")
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
                          "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")

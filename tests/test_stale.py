@@ -4242,3 +4242,43 @@ def test_round39_checked_steps_freed_keys_ranges_hooks_and_t2r_twins(tmp_path, m
     mini.use_linear(tmp_path / "t2r" / "linear.py")
     with pytest.raises(ValueError, match="quadratic differs from attention"):
         mini.preflight(mini.PRESETS["quick"])
+
+
+def test_round40_unset_vars_float_bounds_ranges_labels_and_t2r_gradients(tmp_path, monkeypatch):
+    """Round 40: a ContextVar with a default, never set, was keyed as None (a sweep served SINKS=4's number under
+    SINKS=60); a sliding_window of 2**63 written as a float loaded; ranges that name no parameter left the parameter
+    unchecked; a label's width made a display name of 100,005 characters. T2R: save skipped its twin check for maps
+    with no cfg and could not see ELU+1's r relabelled; --linear's preflight compared quadratic's values, not its
+    gradients (a detached denominator or detached query features passed)."""
+    import contextvars
+    from t2r import linear, mini, train
+    sinks = contextvars.ContextVar("sinks38", default=4)
+    assert specs._value(sinks) != specs._value(contextvars.ContextVar("sinks38", default=8))
+    save(tmp_path, MODEL, config=hf_config(MODEL.config) | {"model_type": "mistral", "sliding_window": float(2**63)})
+    with pytest.raises(load_weights.CheckpointError, match="'sliding_window' is out of range"):
+        load_weights.load_model(tmp_path)
+    (tmp_path / "odd40.py").write_text(
+        "import policies\n\n\n@policies.label('Mine {k}', kk=(1, 10))\ndef stray(rows, k: int = 2):\n    return rows.pos.double()\n\n\n"
+        "@policies.label('Mine {k:0>1000}')\ndef wide(rows, k: int = 2):\n    return rows.pos.double()\n")
+    with pytest.raises(ValueError, match="its ranges name kk, which stray takes as no parameter"):
+        specs.named(f"{tmp_path / 'odd40.py'}:stray:k=1000")
+    with pytest.raises(ValueError, match="its display name is 1,005 characters"):
+        specs.named(f"{tmp_path / 'odd40.py'}:wide")
+    elu = linear.FeatureMaps(MODEL.config, 0, "elu", dtype=MODEL.dtype)
+    elu.r = 5
+    with pytest.raises(ValueError, match="the maps say r 5"):
+        train.save(elu, tmp_path / "maps.safetensors")
+    old = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=MODEL.dtype)
+    del old.cfg
+    with pytest.raises(ValueError, match="keep no llama.Config"):
+        train.save(old, tmp_path / "maps.safetensors")
+    (tmp_path / "t2r").mkdir()  # a student's quadratic whose normaliser passes no gradient: the same values
+    source = pathlib.Path(linear.__file__).read_text()
+    assert source.count("A.sum(-1, keepdim=True).clamp_min(EPS)") == 1
+    (tmp_path / "t2r" / "linear.py").write_text(source.replace("A.sum(-1, keepdim=True).clamp_min(EPS)",
+                                                               "A.sum(-1, keepdim=True).clamp_min(EPS).detach()"))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)  # use_linear sends results beside the student's file
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    mini.use_linear(tmp_path / "t2r" / "linear.py")
+    with pytest.raises(ValueError, match="quadratic differs from attention .*its output or its gradients"):
+        mini.preflight(mini.PRESETS["quick"])
