@@ -38,14 +38,9 @@ def save(maps: FeatureMaps, path):
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
-    whole = lambda x, low: isinstance(x, int) and not isinstance(x, bool) and x >= low
-    if not (maps.kind in FeatureMaps.KINDS and whole(maps.r, 1) and whole(maps.window, 0) and whole(maps.sinks, 0)
-            and isinstance(maps.rotated, bool) and all(whole(i, 0) for i in maps.layers)
-            and len(set(maps.layers)) == len(maps.layers)):  # what load would refuse is not written
-        raise ValueError(f"the maps' kind {maps.kind!r}, r {maps.r!r}, window {maps.window!r}, sinks {maps.sinks!r}, "
-                         f"rotated {maps.rotated!r} or layers {maps.layers!r} are not what load reads: kind one of "
-                         f"{', '.join(FeatureMaps.KINDS)}; r >= 1, window and sinks >= 0, each layer once (whole "
-                         "numbers); rotated True or False")
+    if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool)):  # the rest: the twin, below
+        raise ValueError(f"the maps' r {maps.r!r} or rotated {maps.rotated!r} are not what load reads: r >= 1 (r = 0 is "
+                         "a tail's test), rotated True or False")
     if not isinstance(cfg := getattr(maps, "cfg", None), llama.Config):  # FeatureMaps keep the config they were built for
         raise ValueError("the maps keep no llama.Config (`cfg`; a FeatureMaps of an older linear.py?): build them with "
                          "this t2r/linear.py, whose twin load builds, so that save can check the file")
@@ -65,9 +60,6 @@ def save(maps: FeatureMaps, path):
     if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
         raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
                          "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")
-    if maps.decay and (maps.log_h.dim() != 2 or any(not 0 <= i < maps.log_h.shape[0] for i in maps.layers)):
-        raise ValueError(f"the maps swap layers {maps.layers}, past the " + (f"{maps.log_h.shape[0]} their decay holds" if
-                         maps.log_h.dim() == 2 else f"decay's log_h of shape {tuple(maps.log_h.shape)}, not (layers, KV heads)"))
     if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
         raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
                          "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
