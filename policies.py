@@ -15,9 +15,8 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
 - Raising ValueError refuses a size or setting; the message reaches the user.
 - A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory
   but rows.prev, its own scores from its last call (NaN for a new row), which makes a recurrent
-  policy possible (zoo.py). `python demo.py check mine.py:fn` tests that; `ppl`, `sweep`, `board` --compile trace it.
-  The call is shown copies (guards.policy_call), so no write reaches the state; a write PyTorch
-  counts stops the run, and `demo.py check` also names one around it (.data, .numpy()).
+  policy possible (zoo.py); `python demo.py check mine.py:fn` tests all three. The engine shows the
+  call copies (guards.policy_call), so a write never reaches the state.
 TOVA is a score in the paper; Window, Window+i and H2O are rules about what to keep, written here
 as scores too, so that one definition serves both regimes. Add one by writing a function (here, or in your own file:
 --policy mine.py:fn), optionally with a display name, @label("...").
