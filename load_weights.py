@@ -86,7 +86,7 @@ def read_config(path) -> llama.Config:
     _inside(file.parent, file, file)
     try:
         d = json.loads(file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError, or an integer of more than 4,300 digits
         raise CheckpointError(f"{file}: not valid JSON ({e})") from None
     except RecursionError:
         raise CheckpointError(f"{file}: nested too deeply to be a config") from None
@@ -180,13 +180,16 @@ def read_config(path) -> llama.Config:
                               "and head_dim is not given")
     if (head_dim or dim // heads) % 2:  # RoPE rotates pairs (x_i, x_{i + d/2})
         raise CheckpointError(f"{file}: head_dim {head_dim or dim // heads} is odd; RoPE needs an even head_dim")
-    return llama.Config(
+    c = llama.Config(
         vocab_size=field("vocab_size", int), dim=dim, n_layers=field("num_hidden_layers", int),
         n_heads=heads, n_kv_heads=kv_heads, head_dim=head_dim or dim // heads,
         ffn_dim=field("intermediate_size", int), norm_eps=field("rms_norm_eps", float, 1e-6), rope_theta=theta,
         rope_scaling=scaling, sliding_window=field("sliding_window", int, None) if d["model_type"] == "mistral" else None,
         tie_embeddings=field("tie_word_embeddings", bool, False),
         max_positions=field("max_position_embeddings", int, None))  # past it, a warning (guards.check_positions)
+    if not llama.rope_frequencies(c).isfinite().all():  # a factor of 1e-320 divides them to inf
+        raise CheckpointError(f"{file}: the RoPE frequencies of rope_theta {theta} and scaling {scaling} are not finite")
+    return c
 
 
 def _safetensors_files(path: Path) -> list[Path]:
@@ -198,7 +201,9 @@ def _safetensors_files(path: Path) -> list[Path]:
             bad = next((f"entry {n!r} -> {f!r}" for n, f in weight_map.items() if "\0" in n + f), None)
             if bad:  # else "embedded null byte" from the file system, naming nothing
                 raise TypeError(f"{bad} holds a NUL character")
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        except CheckpointError:  # _inside's: the index lies outside the folder
+            raise
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise CheckpointError(f"{index}: not a valid index (a JSON object with a weight_map of tensor -> file): "
                                   f"{type(e).__name__}: {e}") from None
         # an absolute path, `..` or a symlink would have us read any file on the machine: refused unopened

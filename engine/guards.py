@@ -87,8 +87,10 @@ def _checked(step) -> bool:
     """Whether all_or_nothing made step (by identity: no flag a wrapper's functools.wraps could copy)."""
     try:
         mark = _CHECKED.get(step)
-    except TypeError:  # unhashable, or no weak reference to it: not one all_or_nothing made
-        return False
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # unhashable, no weak reference to it, or a __hash__ of its own that raises: not one
+        return False  # all_or_nothing made, so its logits are checked
     return mark is not None and mark() is step
 
 
@@ -466,7 +468,8 @@ def all_or_nothing(step):
 
 
 _CHECKED = weakref.WeakKeyDictionary()  # the steps all_or_nothing made, which check their own logits (freed with
-# them; looked up, never iterated, while another thread adds one; `is`, so that no __eq__ passes for one)
+# them; looked up, never iterated, while another thread adds one; `is`, so that no __eq__ passes for one; not by id,
+# which would key a policy that reaches this map differently in every process)
 
 
 def _save(ms):
@@ -656,6 +659,8 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
              lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was), str),
             ("torch's grad mode", torch.is_grad_enabled, torch.set_grad_enabled, str),
+            ("torch's inference mode (entered and not left: only what holds it can leave it)",
+             torch.is_inference_mode_enabled, lambda was: None, str),
             ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)

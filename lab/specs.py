@@ -494,6 +494,14 @@ def _contents(cell):
 FULL = Named("full", "full cache", None)
 
 
+def sent(p):
+    """What a job names p by: its spec, which a worker (or this process) reads afresh, where that reading is the
+    policy keyed here; else p itself, measured in this process (a setting changed since its file was read, a
+    ContextVar set or a global, would be keyed and not measured)."""
+    return p.spec if p is not None and p.spec and (p is FULL or p.key == named(p.spec).key) else p  # p's key first:
+    # keyed while its file is the last read (the walk finds a module by its name)
+
+
 def distinct(named: list, taken=()) -> list:
     """`named`, refused if two share a display name, or one takes a name in `taken` (the sweep's own rows):
     every table, results file and verdict is keyed by it, so the second would replace the first (a copy of
@@ -554,6 +562,9 @@ def _bind(fn, args, spec) -> Named:
     if len(args) > len(free):
         raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
+    who = spec or fname
+    inner = _attribute(fn, "func", None, who) if isinstance(fn, functools.partial) else None
+    ranges = _attribute(fn, "ranges", None, who) or _attribute(inner, "ranges", {}, who)  # a partial's: its function's
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -577,7 +588,7 @@ def _bind(fn, args, spec) -> Named:
             kw[key] = None
             continue
         kw[key] = _number(value)
-        lo, hi = _attribute(fn, "ranges", {}, spec or fname).get(key, (-math.inf, math.inf))
+        lo, hi = ranges.get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
             raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
@@ -594,13 +605,17 @@ def _bind(fn, args, spec) -> Named:
     defaults = {p.name: p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
-    who = spec or fname
-    if stray := sorted(set(_attribute(fn, "ranges", {}, who)) - {p.name for p in free}):  # a range never checked
+    if stray := sorted(set(ranges) - {p.name for p in free}):  # a range never checked
         raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
                          f"(it takes {', '.join(p.name for p in free) or 'none'})")
-    text = _attribute(fn, "label", None, who) or _attribute(_attribute(fn, "func", None, who), "label", fname, who)
+    for key, (lo, hi) in ranges.items():  # what runs: a default, or a value of a parameter whose default is None
+        if bound[key] is not None and not (guards.number(bound[key]) and lo <= bound[key] <= hi):
+            raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
+                             f", outside its range, {lo} to {hi}".replace("inf", "∞"))
+    text = _attribute(fn, "label", None, who) or _attribute(inner, "label", fname, who)
     if not isinstance(text, str):
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
+    text = str.__str__(text)  # a plain str: no method of a subclass of its own runs below
     try:
         shown = text.format(**bound)
     except KeyboardInterrupt:
@@ -608,6 +623,7 @@ def _bind(fn, args, spec) -> Named:
     except BaseException as e:  # @label("Mine {kk}") of a function with no parameter kk, or a format of its own
         raise ValueError(f"policy {spec or fname!r}: its label {text!r} cannot be filled from its parameters "
                          f"({', '.join(bound) or 'none'}): {guards._typename(e)} {guards._said(e)}") from None
+    shown = unicodedata.normalize("NFC", shown)  # 'Cafe\u0301' is 'Café': one name, as a table shows both
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
@@ -647,11 +663,21 @@ def _attribute(fn, name: str, default, spec):
         raise
     except BaseException as e:
         raise ValueError(f"policy {spec!r}: reading its {name} raised {guards._typename(e)}: {guards._said(e)}") from None
-    pair = lambda r: type(r) in (tuple, list) and len(r) == 2 and all(type(x) in (int, float) and x == x for x in r)
-    if name == "ranges" and not (type(value) is dict and all(type(k) is str and pair(r) for k, r in value.items())):
-        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), as policies.label(\"...\", "
-                         f"k=(1, 64)) does; got {type(value).__name__} {value!r:.80}")
-    return value
+    if name != "ranges" or value is None:
+        return value
+    def bound(x):  # a number, or ±inf for none; not NaN, nor an integer past 2**62 (10**5000 cannot even be printed)
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+            return False
+        return x == x and (isinstance(x, (float, np.floating)) or abs(x) < 2**62)
+    if not (type(value) is dict and all(type(k) is str and type(r) in (tuple, list) and len(r) == 2 and all(map(bound, r))
+                                        and r[0] <= r[1] for k, r in value.items())):  # numbers, or ±inf for no bound
+        try:
+            shown = f"{value!r:.80}"
+        except ValueError:  # an integer of more than 4,300 digits is not printed
+            shown = "with a number too long to print"
+        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), low <= high, numbers below 2**62 or ±inf, as "
+                         f"policies.label(\"...\", k=(1, 64)) does; got {type(value).__name__} {shown}")
+    return {k: tuple(x.item() if isinstance(x, np.generic) else x for x in r) for k, r in value.items()}
 
 
 def _from_file(path, fname):

@@ -666,7 +666,8 @@ def preflight(p: dict):
     course skeleton's function still to write is named at once."""
     import traceback
     cfg = config(dict(p, dim=8, layers=1, heads=2, ffn=8, context=8), 16)
-    model, x = init_model(cfg, 0), torch.arange(8)[None]  # tokens apart: the same token at every position hides a mask
+    model, x = init_model(cfg, 0), torch.stack([torch.arange(8), torch.arange(8, 16)])  # tokens apart: the same token at
+    # every position hides a mask; two sequences: a quadratic that mixes them (a sum over the batch) differs
     said, learns, shapes, tied, fast = [], [], [], None, []
 
     def shaped(attend):  # what swapped returns, beside what llama.forward needs (else its error names llama.py)
@@ -726,40 +727,45 @@ def main(argv=None):
     ap.add_argument("--linear", type=harness.path, help="another t2r/linear.py to run the rows with (the course's "
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
-    if args.linear is not None:
-        use_linear(args.linear)
-    preset = "quick" if args.quick else "full"
-    # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
-    mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
-    folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"--folder {folder} is a file: name a new or empty folder")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
-        raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
-                         f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
-                         f"name a new or empty folder")
-    if args.name is not None and not args.name.strip():
-        raise ValueError("--name is empty: give a name, or leave --name out for the default")
-    side_by_side = min(args.jobs, threads.cores())  # harness.pool_map runs no more processes than cores
-    if side_by_side < args.jobs:
-        print(f"[msrnn] --jobs {args.jobs}: {threads.cores()} core(s) here, so {side_by_side} run side by side", file=sys.stderr)
-    if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
-        torch.set_num_threads(1)
-    # another number of jobs rounds differently (one thread each): not the published run, unless named
-    name = harness.own_name(args.name, harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
-                                                        [("jobs", args.jobs)] if args.jobs != 2 else []), ["t2r_mini", "t2r_mini_quick"])
-    preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
-    harness.check_writable(name)
-    t0, version = time.time(), harness.code_version()
-    with harness.transcript() as printed:
-        data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
-        data["claims"], data["conversions"] = claims(data), conversions(data)
-        print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
-    about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
-             "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
-    path = harness.save(name, data, about, printed.getvalue(), draw)
-    print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
-    return data
+    global linear
+    home = linear, harness.RESULTS  # a --linear file serves this run alone
+    try:
+        if args.linear is not None:
+            use_linear(args.linear)
+        preset = "quick" if args.quick else "full"
+        # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
+        mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
+        folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"--folder {folder} is a file: name a new or empty folder")
+        if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
+            raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
+                             f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
+                             f"name a new or empty folder")
+        if args.name is not None and not args.name.strip():
+            raise ValueError("--name is empty: give a name, or leave --name out for the default")
+        side_by_side = min(args.jobs, threads.cores())  # harness.pool_map runs no more processes than cores
+        if side_by_side < args.jobs:
+            print(f"[msrnn] --jobs {args.jobs}: {threads.cores()} core(s) here, so {side_by_side} run side by side", file=sys.stderr)
+        if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
+            torch.set_num_threads(1)
+        # another number of jobs rounds differently (one thread each): not the published run, unless named
+        name = harness.own_name(args.name, harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
+                                                            [("jobs", args.jobs)] if args.jobs != 2 else []), ["t2r_mini", "t2r_mini_quick"])
+        preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
+        harness.check_writable(name)
+        t0, version = time.time(), harness.code_version()
+        with harness.transcript() as printed:
+            data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
+            data["claims"], data["conversions"] = claims(data), conversions(data)
+            print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
+        about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
+                 "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
+        path = harness.save(name, data, about, printed.getvalue(), draw)
+        print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+        return data
+    finally:  # refused, failed or done: the next run in this process reads what it read before
+        linear, harness.RESULTS = home
 
 
 if __name__ == "__main__":

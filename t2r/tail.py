@@ -112,6 +112,7 @@ def check(model: llama.Model, maps, size):
 def state_bytes(model: llama.Model, maps: linear.FeatureMaps, size: int) -> int:
     """Bytes of one sequence's state: the `size` rows kept (as msrnn.state_bytes counts them; the
     state has one slot more, for the row a step appends) plus S and z in every tail layer."""
+    check(model, maps, size)  # a tail's maps for this model, a positive size: else a number of no state
     c = model.config
     return msrnn.state_bytes(model, size) + len(maps.layers) * c.n_kv_heads * maps.r * (c.head_dim + 1) * \
         model.embed.element_size()

@@ -31,6 +31,9 @@ from t2r import linear
 from t2r.linear import FeatureMaps
 
 
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # what maps are trained and read in
+
+
 def save(maps: FeatureMaps, path):
     """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
     if not (isinstance(maps, torch.nn.Module) and all(hasattr(maps, a) for a in ("kind", "r", "window", "layers", "sinks",
@@ -38,39 +41,36 @@ def save(maps: FeatureMaps, path):
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
-    if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool)):  # the rest: the twin, below
+    if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool)):  # the rest: read back, below
         raise ValueError(f"the maps' r {maps.r!r} or rotated {maps.rotated!r} are not what load reads: r >= 1 (r = 0 is "
                          "a tail's test), rotated True or False")
     if not isinstance(cfg := getattr(maps, "cfg", None), llama.Config):  # FeatureMaps keep the config they were built for
         raise ValueError("the maps keep no llama.Config (`cfg`; a FeatureMaps of an older linear.py?): build them with "
-                         "this t2r/linear.py, whose twin load builds, so that save can check the file")
-    try:  # load builds the maps from the settings and fills the tensors: the same twin here
-        twin = FeatureMaps(cfg, maps.r, maps.kind, maps.window, maps.layers, sinks=maps.sinks, decay=maps.decay,
-                           rotated=maps.rotated)
-    except (MemoryError, ValueError) as e:
-        raise ValueError(f"the maps' settings are not what load reads: {e}") from None
-    want, have = ({n: tuple(p.shape) for n, p in m.named_parameters()} for m in (twin, maps))
-    if twin.r != maps.r:  # ELU+1 keeps head_dim features, whatever r it is told
-        raise ValueError(f"the maps say r {maps.r}; {maps.kind} maps of this config have r {twin.r}: load would refuse "
-                         "the file")
-    if want != have:
-        odd = sorted(set(want.items()) ^ set(have.items()))[0][0]
-        raise ValueError(f"the maps' tensor {odd!r} is {have.get(odd, 'missing')}; their settings (kind {maps.kind}, r "
-                         f"{maps.r}, decay {maps.decay}) make it {want.get(odd, 'absent')}: load would refuse the file")
-    if bad := [n for n, p in maps.named_parameters() if not torch.isfinite(p).all()]:
-        raise ValueError(f"the maps' {bad[0]} holds NaN or infinite values" + (" (a horizon of 0 tokens is log_h = "
-                         "-inf)" if bad[0] == "log_h" else "") + ": load would refuse the file, so it is not written")
-    if maps.decay and any((maps.gamma(i) >= 1).any() for i in maps.layers):
-        raise ValueError(f"the maps' decay is γ = 1 in {maps.log_h.dtype} at some layer (a horizon past what that float "
-                         "tells from 1): load would refuse the file, so it is not written; keep horizons shorter")
+                         "this t2r/linear.py, so that save can read the file back as load would")
+    if any(p.is_meta for p in maps.parameters()):
+        raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
+    dtype = next((p.dtype for p in maps.parameters() if p.dtype in FLOATS), torch.float32)
     with harness.atomic(pathlib.Path(path)) as tmp:
         save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
+        try:  # read back by load's own rules, in the maps' dtype: a file load refuses is never written
+            back = _read(tmp, cfg, dtype, "cpu")
+        except (MemoryError, ValueError) as e:
+            raise ValueError(f"the maps are not what load reads ({str(e).replace(f'{tmp}: ', '')}): load would refuse "
+                             "the file, so it is not written") from None
+        if back.r != maps.r:  # ELU+1 keeps head_dim features, whatever r it is told
+            raise ValueError(f"the maps say r {maps.r}; {maps.kind} maps of this config have r {back.r}: load would "
+                             "refuse the file, so it is not written")
 
 
 def load(path, model: llama.Model) -> FeatureMaps:
     """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right."""
+    return _read(path, model.config, model.dtype, model.device)
+
+
+def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:
+    """load's reading, for a model of config c, dtype and device (save reads its file back with it)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     try:
@@ -94,9 +94,9 @@ def load(path, model: llama.Model) -> FeatureMaps:
     layers = [_field_int(path, "layers", i, 0) for i in meta["layers"].split(",") if i]
     if len(set(layers)) != len(layers):  # a layer twice would count its state twice (state_bytes)
         raise ValueError(f"{path}: field 'layers' names a layer twice: {meta['layers']!r}")
-    if any(not 0 <= i < model.config.n_layers for i in layers):
-        raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {model.config.n_layers}")
-    log_h, c = tensors.get("log_h"), model.config  # the decay's horizons: named here, not as the default's in bfloat16
+    if any(not 0 <= i < c.n_layers for i in layers):
+        raise ValueError(f"{path}: field 'layers' swaps layers {layers}, the model has {c.n_layers}")
+    log_h = tensors.get("log_h")  # the decay's horizons: named here, not as the default's in bfloat16
     if decay and (log_h is None or not log_h.is_floating_point() or log_h.shape != (c.n_layers, c.n_kv_heads)):
         raise ValueError(f"{path}: tensor 'log_h' (the decay's horizons) is " + ("missing" if log_h is None else
                          f"{log_h.dtype} {tuple(log_h.shape)}, this model needs a float ({c.n_layers}, {c.n_kv_heads})"))
@@ -104,8 +104,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
     # trained under a token is a trained value, not a start (the file's own is copied in below)
     horizon = log_h.double().exp().clamp_min(1 + 1e-9) if decay else None
     try:  # FeatureMaps estimates its size and refuses an absurd r before allocating
-        maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=model.dtype, sinks=sinks,
-                           decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(model.device)
+        maps = FeatureMaps(c, r, meta["kind"], window, layers, dtype=dtype, sinks=sinks,
+                           decay=bool(decay), rotated=bool(rotated), horizon=horizon).to(device)
     except (MemoryError, ValueError) as e:  # the message names r, the window, the sinks or the file's horizons
         raise ValueError(f"{path}: " + str(e).replace("the decay's starting horizon", "tensor 'log_h' (the decay's "
                          "horizons, as exp(log_h))").replace("a decay from a horizon", "tensor 'log_h': a decay from a "
@@ -114,8 +114,9 @@ def load(path, model: llama.Model) -> FeatureMaps:
     for name in sorted(want.keys() | tensors.keys()):
         if name not in tensors or name not in want:
             raise ValueError(f"{path}: tensor {name!r} is " + ("missing" if name in want else "not a T2R map"))
-        if not tensors[name].is_floating_point():  # save writes floats; an integer or bool would be cast without a word
-            raise ValueError(f"{path}: tensor {name!r} is {tensors[name].dtype}, not a float")
+        if tensors[name].dtype not in FLOATS:  # an integer or bool would be cast without a word
+            raise ValueError(f"{path}: tensor {name!r} is {tensors[name].dtype}, not a float (float16, bfloat16, "
+                             "float32 or float64)")
         if tensors[name].shape != want[name].shape:
             raise ValueError(f"{path}: tensor {name!r} has shape {tuple(tensors[name].shape)}, this model needs "
                              f"{tuple(want[name].shape)} (maps made for another model?)")

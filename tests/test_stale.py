@@ -3666,7 +3666,7 @@ def test_round33_t2r_wrapped_students_layers_tokenizers_and_files(tmp_path):
     dead = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=torch.float32)
     with torch.no_grad():
         dead.log_h.fill_(float("-inf"))  # γ = 0: runs in memory
-    with pytest.raises(ValueError, match="log_h holds NaN or infinite values .*not written"):
+    with pytest.raises(ValueError, match="'log_h' holds NaN or infinite values.*not written"):
         train.save(dead, tmp_path / "dead.safetensors")
     assert not (tmp_path / "dead.safetensors").exists()
     with pytest.raises(ValueError, match="got an empty list"):
@@ -4066,7 +4066,7 @@ def test_round37_keys_rope_backends_files_and_t2r_inputs(tmp_path, monkeypatch):
                             student=lambda i, q, k, v: linear.swapped(maps, i, q, k, v).to(torch.complex128))
     decayed = linear.FeatureMaps(MODEL.config, 4, "relu", decay=True, horizon=8.0, dtype=MODEL.dtype)
     decayed.layers = [0, 5]
-    with pytest.raises(ValueError, match="past the 2 their decay holds|layer numbers from 0 to 1"):
+    with pytest.raises(ValueError, match=r"swaps layers \[0, 5\], the model has 2"):
         train.save(decayed, tmp_path / "maps.safetensors")
     (tmp_path / "t2r").mkdir()
     source = pathlib.Path(linear.__file__).read_text()
@@ -4282,3 +4282,95 @@ def test_round40_unset_vars_float_bounds_ranges_labels_and_t2r_gradients(tmp_pat
     mini.use_linear(tmp_path / "t2r" / "linear.py")
     with pytest.raises(ValueError, match="quadratic differs from attention .*its output or its gradients"):
         mini.preflight(mini.PRESETS["quick"])
+
+
+def test_round41_inference_mode_ranges_names_steps_configs_and_t2r_files(tmp_path, monkeypatch):
+    """Round 41: a policy that entered inference mode and kept it went unnamed; ranges went unchecked through a
+    partial, for a parameter whose default is None, against the default itself, or when inverted; a label's own
+    format or len passed the length cap; 'Cafe\\u0301' and 'Café' were two names; a step whose __hash__ raised ended
+    generate; a 5,000-digit number in config.json and a RoPE factor of 1e-320 were not named; a sweep measured a
+    policy read afresh, not the one it keyed (a ContextVar set since). T2R: save wrote integer parameters and
+    infinite horizons in layers it does not swap, which load refuses; --linear's preflight read one sequence (a
+    quadratic that mixes the batch passed), and a file it refused stayed swapped in after main; tail.state_bytes
+    counted any size; check_tokenizer read only the first four ids."""
+    from t2r import linear, mini, tail, train
+    held = []
+
+    def holds(rows):  # enters inference mode and keeps it: only what holds it can leave it
+        if not held:
+            held.append(torch.inference_mode())
+            held[0].__enter__()
+        return policies.tova(rows)
+    try:
+        with pytest.raises(guards.PolicyError, match="inference mode"):
+            msrnn.run(MODEL, tokens(1, 8), holds, 4)
+    finally:  # leaving it puts back the grad mode of where it was entered: inside run's no_grad
+        held and held[0].__exit__(None, None, None)
+        torch.set_grad_enabled(True)
+    assert not torch.is_inference_mode_enabled()
+    (tmp_path / "odd41.py").write_text(
+        "import functools, numpy as np, policies\n\n\n"
+        "def inner(rows, k=5, j=2):\n    return rows.pos.double()\n\n\ninner.label, inner.ranges = 'In {k}', {'k': (1, 10), 'j': (1, 4)}\n"
+        "part = functools.partial(inner, j=3)\n\n\n"
+        "def nonek(rows, k=None):\n    return rows.pos.double()\n\n\nnonek.label, nonek.ranges = 'No {k}', {'k': (1, 10)}\n\n\n"
+        "def out(rows, k=50):\n    return rows.pos.double()\n\n\nout.label, out.ranges = 'Out {k}', {'k': (1, 10)}\n\n\n"
+        "def flip(rows, k=5):\n    return rows.pos.double()\n\n\nflip.label, flip.ranges = 'Flip {k}', {'k': (10, 1)}\n\n\n"
+        "def huge(rows, k=5):\n    return rows.pos.double()\n\n\nhuge.label, huge.ranges = 'Huge {k}', {'k': (1, 10**5000)}\n\n\n"
+        "def npr(rows, k=5):\n    return rows.pos.double()\n\n\nnpr.label, npr.ranges = 'Np {k}', {'k': (np.float64(1), np.int64(10))}\n\n\n"
+        "class Long(str):\n    def format(self, *a, **k):\n        return 'x' * 5000\n\n\n"
+        "def long(rows, k=5):\n    return rows.pos.double()\n\n\nlong.label = Long('Long {k}')\n\n\n"
+        "@policies.label('Cafe\\u0301')\ndef cafe(rows):\n    return rows.pos.double()\n")
+    at = f"{tmp_path / 'odd41.py'}:"
+    for spec, says in (("part:j=9", "j must be an integer from 1 to 4"), ("nonek:k=50", "k is 50, outside its range"),
+                       ("out", "k is 50 \\(its default\\), outside its range"), ("flip", "low <= high"),
+                       ("huge:k=-1", "numbers below 2\\*\\*62")):
+        with pytest.raises(ValueError, match=says):
+            specs.named(at + spec)
+    assert [specs.named(at + s).label for s in ("npr:k=3", "long", "cafe")] == ["Np 3", "Long 5", "Caf\u00e9"]
+
+    class Step:  # a caller's step whose hash raises: generate checks its logits, and runs
+        def __call__(self, *a, **k):
+            return llama.step(*a, **k)
+
+        def __hash__(self):
+            raise RuntimeError("no hash")
+    assert len(list(msrnn.generate(MODEL, tokens(1, 5)[0], 3, step=Step()))) == 3
+    save(tmp_path / "digits", MODEL)
+    (tmp_path / "digits" / "config.json").write_text(json.dumps(hf_config(MODEL.config))[:-1] + ', "x": ' + "9" * 5000 + "}")
+    with pytest.raises(load_weights.CheckpointError, match="config.json: not valid JSON"):
+        load_weights.read_config(tmp_path / "digits")
+    save(tmp_path / "rope", MODEL, config=hf_config(MODEL.config, rope_scaling={"rope_type": "linear", "factor": 1e-320}))
+    with pytest.raises(load_weights.CheckpointError, match="RoPE frequencies .* are not finite"):
+        load_weights.read_config(tmp_path / "rope")
+    (tmp_path / "var41.py").write_text("import contextvars\nSINKS = contextvars.ContextVar('s41', default=4)\n\n\n"
+                                       "def pol(rows):\n    return rows.attn.sum(2) + (rows.pos < SINKS.get()) * 1e9\n")
+    p, q = (specs.named(f"{tmp_path / 'var41.py'}:pol") for _ in range(2))
+    assert specs.sent(q) == q.spec  # a worker reads the file afresh: the policy keyed here
+    p.fn.__globals__["SINKS"].set(60)
+    assert specs.sent(p) is p  # keyed with the setting: measured here, as keyed, not read afresh
+    for change, says in ((lambda m: setattr(m, "bk", torch.nn.Parameter(m.bk.detach().int(), requires_grad=False)),
+                          "'bk' is torch.int32, not a float"),
+                         (lambda m: m.log_h.data.__setitem__(1, 710.0), "'log_h'.* got inf")):
+        maps = linear.FeatureMaps(MODEL.config, 6, "relu", layers=[0], decay=True, dtype=torch.float32)
+        change(maps)
+        with pytest.raises(ValueError, match=says):
+            train.save(maps, tmp_path / "maps.safetensors")
+        assert not (tmp_path / "maps.safetensors").exists()
+    with pytest.raises(ValueError, match="a tail needs a finite MSRNN"):
+        tail.state_bytes(MODEL, linear.FeatureMaps(MODEL.config, 6, "relu"), -5)
+
+    class Bools:  # ids that turn to bools past the fourth
+        def encode(self, text):
+            return types.SimpleNamespace(ids=[1, 1, 1, 1] + [True] * (len(text) // 2))
+    with pytest.raises(ValueError, match="not a list of ids"):
+        experiments.check_tokenizer(Bools())
+    (tmp_path / "t2r").mkdir()  # a student's quadratic that reads the first sequence's keys for every sequence
+    source = pathlib.Path(linear.__file__).read_text()
+    assert source.count("    T = q.shape[3]\n") == 1
+    (tmp_path / "t2r" / "linear.py").write_text(source.replace("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="quadratic differs from attention"):
+        mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
+    assert mini.linear is linear and harness.RESULTS != tmp_path / "results"  # the refused file is not kept
