@@ -2,6 +2,7 @@
 
 No `transformers` at run time, and never a pickle: only safetensors files are opened.
 """
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -187,8 +188,11 @@ def read_config(path) -> llama.Config:
         rope_scaling=scaling, sliding_window=field("sliding_window", int, None) if d["model_type"] == "mistral" else None,
         tie_embeddings=field("tie_word_embeddings", bool, False),
         max_positions=field("max_position_embeddings", int, None))  # past it, a warning (guards.check_positions)
-    if not llama.rope_frequencies(c).isfinite().all():  # a factor of 1e-320 divides them to inf
-        raise CheckpointError(f"{file}: the RoPE frequencies of rope_theta {theta} and scaling {scaling} are not finite")
+    # the fastest frequency (the first, 1 before scaling; head_dim 2 keeps it alone) times the last position: a
+    # factor of 1e-320 divides it to inf, one of 1e-305 turns the angles past float64 after 1,800 positions
+    if not (llama.rope_frequencies(dataclasses.replace(c, head_dim=2)) * 2.0**62).isfinite().all():
+        raise CheckpointError(f"{file}: the RoPE angles of rope_theta {theta} and scaling {scaling} overflow float64 "
+                              "(the factor is too small)")
     return c
 
 

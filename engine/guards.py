@@ -107,8 +107,8 @@ def check_maps(model, maps):
     """T2R's feature maps (t2r/linear.py) against the model: the layers they swap exist, and φ of this
     model's queries and keys (a zero probe each) gives features of the shape and dtype the state holds."""
     c = model.config
-    if any(not 0 <= i < c.n_layers for i in maps.layers):
-        raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}")
+    if any(not 0 <= i < c.n_layers for i in maps.layers) or len(set(maps.layers)) != len(maps.layers):
+        raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}, each swapped once")
     if other := [p.shape[0] for p in maps.parameters() if p.shape[0] != c.n_layers]:  # they would run, but a file of
         raise ValueError(f"the maps were made for a model of {other[0]} layers; this one has "  # them loads for no model
                          f"{c.n_layers}: build them from this model's config")
@@ -659,8 +659,7 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's fill of uninitialized memory", lambda: torch.utils.deterministic.fill_uninitialized_memory,
              lambda was: setattr(torch.utils.deterministic, "fill_uninitialized_memory", was), str),
             ("torch's grad mode", torch.is_grad_enabled, torch.set_grad_enabled, str),
-            ("torch's inference mode (entered and not left: only what holds it can leave it)",
-             torch.is_inference_mode_enabled, lambda was: None, str),
+            ("torch's inference mode", torch.is_inference_mode_enabled, lambda was: None, str),  # cannot be put back
             ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
@@ -731,7 +730,7 @@ class _Watched:
         if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
             # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
             err = PolicyError(f"policy {policy_name(self.policy)} raised {_typename(e)}: {_said(e)} {_where(self.policy, e)}"
-                              + (f" (it had changed {changed}: put back)" if changed else ""))
+                              + (f" (it had changed {changed}: put back where it can be)" if changed else ""))
             err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
             raise err from None
         if e is not None:  # KeyboardInterrupt: the user's, not the policy's
@@ -742,8 +741,8 @@ class _Watched:
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
                                   "compute new tensors and change nothing it is shown")
         if changed:
-            raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back): a policy must not change "
-                              "global settings")
+            raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
+                              "must not change global settings")
         return False
 
     def put_back(self) -> str:
@@ -766,7 +765,8 @@ class _Watched:
             for (what, get, put, say), was in zip(SETTINGS, self.settings):
                 if (now := get()) != was:
                     torch.set_rng_state(self.random) if put is None else put(was)
-                    changed.append(f"{what} from {say(was)} to {say(now)}")
+                    changed.append(f"{what} from {say(was)} to {say(now)}" + ("" if get() == was else  # inference mode
+                                   " (left so: only what entered it can leave it)"))
         return ", ".join(changed)
 
 

@@ -76,8 +76,8 @@ def _terminate_as_exit():
 def check_file_path(path, what: str) -> pathlib.Path:
     """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a
     name the file system takes, in a folder that takes files (its temporary file made and removed here)."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or os.path.isdir(path) or \
-            str(path).endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or "\0" in str(path) or os.path.isdir(path) \
+            or str(path).endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
         raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if os.path.isdir(str(path)) else ""))
     path = pathlib.Path(path)
     try:

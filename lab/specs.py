@@ -494,12 +494,32 @@ def _contents(cell):
 FULL = Named("full", "full cache", None)
 
 
-def sent(p):
-    """What a job names p by: its spec, which a worker (or this process) reads afresh, where that reading is the
-    policy keyed here; else p itself, measured in this process (a setting changed since its file was read, a
-    ContextVar set or a global, would be keyed and not measured)."""
-    return p.spec if p is not None and p.spec and (p is FULL or p.key == named(p.spec).key) else p  # p's key first:
-    # keyed while its file is the last read (the walk finds a module by its name)
+# printable characters drawn as nothing (Unicode's default-ignorable ones that str.isprintable() lets through): the
+# combining grapheme joiner, the Hangul fillers, Khmer's inherent vowels, Mongolian's and the variation selectors
+UNSEEN = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+          *range(0xE0100, 0xE01F0)}
+
+
+class Sent(str):
+    """A policy's spec as a job names it to a worker process, with the key it was keyed by here: `named` reads the
+    spec afresh there and refuses it if it keys otherwise (a setting changed since its file was read here, or a file
+    that changes what it reads when imported again), rather than measure another policy under this one's key."""
+
+    def __new__(cls, spec, key):
+        sent = super().__new__(cls, spec)
+        sent.key = key
+        return sent
+
+    def __reduce__(self):
+        return Sent, (str(self), self.key)
+
+
+def sent(p, processes: int):
+    """What a job names p by: in this process (processes 1), p itself, its file not read again here; for a worker,
+    its spec with its key (Sent); p itself where it has no spec (a function made on the fly is measured here)."""
+    if p is None or not p.spec or processes <= 1:
+        return p
+    return p.spec if p is FULL else Sent(p.spec, p.key)
 
 
 def distinct(named: list, taken=()) -> list:
@@ -522,6 +542,13 @@ def named(spec) -> Named:
     function or a Named passes through. Errors name the policy, the file and the function."""
     if isinstance(spec, Named):
         return spec
+    if isinstance(spec, Sent):  # in a worker: the policy the parent keyed, or a named refusal
+        got = named(str(spec))
+        if got.key != spec.key:
+            raise ValueError(f"policy {str(spec)!r}: read afresh in a worker process it keys as {got.key}, not as the "
+                             f"{spec.key} it was keyed by (a setting changed since its file was read, or its file "
+                             "changes what it reads when imported again): run it with --jobs 1")
+        return got
     if callable(spec):
         return _bind(spec, [], None)
     if not isinstance(spec, str):
@@ -564,7 +591,8 @@ def _bind(fn, args, spec) -> Named:
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     who = spec or fname
     inner = _attribute(fn, "func", None, who) if isinstance(fn, functools.partial) else None
-    ranges = _attribute(fn, "ranges", None, who) or _attribute(inner, "ranges", {}, who)  # a partial's: its function's
+    ranges = _attribute(inner, "ranges", {}, who) | (_attribute(fn, "ranges", None, who) or {})  # a partial's: its
+    # function's, and its own beside them
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -597,7 +625,8 @@ def _bind(fn, args, spec) -> Named:
             want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
         if kind is not None:
-            kw[key] = kind(kw[key])  # 'sink:4.0' is sink:4, 'h2o:recent=1' is recent=1.0: one label and one cache key
+            kw[key] = kind(kw[key]) + 0  # 'sink:4.0' is sink:4, 'h2o:recent=1' is recent=1.0, -0.0 is 0.0: one label
+            # and one cache key
     missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw]
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
@@ -613,8 +642,9 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
                              f", outside its range, {lo} to {hi}".replace("inf", "∞"))
     text = _attribute(fn, "label", None, who) or _attribute(inner, "label", fname, who)
-    if not isinstance(text, str):
-        raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got {text!r}")
+    if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
+        raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
+                         f"{type(text).__name__}")
     text = str.__str__(text)  # a plain str: no method of a subclass of its own runs below
     try:
         shown = text.format(**bound)
@@ -623,10 +653,10 @@ def _bind(fn, args, spec) -> Named:
     except BaseException as e:  # @label("Mine {kk}") of a function with no parameter kk, or a format of its own
         raise ValueError(f"policy {spec or fname!r}: its label {text!r} cannot be filled from its parameters "
                          f"({', '.join(bound) or 'none'}): {guards._typename(e)} {guards._said(e)}") from None
-    shown = unicodedata.normalize("NFC", shown)  # 'Cafe\u0301' is 'Café': one name, as a table shows both
     extra = {k: v for k, v in kw.items() if "{" + k + "}" not in text}
     if extra:
         shown += " (" + ", ".join(f"{k} {v}" for k, v in extra.items()) + ")"
+    shown = unicodedata.normalize("NFC", shown)  # 'Cafe\u0301' is 'Café': one name, as a table shows both
     if len(shown) > 1000:  # every table and legend shows it whole (a number of 300 digits is a setting)
         raise ValueError(f"policy {who!r}: its display name is {len(shown):,} characters; give a shorter one "
                          "(policies.label(\"...\"))")
@@ -634,10 +664,12 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} starts with '_', which the plots' legends "
                          "leave out; give it another with policies.label(\"...\")")
     broken = not all(c.isprintable() for c in shown) or "|" in shown  # a new line or a '|' splits a table's row
-    blank = not any(unicodedata.category(c)[0] in "LNPS" for c in shown)  # nothing shown: spaces, a lone accent
+    broken = broken or any(ord(c) in UNSEEN for c in shown)  # drawn as nothing: 'TOVA\ufe0f' reads as TOVA
+    blank = not any(unicodedata.category(c)[0] in "LNPS" and ord(c) not in UNSEEN for c in shown)  # spaces, a lone accent
     if blank or "$" in shown or broken or shown != shown.strip():  # matplotlib reads $...$ as mathematics; 'shorter '
         raise ValueError(f"policy {spec or fname!r}: its display name {shown!r} is " +  # shows as the sweep's 'shorter'
-                         ("blank" if blank else "not one line of printable text without '|' (a table's row)" if broken
+                         ("blank" if blank else "not one line of printable text without '|' or characters drawn as "
+                          "nothing (a table's row)" if broken
                           else "not drawn as written (a '$' starts matplotlib's mathematics)" if "$" in shown
                           else "padded with spaces (in a table it reads as the name without them)") +
                          "; give it another with policies.label(\"...\")")
@@ -665,19 +697,30 @@ def _attribute(fn, name: str, default, spec):
         raise ValueError(f"policy {spec!r}: reading its {name} raised {guards._typename(e)}: {guards._said(e)}") from None
     if name != "ranges" or value is None:
         return value
-    def bound(x):  # a number, or ±inf for none; not NaN, nor an integer past 2**62 (10**5000 cannot even be printed)
-        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-            return False
-        return x == x and (isinstance(x, (float, np.floating)) or abs(x) < 2**62)
-    if not (type(value) is dict and all(type(k) is str and type(r) in (tuple, list) and len(r) == 2 and all(map(bound, r))
-                                        and r[0] <= r[1] for k, r in value.items())):  # numbers, or ±inf for no bound
+    pairs = {k: tuple(map(_plain, r)) for k, r in value.items() if type(k) is str and type(r) in (tuple, list) and
+             len(r) == 2} if type(value) is dict else {}
+    if type(value) is not dict or len(pairs) != len(value) or any(None in r or r[0] > r[1] for r in pairs.values()):
         try:
             shown = f"{value!r:.80}"
-        except ValueError:  # an integer of more than 4,300 digits is not printed
-            shown = "with a number too long to print"
-        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), low <= high, numbers below 2**62 or ±inf, as "
-                         f"policies.label(\"...\", k=(1, 64)) does; got {type(value).__name__} {shown}")
-    return {k: tuple(x.item() if isinstance(x, np.generic) else x for x in r) for k, r in value.items()}
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # an integer of more than 4,300 digits, or a repr of its own that raises
+            shown = "that cannot be printed"
+        raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), low <= high, numbers below 2**62 or "
+                         f"±inf, as policies.label(\"...\", k=(1, 64)) does; got {type(value).__name__} {shown}")
+    return pairs
+
+
+def _plain(x):
+    """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
+    NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
+    if np.generic in type(x).__mro__:
+        x = x.item()
+    kind = next((k for k in (bool, int, float) if k in type(x).__mro__), None)  # its real type, not its __class__
+    if kind in (None, bool):
+        return None
+    x = int.__int__(x) if kind is int else float.__float__(x)
+    return x if x == x and (kind is float or abs(x) < 2**62) else None
 
 
 def _from_file(path, fname):

@@ -108,6 +108,8 @@ def calibrate(model, maps, text, sizes, log) -> dict:
 def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
+    if any(not (guards.integer(n) and 2 <= n <= len(nll) + 1) for n in lengths):  # n tokens make n - 1 predictions
+        raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
 
 
@@ -213,6 +215,8 @@ def held_out(tok, length: int) -> torch.Tensor:
 
 def horizons(maps) -> list:
     """The learned decay's horizon 1 / (1 - γ) in tokens, per layer and KV head."""
+    if not getattr(maps, "decay", False):
+        raise ValueError("horizons are a decay's: these maps have none (decay=False)")
     return [[round(1 / (1 - g), 1) if g < 1 else math.inf for g in maps.gamma(i).tolist()] for i in maps.layers]
 
 
@@ -527,6 +531,8 @@ def table(data, family: str | None = None) -> str:
 def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     """The perplexity of tokens a .. b-1 alone, from those of the prefixes of a and b tokens (each the
     mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
+    if not a < b:
+        raise ValueError(f"a segment runs from a to b > a tokens, got {a} to {b}")
     return math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
 
 

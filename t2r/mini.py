@@ -728,7 +728,7 @@ def main(argv=None):
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
     global linear
-    home = linear, harness.RESULTS  # a --linear file serves this run alone
+    home = linear, harness.RESULTS, torch.get_num_threads()  # a --linear file (and one thread a job) serve this run alone
     try:
         if args.linear is not None:
             use_linear(args.linear)
@@ -765,7 +765,8 @@ def main(argv=None):
         print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
         return data
     finally:  # refused, failed or done: the next run in this process reads what it read before
-        linear, harness.RESULTS = home
+        linear, harness.RESULTS = home[:2]
+        torch.set_num_threads(home[2])
 
 
 if __name__ == "__main__":

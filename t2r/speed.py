@@ -32,6 +32,8 @@ from t2r import linear, tail
 
 def maps_from(spec: str, model) -> linear.FeatureMaps:
     """'relu:64', 'hedgehog:16', 'elu': untrained maps (a step costs the same whatever their values)."""
+    if not isinstance(spec, str):
+        raise ValueError(f"maps are given as kind:r, e.g. relu:64 or elu; got {spec!r}")
     try:
         kind, _, r = map_spec(spec).partition(":")  # the command line's checks: no default r, none for elu
     except argparse.ArgumentTypeError as e:

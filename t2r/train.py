@@ -41,9 +41,9 @@ def save(maps: FeatureMaps, path):
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
         raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
-    if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool)):  # the rest: read back, below
-        raise ValueError(f"the maps' r {maps.r!r} or rotated {maps.rotated!r} are not what load reads: r >= 1 (r = 0 is "
-                         "a tail's test), rotated True or False")
+    if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool) and isinstance(maps.kind, str)):
+        raise ValueError(f"the maps' r {maps.r!r}, rotated {maps.rotated!r} or kind {maps.kind!r} are not what load reads: "
+                         "r >= 1 (r = 0 is a tail's test), rotated True or False, kind a name")  # the rest: read back, below
     if not isinstance(cfg := getattr(maps, "cfg", None), llama.Config):  # FeatureMaps keep the config they were built for
         raise ValueError("the maps keep no llama.Config (`cfg`; a FeatureMaps of an older linear.py?): build them with "
                          "this t2r/linear.py, so that save can read the file back as load would")
@@ -51,7 +51,8 @@ def save(maps: FeatureMaps, path):
         raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
-    dtype = next((p.dtype for p in maps.parameters() if p.dtype in FLOATS), torch.float32)
+    floats = [p.dtype for p in maps.parameters() if p.dtype in FLOATS] or [torch.float32]
+    dtype = functools.reduce(torch.promote_types, floats)  # the maps' own (the widest, where they mix)
     with harness.atomic(pathlib.Path(path)) as tmp:
         save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
         try:  # read back by load's own rules, in the maps' dtype: a file load refuses is never written
@@ -140,7 +141,7 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
                              f"and it would ignore the window; pass a tail's maps (demo.py t2r saves them as t2r_tail_*)")
         if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
             raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
-        if spec and (maps.kind != kind or (r and maps.r != int(r))):
+        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and int(r) == maps.r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
     if not kind or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)):  # '²'.isdigit(), but int('²') fails

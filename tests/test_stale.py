@@ -4340,14 +4340,16 @@ def test_round41_inference_mode_ranges_names_steps_configs_and_t2r_files(tmp_pat
     with pytest.raises(load_weights.CheckpointError, match="config.json: not valid JSON"):
         load_weights.read_config(tmp_path / "digits")
     save(tmp_path / "rope", MODEL, config=hf_config(MODEL.config, rope_scaling={"rope_type": "linear", "factor": 1e-320}))
-    with pytest.raises(load_weights.CheckpointError, match="RoPE frequencies .* are not finite"):
+    with pytest.raises(load_weights.CheckpointError, match="RoPE angles .* overflow float64"):
         load_weights.read_config(tmp_path / "rope")
     (tmp_path / "var41.py").write_text("import contextvars\nSINKS = contextvars.ContextVar('s41', default=4)\n\n\n"
                                        "def pol(rows):\n    return rows.attn.sum(2) + (rows.pos < SINKS.get()) * 1e9\n")
     p, q = (specs.named(f"{tmp_path / 'var41.py'}:pol") for _ in range(2))
-    assert specs.sent(q) == q.spec  # a worker reads the file afresh: the policy keyed here
+    assert specs.named(specs.sent(q, 2)).key == q.key  # a worker reads the file afresh: the policy keyed here
     p.fn.__globals__["SINKS"].set(60)
-    assert specs.sent(p) is p  # keyed with the setting: measured here, as keyed, not read afresh
+    assert specs.sent(p, 1) is p  # keyed with the setting: measured here, as keyed, not read afresh
+    with pytest.raises(ValueError, match="read afresh in a worker process"):  # nor measured as another
+        specs.named(specs.sent(p, 2))
     for change, says in ((lambda m: setattr(m, "bk", torch.nn.Parameter(m.bk.detach().int(), requires_grad=False)),
                           "'bk' is torch.int32, not a float"),
                          (lambda m: m.log_h.data.__setitem__(1, 710.0), "'log_h'.* got inf")):
@@ -4374,3 +4376,87 @@ def test_round41_inference_mode_ranges_names_steps_configs_and_t2r_files(tmp_pat
     with pytest.raises(ValueError, match="quadratic differs from attention"):
         mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
     assert mini.linear is linear and harness.RESULTS != tmp_path / "results"  # the refused file is not kept
+
+
+def test_round42_bounds_names_workers_rope_and_t2r_threads(tmp_path, monkeypatch):
+    """Round 42: a range's bound of an int subclass compared by its own methods (k=500 passed 1 to 10); a partial's
+    own ranges hid its function's; names with characters drawn as nothing ('TOVA\\ufe0f', a Hangul filler) read as
+    TOVA; '(how Cafe\\u0301)' was added after NFC; -0.0 was a second name; a worker read a policy's file afresh with no
+    check of its key (in this process, a file that changes a helper's data on import was keyed before and measured
+    after); a RoPE factor of 1e-305 overflowed the angles unnamed, and round 41's RoPE check allocated head_dim. T2R:
+    t2r.mini's main left torch at one thread; a layer swapped twice was counted twice; by_length labelled 10 tokens'
+    perplexity as 1,000's; --tail relu:x with a maps file, mixed-dtype or kind-less maps, a NUL in a path and ids past
+    int64 failed in Python's words."""
+    import functools
+    from t2r import length, linear, mini, train
+
+    class Yes(int):
+        __le__ = __ge__ = __lt__ = __gt__ = lambda self, other: True
+
+    def yes(rows, k=5):
+        return rows.pos.double()
+    yes.ranges = {"k": (Yes(1), Yes(10))}
+    with pytest.raises(ValueError, match="k must be an integer from 1 to 10"):
+        specs._bind(yes, ["k=500"], None)
+
+    def both(rows, k=5, j=2):
+        return rows.pos.double()
+    both.ranges = {"k": (1, 10)}
+    part = functools.partial(both, j=3)
+    part.ranges = {"j": (1, 4)}
+    with pytest.raises(ValueError, match="k must be an integer from 1 to 10"):
+        specs._bind(part, ["k=99"], None)
+    for text in ("TOVA\ufe0f", "\u1160TOVA"):
+        hidden = lambda rows: rows.pos.double()
+        hidden.label = text
+        with pytest.raises(ValueError, match="drawn as nothing"):
+            specs.named(hidden)
+    (tmp_path / "how42.py").write_text("def mine(rows, how='a'):\n    return rows.pos.double()\n")
+    assert len({specs.named(f"{tmp_path / 'how42.py'}:mine:how={w}").label for w in ("Caf\u00e9", "Cafe\u0301")}) == 1
+    assert specs.named("h2o:recent=-0.0").label == specs.named("h2o:recent=0").label
+    p = specs.named(f"{tmp_path / 'how42.py'}:mine")
+    assert specs.sent(p, 1) is p and isinstance(specs.sent(p, 2), specs.Sent) and specs.named(specs.sent(p, 2)).key == p.key
+    with pytest.raises(ValueError, match="read afresh in a worker process it keys as"):
+        specs.named(specs.Sent(p.spec, "mine-00000000"))
+    save(tmp_path / "rope", MODEL, config=hf_config(MODEL.config, rope_scaling={"rope_type": "linear", "factor": 1e-305}))
+    with pytest.raises(load_weights.CheckpointError, match="RoPE angles .* overflow float64"):
+        load_weights.read_config(tmp_path / "rope")
+    save(tmp_path / "wide", MODEL, config=hf_config(MODEL.config, head_dim=2**50))
+    with pytest.raises(load_weights.CheckpointError, match="expected \\(4503599627370496, "):  # no tensor of head_dim made
+        load_weights.load_model(tmp_path / "wide")
+    twice = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=MODEL.dtype)
+    twice.layers = [0, 0]
+    with pytest.raises(ValueError, match="each swapped once"):
+        guards.check_maps(MODEL, twice)
+    with pytest.raises(ValueError, match="each must be from 2 to the text's 10 tokens"):
+        length.by_length(torch.ones(9), [1000])
+    mixed = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=torch.float64)
+    mixed.bk = torch.nn.Parameter(mixed.bk.detach().half())
+    train.save(mixed, tmp_path / "mixed.safetensors")  # read back in the widest: float16 did not hold the float64s
+    with pytest.raises(ValueError, match="--tail relu:x, but"):
+        train.maps_from(MODEL, "relu:x", tmp_path / "mixed.safetensors")
+    mixed.kind = 3
+    with pytest.raises(ValueError, match="kind 3 are not what load reads"):
+        train.save(mixed, tmp_path / "kind.safetensors")
+    with pytest.raises(ValueError, match="a file's path"):
+        harness.check_file_path(str(tmp_path / "a\0b"), "the maps' path")
+
+    class Huge:
+        def encode(self, text):
+            return types.SimpleNamespace(ids=[2**63] * (1 + len(text) // 2))
+    with pytest.raises(ValueError, match="not a list of ids"):
+        experiments.check_tokenizer(Huge())
+    (tmp_path / "t2r").mkdir()  # a file the preflight refuses, run with one job: torch's threads put back
+    source = pathlib.Path(linear.__file__).read_text()
+    (tmp_path / "t2r" / "linear.py").write_text(source.replace("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(ValueError, match="quadratic differs from attention"):
+            mini.main(["--quick", "--jobs", "1", "--linear", str(tmp_path / "t2r" / "linear.py")])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
