@@ -2,7 +2,6 @@
 
 No `transformers` at run time, and never a pickle: only safetensors files are opened.
 """
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -188,11 +187,12 @@ def read_config(path) -> llama.Config:
         rope_scaling=scaling, sliding_window=field("sliding_window", int, None) if d["model_type"] == "mistral" else None,
         tie_embeddings=field("tie_word_embeddings", bool, False),
         max_positions=field("max_position_embeddings", int, None))  # past it, a warning (guards.check_positions)
-    # the fastest frequency (the first, 1 before scaling; head_dim 2 keeps it alone) times the last position: a
-    # factor of 1e-320 divides it to inf, one of 1e-305 turns the angles past float64 after 1,800 positions
-    if not (llama.rope_frequencies(dataclasses.replace(c, head_dim=2)) * 2.0**62).isfinite().all():
+    # every frequency times the last position: a factor of 1e-320 divides them to inf, one of 1e-305 turns the angles
+    # past float64 after 1,800 positions, a rope_theta of 1e-320 sends the later ones to inf (a head_dim past 2**16
+    # is no checkpoint's: its tensors' shapes name it, without a tensor of head_dim made here)
+    if c.head_dim <= 2**16 and not (llama.rope_frequencies(c) * 2.0**62).isfinite().all():
         raise CheckpointError(f"{file}: the RoPE angles of rope_theta {theta} and scaling {scaling} overflow float64 "
-                              "(the factor is too small)")
+                              "(a scaling factor or rope_theta too small)")
     return c
 
 

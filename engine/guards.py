@@ -12,6 +12,7 @@ import inspect
 import json
 import math
 import operator
+import os
 import sys
 import traceback
 import warnings
@@ -107,7 +108,7 @@ def check_maps(model, maps):
     """T2R's feature maps (t2r/linear.py) against the model: the layers they swap exist, and φ of this
     model's queries and keys (a zero probe each) gives features of the shape and dtype the state holds."""
     c = model.config
-    if any(not 0 <= i < c.n_layers for i in maps.layers) or len(set(maps.layers)) != len(maps.layers):
+    if not all(integer(i) and 0 <= i < c.n_layers for i in maps.layers) or len(set(maps.layers)) != len(maps.layers):
         raise ValueError(f"the maps swap layers {maps.layers}; the model has {c.n_layers}, each swapped once")
     if other := [p.shape[0] for p in maps.parameters() if p.shape[0] != c.n_layers]:  # they would run, but a file of
         raise ValueError(f"the maps were made for a model of {other[0]} layers; this one has "  # them loads for no model
@@ -136,7 +137,9 @@ def check_maps(model, maps):
 def check_training(epochs, minutes, **positive):
     """A training run's budget and rates: epochs a whole number >= 1, minutes None (no limit) or a number
     > 0 (0 was no limit, -1 trained nothing), and each of `positive` (rates, scale, LoRA's rank and alpha)
-    a finite number > 0 (a negative rate climbs the loss), before any step."""
+    a finite number > 0 (a negative rate climbs the loss), before any step; and gradients on."""
+    if not torch.is_grad_enabled() or torch.is_inference_mode_enabled():  # else torch's words, far from the cause
+        raise ValueError("training needs gradients: it was called under torch.no_grad() or torch.inference_mode()")
     if not integer(epochs) or epochs < 1:
         raise ValueError(f"epochs must be a whole number >= 1, got {epochs!r}")
     if minutes is not None and not (number(minutes) and minutes > 0):
@@ -569,12 +572,31 @@ def _copying(cls):
     return cls
 
 
-class _Filters(tuple):  # the warning filters, shown by their count in the message
-    __repr__ = __str__ = lambda self: f"{len(self)} filters"
+class _Filters(tuple):
+    """The warning filters and the list object that holds them (a policy may bind another, even a tuple, which
+    compares equal and breaks every later warnings.warn), shown by their count in the message."""
+
+    def __new__(cls, filters):
+        made = super().__new__(cls, filters if isinstance(filters, list) else ())
+        made.list = filters
+        return made
+
+    __eq__ = lambda self, other: isinstance(other, _Filters) and self.list is other.list and tuple.__eq__(self, other)
+    __hash__ = tuple.__hash__
+    __repr__ = __str__ = lambda self: f"{len(self)} filters" if isinstance(self.list, list) else \
+        f"a {type(self.list).__name__}, not a list"
+
+
+def _cwd():
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed: nothing to put back
+        return None
 
 
 def _put_filters(filters):
-    warnings.filters[:] = filters
+    warnings.filters = filters.list
+    filters.list[:] = filters
     warnings._filters_mutated()  # the filters' caches, as warnings.simplefilter clears them
 
 
@@ -668,7 +690,11 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced
-            *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name),
+            ("the working folder", _cwd, lambda was: was and os.chdir(was), str),  # every relative path after it
+            ("sys.stdout and sys.stderr", lambda: (sys.stdout, sys.stderr),
+             lambda was: (setattr(sys, "stdout", was[0]), setattr(sys, "stderr", was[1])),
+             lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
+            *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name, None),
                lambda was, name=name: setattr(warnings, name, was), lambda was: getattr(was, "__name__", repr(was)))
               for name in ("showwarning", "formatwarning"))]
 

@@ -8,7 +8,7 @@ parameters), as the sweep's settings are, so adding a policy measures only its o
 import re
 import time
 
-from engine import guards
+from engine import guards, threads
 from lab import checker
 from lab import experiments
 from lab import harness
@@ -41,7 +41,7 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     # the cells not measured yet go to the sweep's processes after its settings, the longest first:
     # every one-shot cut in one job (they share the reading of the prompts, experiments.oneshot_answer_ids),
     # then each policy's per-step pass-key cells and its checker run
-    send = lambda p: specs.sent(p, jobs)                             # a name a worker can load, else the function
+    send = lambda p: specs.sent(p, min(jobs, threads.cores()))       # a name a worker can load, else the function
     cuts = [(p, s) for p in named for s in passkey_sizes if missing(p, f"passkey-{s}-full")]
     more = [(oneshot_cells, tuple(send(p) for p, _ in cuts), tuple(s for _, s in cuts), prompts, tok,
              tuple(file(p, f"passkey-{s}-full") for p, s in cuts))] if cuts else []

@@ -40,8 +40,9 @@ def check_tokenizer(tok, longest: int = 471_162):
     # a text that is not a book here (training_text's licences); past the books' 132,044 ids and 471,162 characters
     words = (1, 2, 1200, 250_000 if longest <= 471_162 else longest + 1)
     ids = [tok.encode("a " * n).ids for n in words]
-    if not all(isinstance(x, list) and all(type(i) is int and 0 <= i < 2**62 for i in x) for x in ids):  # a bool is no id
-        raise ValueError(f"the tokenizer's encode(text).ids are not a list of ids: got {type(ids[0]).__name__} {ids[0]!r:.60}")
+    bad = [x for x in ids if not isinstance(x, list)] or [i for x in ids for i in x if not (type(i) is int and 0 <= i < 2**62)]
+    if bad:  # a bool is no id
+        raise ValueError(f"the tokenizer's encode(text).ids are not a list of ids from 0 to 2**62: got {bad[0]!r:.60}")
     # what it does, not its settings' names (a wrapper hides them): each word as many more ids, or a book is cut
     # short (truncation) or lengthened (padding, to a multiple of 8 too); a limit past the last probe is not seen
     (n1, L1), step = (1, len(ids[0])), len(ids[1]) - len(ids[0])
@@ -208,7 +209,8 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
     start = time.time()
     # a job is `measure` and its arguments; a policy named by a string can go to a worker process, a
     # function defined on the fly cannot and is measured here
-    args = {(measure, specs.sent(p, min(jobs, threads.cores())), s, batch, compile): (p, s)
+    processes = min(jobs, threads.cores(), len(todo) + len(more))  # as harness.pool_map counts them: 1 runs here
+    args = {(measure, specs.sent(p, processes), s, batch, compile): (p, s)
             for p, s in sorted(todo, key=lambda setting: -setting[1])}  # the longest first
     by_name = lambda a: all(p is None or isinstance(p, str) for p in (a[1] if isinstance(a[1], tuple) else [a[1]]))
     sendable = [a for a in [*args, *more] if by_name(a)]  # the job's policies (a[1]): a name, or names

@@ -76,13 +76,19 @@ def _terminate_as_exit():
 def check_file_path(path, what: str) -> pathlib.Path:
     """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a
     name the file system takes, in a folder that takes files (its temporary file made and removed here)."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip() or "\0" in str(path) or os.path.isdir(path) \
-            or str(path).endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
-        raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if os.path.isdir(str(path)) else ""))
-    path = pathlib.Path(path)
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip() or "\0" in text or os.path.isdir(text) \
+            or text.endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
+        raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if text and os.path.isdir(text) else ""))
+    if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
+        raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
+    path, folder = pathlib.Path(text), pathlib.Path(text).parent
+    while not folder.exists() and folder != folder.parent:  # the folders atomic will make, not made here: a refused
+        folder = folder.parent  # write leaves none
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=folder)
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:

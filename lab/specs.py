@@ -116,22 +116,27 @@ def _behaviour(fn) -> list:
     rule that changes only past that t or at other shapes (head_dim, heads, batch, layer), held where the walk
     cannot see, is not in the key."""
     g, (B, H, G, hd), parts = torch.Generator().manual_seed(0), (1, 3, 3, 64), ["behaviour"]  # the default model's heads
-    for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 20_000, 65)):
-        pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) the newest last
-        attn = torch.randn(B, H, G, n, generator=g).softmax(-1)
-        prev = torch.randn(B, H, n, generator=g)
-        prev[..., -1] = math.nan  # the new row: never scored
-        rows = msrnn.Rows(attn=attn, pos=pos.expand(B, H, n).clone(), score=attn.sum(2) * t / n, prev=prev,
-                          keys=torch.randn(B, H, n, hd, generator=g), values=torch.randn(B, H, n, hd, generator=g),
-                          query=torch.randn(B, H, G, hd, generator=g), t=t, size=n - 1, layer=layer)
-        try:  # watched as every call is: a policy that changes torch's threads, dtype or seed is refused, and
-            with torch.inference_mode(False), torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not
-                # changed here, unseen later); inside the caller's inference_mode too, so the key is the same there
-                got = fn(rows)
-        except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
-            parts.append(f"refused at t={t}")
-            continue
-        parts.append(got.detach().clone() if isinstance(got, torch.Tensor) else repr(got))
+    threads = torch.get_num_threads()  # one thread, as in every process: a sum split over threads rounds otherwise,
+    torch.set_num_threads(1)  # and a worker of one thread would key the policy anew
+    try:
+        for layer, t, n in ((0, 8, 9), (1, 40, 17), (2, 100, 17), (15, 300, 33), (29, 20_000, 65)):
+            pos = torch.cat([torch.randperm(t, generator=g)[:n - 1].sort().values, torch.tensor([t])])  # (n,) newest last
+            attn = torch.randn(B, H, G, n, generator=g).softmax(-1)
+            prev = torch.randn(B, H, n, generator=g)
+            prev[..., -1] = math.nan  # the new row: never scored
+            rows = msrnn.Rows(attn=attn, pos=pos.expand(B, H, n).clone(), score=attn.sum(2) * t / n, prev=prev,
+                              keys=torch.randn(B, H, n, hd, generator=g), values=torch.randn(B, H, n, hd, generator=g),
+                              query=torch.randn(B, H, G, hd, generator=g), t=t, size=n - 1, layer=layer)
+            try:  # watched as every call is: a policy that changes torch's threads, dtype or seed is refused, and
+                with torch.inference_mode(False), torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not
+                    # changed here, unseen later); inside the caller's inference_mode too, so the key is the same there
+                    got = fn(rows)
+            except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
+                parts.append(f"refused at t={t}")
+                continue
+            parts.append(got.detach().clone() if isinstance(got, torch.Tensor) else repr(got))
+    finally:
+        torch.set_num_threads(threads)
     return parts
 
 
@@ -495,8 +500,9 @@ FULL = Named("full", "full cache", None)
 
 
 # printable characters drawn as nothing (Unicode's default-ignorable ones that str.isprintable() lets through): the
-# combining grapheme joiner, the Hangul fillers, Khmer's inherent vowels, Mongolian's and the variation selectors
-UNSEEN = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+# combining grapheme joiner, the Hangul fillers, Khmer's inherent vowels, the blank Braille pattern, Mongolian's and
+# the variation selectors
+UNSEEN = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
           *range(0xE0100, 0xE01F0)}
 
 
@@ -512,6 +518,15 @@ class Sent(str):
 
     def __reduce__(self):
         return Sent, (str(self), self.key)
+
+    def __eq__(self, other):  # one spec read at two times is two policies: their jobs are two
+        return str.__eq__(self, other) and getattr(other, "key", None) == self.key
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((str(self), self.key))
 
 
 def sent(p, processes: int):
@@ -591,8 +606,9 @@ def _bind(fn, args, spec) -> Named:
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     who = spec or fname
     inner = _attribute(fn, "func", None, who) if isinstance(fn, functools.partial) else None
-    ranges = _attribute(inner, "ranges", {}, who) | (_attribute(fn, "ranges", None, who) or {})  # a partial's: its
-    # function's, and its own beside them
+    ranges = _attribute(inner, "ranges", {}, who)  # a partial's: its function's, and its own within them
+    for key, (lo, hi) in (_attribute(fn, "ranges", None, who) or {}).items():
+        ranges[key] = (max(lo, ranges.get(key, (lo, hi))[0]), min(hi, ranges.get(key, (lo, hi))[1]))
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -616,6 +632,7 @@ def _bind(fn, args, spec) -> Named:
             kw[key] = None
             continue
         kw[key] = _number(value)
+        kw[key] = kw[key] + 0 if isinstance(kw[key], float) else kw[key]  # -0.0 is 0.0: one label and one cache key
         lo, hi = ranges.get(key, (-math.inf, math.inf))
         kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
@@ -625,8 +642,7 @@ def _bind(fn, args, spec) -> Named:
             want = f"{'an integer' if kind is int else 'a number'} from {lo} to {hi}".replace("inf", "∞")
             raise ValueError(f"policy {spec or fname!r}: {key} must be {want}, got {value!r}")
         if kind is not None:
-            kw[key] = kind(kw[key]) + 0  # 'sink:4.0' is sink:4, 'h2o:recent=1' is recent=1.0, -0.0 is 0.0: one label
-            # and one cache key
+            kw[key] = kind(kw[key])  # 'sink:4.0' is sink:4, 'h2o:recent=1' is recent=1.0: one label and one cache key
     missing = [p.name for p in free if p.default is inspect.Parameter.empty and p.name not in kw]
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
@@ -638,10 +654,12 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
                          f"(it takes {', '.join(p.name for p in free) or 'none'})")
     for key, (lo, hi) in ranges.items():  # what runs: a default, or a value of a parameter whose default is None
-        if bound[key] is not None and not (guards.number(bound[key]) and lo <= bound[key] <= hi):
+        if bound[key] is not None and not (guards.number(v := _plain(bound[key])) and lo <= v <= hi):  # as plain
+            # numbers: a default of its own class could say yes to any comparison
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
                              f", outside its range, {lo} to {hi}".replace("inf", "∞"))
-    text = _attribute(fn, "label", None, who) or _attribute(inner, "label", fname, who)
+    text = _attribute(fn, "label", None, who)  # `is None`: a label's own __bool__ never runs
+    text = _attribute(inner, "label", fname, who) if text is None else text
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
                          f"{type(text).__name__}")
@@ -715,7 +733,10 @@ def _plain(x):
     """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
     NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
     if np.generic in type(x).__mro__:
-        x = x.item()
+        try:
+            x = x.item()
+        except Exception:  # a subclass of its own whose item() raises: no number
+            return None
     kind = next((k for k in (bool, int, float) if k in type(x).__mro__), None)  # its real type, not its __class__
     if kind in (None, bool):
         return None

@@ -108,6 +108,7 @@ def calibrate(model, maps, text, sizes, log) -> dict:
 def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
+    lengths = list(lengths)  # a generator, read once
     if any(not (guards.integer(n) and 2 <= n <= len(nll) + 1) for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
@@ -531,8 +532,8 @@ def table(data, family: str | None = None) -> str:
 def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     """The perplexity of tokens a .. b-1 alone, from those of the prefixes of a and b tokens (each the
     mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
-    if not a < b:
-        raise ValueError(f"a segment runs from a to b > a tokens, got {a} to {b}")
+    if not (guards.integer(a) and guards.integer(b) and 1 <= a < b):
+        raise ValueError(f"a segment runs from a >= 1 to b > a tokens, whole numbers, got {a!r} to {b!r}")
     return math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
 
 

@@ -728,7 +728,8 @@ def main(argv=None):
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
     global linear
-    home = linear, harness.RESULTS, torch.get_num_threads()  # a --linear file (and one thread a job) serve this run alone
+    home = linear, harness.RESULTS, torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled()  # what a
+    # --linear file (at import: a dtype, grad mode) and one thread a job change serves this run alone
     try:
         if args.linear is not None:
             use_linear(args.linear)
@@ -767,6 +768,8 @@ def main(argv=None):
     finally:  # refused, failed or done: the next run in this process reads what it read before
         linear, harness.RESULTS = home[:2]
         torch.set_num_threads(home[2])
+        torch.set_default_dtype(home[3])
+        torch.set_grad_enabled(home[4])
 
 
 if __name__ == "__main__":

@@ -39,8 +39,12 @@ def save(maps: FeatureMaps, path):
     if not (isinstance(maps, torch.nn.Module) and all(hasattr(maps, a) for a in ("kind", "r", "window", "layers", "sinks",
                                                                                   "rotated", "gamma"))
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
-        raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps), got {type(maps).__name__}")
+        raise ValueError(f"save writes T2R feature maps (t2r.linear.FeatureMaps, their decay True or False), got "
+                         f"{type(maps).__name__}")
     harness.check_file_path(path, "the maps' path")
+    if odd := [f"{n!r} is {p.dtype}" for n, p in maps.named_parameters() if p.dtype not in FLOATS]:
+        raise ValueError(f"the maps' tensor {odd[0]}, not a float (float16, bfloat16, float32 or float64): load would "
+                         "refuse the file, so it is not written")
     if not (guards.integer(maps.r) and maps.r >= 1 and isinstance(maps.rotated, bool) and isinstance(maps.kind, str)):
         raise ValueError(f"the maps' r {maps.r!r}, rotated {maps.rotated!r} or kind {maps.kind!r} are not what load reads: "
                          "r >= 1 (r = 0 is a tail's test), rotated True or False, kind a name")  # the rest: read back, below
@@ -51,8 +55,8 @@ def save(maps: FeatureMaps, path):
         raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
-    floats = [p.dtype for p in maps.parameters() if p.dtype in FLOATS] or [torch.float32]
-    dtype = functools.reduce(torch.promote_types, floats)  # the maps' own (the widest, where they mix)
+    dtype = functools.reduce(torch.promote_types, [p.dtype for p in maps.parameters()] or [torch.float32])  # the
+    # maps' own, the widest where they mix (float16 with bfloat16 is float32)
     with harness.atomic(pathlib.Path(path)) as tmp:
         save_file({n: p.detach().contiguous() for n, p in maps.named_parameters()}, str(tmp), metadata=meta)
         try:  # read back by load's own rules, in the maps' dtype: a file load refuses is never written
@@ -133,6 +137,8 @@ def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:
 def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[linear.FeatureMaps, str]:
     """A tail's maps for the command line, and a line saying which: the maps a training run saved
     (path, read by `load`), or untrained maps of spec 'kind:r' ('hedgehog:16', 'relu:16', 'elu')."""
+    if spec is not None and not isinstance(spec, str):
+        raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     kind, _, r = (spec or "").partition(":")
     if path is not None:
         maps = load(path, model)
@@ -141,10 +147,11 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
                              f"and it would ignore the window; pass a tail's maps (demo.py t2r saves them as t2r_tail_*)")
         if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
             raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
-        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and int(r) == maps.r))):
+        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and len(r) < 10 and int(r) == maps.r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)):  # '²'.isdigit(), but int('²') fails
+    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)):  # '²'.isdigit(), but
+    # int('²') fails; 5,000 digits exceed Python's int conversion
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     if kind not in linear.FeatureMaps.KINDS:  # a file's name read as a kind was told it "needs its features"
         raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +
@@ -203,10 +210,11 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
         sources += [corpus.read(f) for f in seen.values()]
-        runs = {b: shingles(corpus.book(b)) for b in EVALUATED}  # the books' own folder, a copy, a part, rewrapped:
-        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # tested on, trained on
-                           for b in runs if runs[b] & shingles(t)}):
-            raise ValueError(f"licenses {licenses} holds an evaluation book, or a part of one: {', '.join(held)}")
+        runs = {b: shingles(corpus.book(b)) for b in (*EVALUATED, *books)}  # the books' own folder, a copy, a part,
+        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # rewrapped: tested on
+                           for b in runs if runs[b] & shingles(t)}):  # and trained on, or trained on twice
+            raise ValueError(f"licenses {licenses} holds a book, or a part of one, that is evaluated on or trains "
+                             f"already: {', '.join(held)}")
     return sources
 
 

@@ -913,7 +913,7 @@ def test_a_policy_that_silences_warnings_is_named_and_the_filters_put_back():
         warnings.simplefilter("ignore")
         return rows.pos[:, :1].double()
     before = list(warnings.filters)
-    with pytest.raises(guards.PolicyError, match="policy quiet changed Python's warning filters .* \\(put back\\)"):
+    with pytest.raises(guards.PolicyError, match="policy quiet changed Python's warning filters .* \\(put back"):
         msrnn.run(MODEL, tokens(1, 12), size=4, policy=quiet)
     assert list(warnings.filters) == before
 
@@ -4460,3 +4460,87 @@ def test_round42_bounds_names_workers_rope_and_t2r_threads(tmp_path, monkeypatch
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_round43_jobs_defaults_names_settings_rope_and_t2r_files(tmp_path, monkeypatch):
+    """Round 43: two readings of one policy file went to workers as one job (Sent compared by its text); a
+    default of an int subclass passed its range by its own comparisons; a partial's range replaced its
+    function's; -0.0 under a default of None was a second name; U+2800 was a blank name; a policy that bound the
+    warning filters to a tuple, changed the working folder or replaced sys.stdout went unseen; a rope_theta of 1e-320
+    loaded, and a llama3 factor of 1e-300 (round 42's check read the first frequency only); a sum split over threads keyed a policy anew in a
+    one-thread worker. T2R: save replaced /dev/null or a FIFO with a file and made folders for a save it refused;
+    t2r.mini's main left a --linear file's default dtype; by_length read a generator twice; segment took a = 0 or
+    2.5; a licence file that copies a training book trained it twice; training under no_grad failed in torch's words."""
+    import functools
+    import os
+    import warnings
+    from t2r import length, linear, train
+    a, b = specs.Sent("x.py:f", "f-1"), specs.Sent("x.py:f", "f-2")
+    assert a != b and len({a, b}) == 2 and a == specs.Sent("x.py:f", "f-1")
+
+    class Yes(int):
+        __le__ = __ge__ = __lt__ = __gt__ = lambda self, other: True
+
+    def yes(rows, k=Yes(500)):
+        return rows.pos.double()
+    yes.ranges = {"k": (1, 10)}
+    with pytest.raises(ValueError, match="k is 500 \\(its default\\), outside its range"):
+        specs.named(yes)
+
+    def both(rows, k=5):
+        return rows.pos.double()
+    both.ranges = {"k": (1, 10)}
+    part = functools.partial(both)
+    part.ranges = {"k": (1, 100)}
+    with pytest.raises(ValueError, match="k must be an integer from 1 to 10"):
+        specs._bind(part, ["k=50"], None)
+    (tmp_path / "none43.py").write_text("def mine(rows, k=None):\n    return rows.pos.double()\n")
+    assert specs.named(f"{tmp_path / 'none43.py'}:mine:k=-0.0").label == specs.named(f"{tmp_path / 'none43.py'}:mine:k=0.0").label
+    braille = lambda rows: rows.pos.double()
+    braille.label = "TOVA\u2800"
+    with pytest.raises(ValueError, match="drawn as nothing"):
+        specs.named(braille)
+
+    def tupled(rows):
+        warnings.filters = tuple(warnings.filters)
+        return policies.tova(rows)
+
+    def moved(rows):
+        os.chdir(tmp_path)
+        return policies.tova(rows)
+    here = os.getcwd()
+    for policy, says in ((tupled, "warning filters from .* to a tuple, not a list"), (moved, "the working folder from")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, tokens(1, 8), policy, 4)
+    assert isinstance(warnings.filters, list) and os.getcwd() == here
+    slow = {"rope_type": "llama3", "factor": 1e-300, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 100}  # the first frequency kept, the last divided past float64
+    save(tmp_path / "theta", MODEL, config=hf_config(MODEL.config, rope_scaling=slow))
+    with pytest.raises(load_weights.CheckpointError, match="RoPE angles .* overflow float64"):
+        load_weights.read_config(tmp_path / "theta")
+    threads = torch.get_num_threads()  # the key's probe runs on one thread whatever this process has
+    (tmp_path / "sum43.py").write_text("def f(rows):\n    return rows.attn.sum(2) + rows.keys.repeat(1, 1, 1, 4000).sum() * 1e-3\n")
+    keys = []
+    for n in (1, 2):
+        torch.set_num_threads(n)
+        keys.append(specs.named(f"{tmp_path / 'sum43.py'}:f").key)
+    torch.set_num_threads(threads)
+    assert keys[0] == keys[1]
+    maps = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=MODEL.dtype)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match="is not a file \\(a device, a FIFO or a socket\\)"):
+        train.save(maps, tmp_path / "fifo")
+    maps.r = 0  # refused: no folder is left for it
+    with pytest.raises(ValueError, match="r >= 1"):
+        train.save(maps, tmp_path / "new" / "deep" / "maps.safetensors")
+    assert not (tmp_path / "new").exists()
+    assert list(length.by_length(torch.ones(9), (n for n in (3, 5)))) == [3, 5]
+    for a, b in ((0, 5), (2.5, 2.6)):
+        with pytest.raises(ValueError, match="a segment runs from a >= 1"):
+            length.segment(2.0, a, 3.0, b)
+    (tmp_path / "lic").mkdir()
+    (tmp_path / "lic" / "notes.txt").write_text(__import__("data.corpus", fromlist=["book"]).book("lcet10"))
+    with pytest.raises(ValueError, match="notes.txt \\(lcet10\\)"):
+        train.training_sources(licenses=tmp_path / "lic")
+    with torch.no_grad(), pytest.raises(ValueError, match="training needs gradients"):
+        train.transfer(MODEL, linear.FeatureMaps(MODEL.config, 6, "relu", dtype=MODEL.dtype), tokens(2, 16))
