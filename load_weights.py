@@ -188,9 +188,10 @@ def read_config(path) -> llama.Config:
         tie_embeddings=field("tie_word_embeddings", bool, False),
         max_positions=field("max_position_embeddings", int, None))  # past it, a warning (guards.check_positions)
     # every frequency times the last position: a factor of 1e-320 divides them to inf, one of 1e-305 turns the angles
-    # past float64 after 1,800 positions, a rope_theta of 1e-320 sends the later ones to inf (a head_dim past 2**16
-    # is no checkpoint's: its tensors' shapes name it, without a tensor of head_dim made here)
-    if c.head_dim <= 2**16 and not (llama.rope_frequencies(c) * 2.0**62).isfinite().all():
+    # past float64 after 1,800 positions, a rope_theta of 1e-320 sends the later ones to inf
+    if c.head_dim > 2**20:  # a q_proj alone of heads x 2**20 rows: no checkpoint's; the check below makes head_dim / 2
+        raise CheckpointError(f"{file}: head_dim {c.head_dim} is past any model's (2**20 at most here)")
+    if not (llama.rope_frequencies(c) * 2.0**62).isfinite().all():
         raise CheckpointError(f"{file}: the RoPE angles of rope_theta {theta} and scaling {scaling} overflow float64 "
                               "(a scaling factor or rope_theta too small)")
     return c

@@ -582,6 +582,7 @@ class _Filters(tuple):
         return made
 
     __eq__ = lambda self, other: isinstance(other, _Filters) and self.list is other.list and tuple.__eq__(self, other)
+    __ne__ = lambda self, other: not self == other  # the watch asks !=: tuple's own would pass another list
     __hash__ = tuple.__hash__
     __repr__ = __str__ = lambda self: f"{len(self)} filters" if isinstance(self.list, list) else \
         f"a {type(self.list).__name__}, not a list"
@@ -690,7 +691,8 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
             ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced
-            ("the working folder", _cwd, lambda was: was and os.chdir(was), str),  # every relative path after it
+            ("the working folder", _cwd, lambda was: was and os.path.isdir(was) and os.chdir(was), str),  # every
+            # relative path after it (a folder the policy removed cannot be gone back to)
             ("sys.stdout and sys.stderr", lambda: (sys.stdout, sys.stderr),
              lambda was: (setattr(sys, "stdout", was[0]), setattr(sys, "stderr", was[1])),
              lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
@@ -731,45 +733,18 @@ def _put_modes(modes):
         torch._C._push_on_torch_dispatch_stack(m)
 
 
-class _Watched:
-    def __init__(self, policy, rows):
-        self.policy, self.rows = policy, rows
+class _Kept:
+    """The process-wide settings as they were (torch's modes and default device, SETTINGS, the random state), and
+    put_back, which restores them."""
 
-    def __enter__(self):
-        rows = self.rows
-        _copying(type(rows))
-        self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
-        for f in ROWS_FIELDS:  # the state's views leave rows.__dict__ for _HELD
-            if f in rows.__dict__:
-                self.held["fields"][f] = rows.__dict__.pop(f)
+    def snap(self):
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = _modes() if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack() else ([], [])
         self.device = (getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE) \
             if self.modes[0] else (None, None)  # no mode: no default device set
         self.settings = _settings()  # the other process-wide settings
         self.random = torch.get_rng_state()  # under a microsecond
-
-    def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
-        changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
-        if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
-            return False
-        if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
-            # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
-            err = PolicyError(f"policy {policy_name(self.policy)} raised {_typename(e)}: {_said(e)} {_where(self.policy, e)}"
-                              + (f" (it had changed {changed}: put back where it can be)" if changed else ""))
-            err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
-            raise err from None
-        if e is not None:  # KeyboardInterrupt: the user's, not the policy's
-            return False
-        for field, x in self.held["copies"].items():  # a copy not written since it was made
-            if x._version != self.held["made"][field]:
-                raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
-                                  "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
-                                  "compute new tensors and change nothing it is shown")
-        if changed:
-            raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
-                              "must not change global settings")
-        return False
+        return self
 
     def put_back(self) -> str:
         """Every process-wide setting the call changed, put back (all of them, not the first), said in words."""
@@ -794,6 +769,54 @@ class _Watched:
                     changed.append(f"{what} from {say(was)} to {say(now)}" + ("" if get() == was else  # inference mode
                                    " (left so: only what entered it can leave it)"))
         return ", ".join(changed)
+
+
+@contextlib.contextmanager
+def kept():
+    """Whatever the block changes of the settings a policy may not change, put back after it (where it can be:
+    inference mode cannot be): t2r.mini runs a student's linear.py, whose import may change any of them."""
+    was = _Kept().snap()
+    try:
+        yield
+    finally:
+        was.put_back()
+
+
+class _Watched(_Kept):
+    def __init__(self, policy, rows):
+        self.policy, self.rows = policy, rows
+
+    def __enter__(self):
+        rows = self.rows
+        _copying(type(rows))
+        self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
+        for f in ROWS_FIELDS:  # the state's views leave rows.__dict__ for _HELD
+            if f in rows.__dict__:
+                self.held["fields"][f] = rows.__dict__.pop(f)
+        self.snap()
+
+    def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
+        changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
+        if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
+            return False
+        if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
+            # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
+            err = PolicyError(f"policy {policy_name(self.policy)} raised {_typename(e)}: {_said(e)} {_where(self.policy, e)}"
+                              + (f" (it had changed {changed}: put back where it can be)" if changed else ""))
+            err.original = e  # what the policy raised (the checker tells a refusal, ValueError, from a crash)
+            raise err from None
+        if e is not None:  # KeyboardInterrupt: the user's, not the policy's
+            return False
+        for field, x in self.held["copies"].items():  # a copy not written since it was made
+            if x._version != self.held["made"][field]:
+                raise PolicyError(f"policy {policy_name(self.policy)} wrote into rows.{field}: it was shown a copy of the "
+                                  "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
+                                  "compute new tensors and change nothing it is shown")
+        if changed:
+            raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
+                              "must not change global settings")
+        return False
+
 
 
 SCORE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

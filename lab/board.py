@@ -48,7 +48,9 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     more += [(step_cell, send(p), s, prompts, tok, compile, file(p, f"passkey-{s}-step"))
              for s in sorted(passkey_sizes, reverse=True) for p in named if missing(p, f"passkey-{s}-step")]
     more += [(check_cell, send(p), file(p, "checked")) for p in named if missing(p, "checked")]
-    sweep = experiments.sweep(model, tok, sizes, names=[*dict.fromkeys([BASELINE, *names, *BOUNDS])], n_chunks=n_chunks,
+    given = {p.spec for p in named}  # the policies as keyed here, not their names read again (a file may change)
+    sweep = experiments.sweep(model, tok, sizes, names=[*(n for n in [BASELINE] if n not in given), *named,
+                                                        *(n for n in BOUNDS if n not in given)], n_chunks=n_chunks,
                               chunk=chunk, jobs=jobs, compile=compile, more=more, log=log)
     rows = {}
     for p in named:

@@ -83,9 +83,9 @@ def check_file_path(path, what: str) -> pathlib.Path:
     if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
         raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
     path, folder = pathlib.Path(text), pathlib.Path(text).parent
-    while not folder.exists() and folder != folder.parent:  # the folders atomic will make, not made here: a refused
-        folder = folder.parent  # write leaves none
     try:
+        while not os.path.lexists(folder) and folder != folder.parent:  # the folders atomic will make, not made here:
+            folder = folder.parent  # a refused write leaves none (a dangling link is there, and is no folder)
         if not folder.is_dir():
             raise NotADirectoryError(f"{folder} is not a folder")
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=folder)

@@ -520,7 +520,7 @@ class Sent(str):
         return Sent, (str(self), self.key)
 
     def __eq__(self, other):  # one spec read at two times is two policies: their jobs are two
-        return str.__eq__(self, other) and getattr(other, "key", None) == self.key
+        return isinstance(other, str) and str(self) == str(other) and getattr(other, "key", None) == self.key
 
     def __ne__(self, other):
         return not self == other
@@ -608,7 +608,11 @@ def _bind(fn, args, spec) -> Named:
     inner = _attribute(fn, "func", None, who) if isinstance(fn, functools.partial) else None
     ranges = _attribute(inner, "ranges", {}, who)  # a partial's: its function's, and its own within them
     for key, (lo, hi) in (_attribute(fn, "ranges", None, who) or {}).items():
-        ranges[key] = (max(lo, ranges.get(key, (lo, hi))[0]), min(hi, ranges.get(key, (lo, hi))[1]))
+        was = ranges.get(key, (lo, hi))
+        if max(lo, was[0]) > min(hi, was[1]):
+            raise ValueError(f"policy {who!r}: its range for {key}, {lo} to {hi}, does not meet its function's, {was[0]} "
+                             f"to {was[1]}")
+        ranges[key] = (max(lo, was[0]), min(hi, was[1]))
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -634,7 +638,7 @@ def _bind(fn, args, spec) -> Named:
         kw[key] = _number(value)
         kw[key] = kw[key] + 0 if isinstance(kw[key], float) else kw[key]  # -0.0 is 0.0: one label and one cache key
         lo, hi = ranges.get(key, (-math.inf, math.inf))
-        kind = type(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else None
+        kind = None if isinstance(default, bool) or _plain(default) is None else type(_plain(default))  # numpy's too
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
             raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
@@ -647,17 +651,19 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    defaults = {p.name: p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy
+    defaults = {p.name: p.default if _plain(p.default) is None else _plain(p.default) for p in free}  # 'sink:4' is
+    # 'sink': one label and one key for one policy (a default of np.int64(4) too)
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     if stray := sorted(set(ranges) - {p.name for p in free}):  # a range never checked
         raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
                          f"(it takes {', '.join(p.name for p in free) or 'none'})")
-    for key, (lo, hi) in ranges.items():  # what runs: a default, or a value of a parameter whose default is None
-        if bound[key] is not None and not (guards.number(v := _plain(bound[key])) and lo <= v <= hi):  # as plain
-            # numbers: a default of its own class could say yes to any comparison
+    for key, (lo, hi) in ranges.items():  # what runs: a default, or a value of a parameter whose default is None, as
+        v = _plain(bound[key])  # a plain number (a default of its own class could say yes to any comparison)
+        given = key in kw and kw[key] is not None
+        if (v is not None and not lo <= v <= hi) or (given and v is None):  # a default of another kind (Fraction) stays
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
-                             f", outside its range, {lo} to {hi}".replace("inf", "∞"))
+                             f", not a number from {lo} to {hi} (its range)".replace("inf", "∞"))
     text = _attribute(fn, "label", None, who)  # `is None`: a label's own __bool__ never runs
     text = _attribute(inner, "label", fname, who) if text is None else text
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance

@@ -109,6 +109,8 @@ def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
     lengths = list(lengths)  # a generator, read once
+    if not (isinstance(nll, torch.Tensor) and nll.dim() == 1):
+        raise ValueError(f"by_length reads one text's losses, a 1-D tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
     if any(not (guards.integer(n) and 2 <= n <= len(nll) + 1) for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
@@ -534,7 +536,13 @@ def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
     if not (guards.integer(a) and guards.integer(b) and 1 <= a < b):
         raise ValueError(f"a segment runs from a >= 1 to b > a tokens, whole numbers, got {a!r} to {b!r}")
-    return math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
+    if not all(guards.number(p) and p >= 1 for p in (ppl_a, ppl_b)):  # a perplexity is a finite number of at least 1
+        raise ValueError(f"a segment is read from two prefixes' perplexities, finite and at least 1; got {ppl_a!r}, {ppl_b!r}")
+    got = math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
+    if got < 1 - 1e-9:  # each loss is >= 0: prefixes that give less are not one text's
+        raise ValueError(f"prefixes of perplexity {ppl_a} ({a} tokens) and {ppl_b} ({b}) give the tokens between them "
+                         f"{got:.3g}, below 1: they are not one text's")
+    return got
 
 
 def costs(data) -> str:

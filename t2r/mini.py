@@ -46,6 +46,7 @@ from safetensors.torch import load_file, save_file
 import llama
 import load_weights
 from data import corpus, default_model
+from engine import guards
 from lab import experiments, harness
 from t2r import linear, train
 
@@ -728,48 +729,45 @@ def main(argv=None):
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
     global linear
-    home = linear, harness.RESULTS, torch.get_num_threads(), torch.get_default_dtype(), torch.is_grad_enabled()  # what a
-    # --linear file (at import: a dtype, grad mode) and one thread a job change serves this run alone
-    try:
-        if args.linear is not None:
-            use_linear(args.linear)
-        preset = "quick" if args.quick else "full"
-        # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
-        mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
-        folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(f"--folder {folder} is a file: name a new or empty folder")
-        if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
-            raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
-                             f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
-                             f"name a new or empty folder")
-        if args.name is not None and not args.name.strip():
-            raise ValueError("--name is empty: give a name, or leave --name out for the default")
-        side_by_side = min(args.jobs, threads.cores())  # harness.pool_map runs no more processes than cores
-        if side_by_side < args.jobs:
-            print(f"[msrnn] --jobs {args.jobs}: {threads.cores()} core(s) here, so {side_by_side} run side by side", file=sys.stderr)
-        if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
-            torch.set_num_threads(1)
-        # another number of jobs rounds differently (one thread each): not the published run, unless named
-        name = harness.own_name(args.name, harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
-                                                            [("jobs", args.jobs)] if args.jobs != 2 else []), ["t2r_mini", "t2r_mini_quick"])
-        preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
-        harness.check_writable(name)
-        t0, version = time.time(), harness.code_version()
-        with harness.transcript() as printed:
-            data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
-            data["claims"], data["conversions"] = claims(data), conversions(data)
-            print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
-        about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
-                 "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
-        path = harness.save(name, data, about, printed.getvalue(), draw)
-        print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
-        return data
-    finally:  # refused, failed or done: the next run in this process reads what it read before
-        linear, harness.RESULTS = home[:2]
-        torch.set_num_threads(home[2])
-        torch.set_default_dtype(home[3])
-        torch.set_grad_enabled(home[4])
+    home = linear, harness.RESULTS  # a --linear file serves this run alone; what it changes at import (a dtype, a
+    with guards.kept():  # seed, grad mode, the folder) and one thread a job are put back after it
+        try:
+            if args.linear is not None:
+                use_linear(args.linear)
+            preset = "quick" if args.quick else "full"
+            # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
+            mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]
+            folder = args.folder or default_model.cache_root() / f"t2r-mini-{preset}{mine}"
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"--folder {folder} is a file: name a new or empty folder")
+            if folder.is_dir() and any(folder.iterdir()) and not (folder / "runs" / "tokenizer.json").is_file():
+                raise ValueError(f"--folder {folder} holds files of something else (no runs/tokenizer.json of an earlier "
+                                 f"t2r.mini run): its config.json, model.safetensors and tokenizer.json would be replaced; "
+                                 f"name a new or empty folder")
+            if args.name is not None and not args.name.strip():
+                raise ValueError("--name is empty: give a name, or leave --name out for the default")
+            side_by_side = min(args.jobs, threads.cores())  # harness.pool_map runs no more processes than cores
+            if side_by_side < args.jobs:
+                print(f"[msrnn] --jobs {args.jobs}: {threads.cores()} core(s) here, so {side_by_side} run side by side", file=sys.stderr)
+            if side_by_side == 1:  # the runs go in this process, one after another: one thread, as each would have had
+                torch.set_num_threads(1)
+            # another number of jobs rounds differently (one thread each): not the published run, unless named
+            name = harness.own_name(args.name, harness.run_name("t2r_mini_quick" if args.quick else "t2r_mini",
+                                                                [("jobs", args.jobs)] if args.jobs != 2 else []), ["t2r_mini", "t2r_mini_quick"])
+            preflight(PRESETS[preset])  # first: a skeleton's missing function, before a results folder is made beside it
+            harness.check_writable(name)
+            t0, version = time.time(), harness.code_version()
+            with harness.transcript() as printed:
+                data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
+                data["claims"], data["conversions"] = claims(data), conversions(data)
+                print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
+            about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
+                     "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
+            path = harness.save(name, data, about, printed.getvalue(), draw)
+            print(f"t2r.mini: {time.time() - t0:.0f} s; results in {path.with_suffix('.*')}")
+            return data
+        finally:  # refused, failed or done: the next run in this process reads what it read before
+            linear, harness.RESULTS = home
 
 
 if __name__ == "__main__":

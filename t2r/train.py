@@ -147,11 +147,11 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
                              f"and it would ignore the window; pass a tail's maps (demo.py t2r saves them as t2r_tail_*)")
         if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
             raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
-        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and len(r) < 10 and int(r) == maps.r))):
+        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and r.lstrip("0") == str(maps.r)))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)):  # '²'.isdigit(), but
-    # int('²') fails; 5,000 digits exceed Python's int conversion
+    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r.lstrip("0")) > 9 or int(r) < 1)):  # '²' is a
+    # digit to isdigit, not to int; 5,000 digits exceed Python's int conversion
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     if kind not in linear.FeatureMaps.KINDS:  # a file's name read as a kind was told it "needs its features"
         raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +
@@ -205,8 +205,8 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and licenses.is_dir():
         seen = {}
         for f in sorted(licenses.iterdir()):
-            if f.is_file():
-                seen.setdefault(f.read_bytes(), f)  # GPL -> GPL-3 and the like: one copy
+            if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends: one copy
+                seen.setdefault(" ".join(corpus.read(f).split()), f)
         if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
         sources += [corpus.read(f) for f in seen.values()]
@@ -613,7 +613,8 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
         last = run["step"] == total or bool(minutes and run["seconds"] >= 60 * minutes)
         report(run, last)
         if evaluate and (run["step"] % eval_every == 0 or last):
-            got = evaluate()
+            with guards.kept():  # the caller's function: grad mode, a seed or threads it changes are put back
+                got = evaluate()
             if not (isinstance(got, dict) and all(isinstance(k, str) and k not in ("step", "tokens") and guards.number(v)
                                                   for k, v in got.items())):  # before it is saved on the curve
                 raise ValueError(f"evaluate() returns a dict of numbers by name (not 'step' or 'tokens', the curve's "
