@@ -659,7 +659,8 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
                          f"(it takes {', '.join(p.name for p in free) or 'none'})")
     for key, (lo, hi) in ranges.items():  # what runs: a default, or a value of a parameter whose default is None, as
-        v = _plain(bound[key])  # a plain number (a default of its own class could say yes to any comparison)
+        v = bound[key] if type(bound[key]) in (int, float) else _plain(bound[key])  # a plain number (a default of its
+        # own class could say yes to any comparison; a setting of 300 digits is a setting)
         given = key in kw and kw[key] is not None
         if (v is not None and not lo <= v <= hi) or (given and v is None):  # a default of another kind (Fraction) stays
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +

@@ -213,8 +213,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         runs = {b: shingles(corpus.book(b)) for b in (*EVALUATED, *books)}  # the books' own folder, a copy, a part,
         if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # rewrapped: tested on
                            for b in runs if runs[b] & shingles(t)}):  # and trained on, or trained on twice
-            raise ValueError(f"licenses {licenses} holds a book, or a part of one, that is evaluated on or trains "
-                             f"already: {', '.join(held)}")
+            evaluated = any(f"({b})" in h for b in EVALUATED for h in held)
+            raise ValueError(f"licenses {licenses} holds " + ("an evaluation book" if evaluated else "a training book "
+                             "again") + f", or a part of one: {', '.join(held)}")
     return sources
 
 
