@@ -74,8 +74,9 @@ def _terminate_as_exit():
 
 
 def check_file_path(path, what: str) -> pathlib.Path:
-    """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a
-    name the file system takes, in a folder that takes files (its temporary file made and removed here)."""
+    """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a device or
+    a FIFO, a name the file system takes, under a folder that takes files (a temporary file made and removed in the
+    nearest one that exists: the folders `atomic` will make are not made here)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip() or "\0" in text or os.path.isdir(text) \
             or text.endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
