@@ -690,10 +690,13 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("Python's recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, str),
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
-            ("Python's warning filters", lambda: _Filters(warnings.filters), _put_filters, str),  # a warning silenced
+            ("Python's warning filters", lambda: _Filters(getattr(warnings, "filters", None)), _put_filters, str),  # a
+            # warning silenced, or the list deleted
             ("the working folder", _cwd, lambda was: was and os.path.isdir(was) and os.chdir(was), str),  # every
             # relative path after it (a folder the policy removed cannot be gone back to)
-            ("sys.stdout and sys.stderr", lambda: (sys.stdout, sys.stderr),
+            ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
+            # none, and a config's 5,000-digit number is read
+            ("sys.stdout and sys.stderr", lambda: (getattr(sys, "stdout", None), getattr(sys, "stderr", None)),
              lambda was: (setattr(sys, "stdout", was[0]), setattr(sys, "stderr", was[1])),
              lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
             *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name, None),

@@ -73,20 +73,29 @@ def _terminate_as_exit():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _there(path) -> bool:
+    """Whether path names something, a dangling link included; a name the file system refuses (too long) raises."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def check_file_path(path, what: str) -> pathlib.Path:
     """A path `atomic` can write, checked before the work that ends in writing it: not blank, not a folder, a device or
     a FIFO, a name the file system takes, under a folder that takes files (a temporary file made and removed in the
     nearest one that exists: the folders `atomic` will make are not made here)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip() or "\0" in text or os.path.isdir(text) \
-            or text.endswith(("/", os.sep)):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
+            or text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):  # 'maps/' named a folder; pathlib drops the slash and wrote a file 'maps'
         raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if text and os.path.isdir(text) else ""))
     if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
         raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
     path, folder = pathlib.Path(text), pathlib.Path(text).parent
     try:
-        while not os.path.lexists(folder) and folder != folder.parent:  # the folders atomic will make, not made here:
-            folder = folder.parent  # a refused write leaves none (a dangling link is there, and is no folder)
+        while not _there(folder) and folder != folder.parent:  # the folders atomic will make, not made here: a refused
+            folder = folder.parent  # write leaves none (a dangling link is there, and is no folder)
         if not folder.is_dir():
             raise NotADirectoryError(f"{folder} is not a folder")
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=folder)

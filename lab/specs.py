@@ -605,14 +605,18 @@ def _bind(fn, args, spec) -> Named:
         raise ValueError(f"policy {spec or fname!r}: {fname} takes {len(free)} parameter(s) "
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     who = spec or fname
-    inner = _attribute(fn, "func", None, who) if isinstance(fn, functools.partial) else None
-    ranges = _attribute(inner, "ranges", {}, who)  # a partial's: its function's, and its own within them
-    for key, (lo, hi) in (_attribute(fn, "ranges", None, who) or {}).items():
-        was = ranges.get(key, (lo, hi))
-        if max(lo, was[0]) > min(hi, was[1]):
-            raise ValueError(f"policy {who!r}: its range for {key}, {lo} to {hi}, does not meet its function's, {was[0]} "
-                             f"to {was[1]}")
-        ranges[key] = (max(lo, was[0]), min(hi, was[1]))
+    chain = [fn]  # a partial, of a partial...: each level's ranges, the innermost function's first
+    while isinstance(chain[-1], functools.partial) and len(chain) < 100:
+        chain.append(_attribute(chain[-1], "func", None, who))
+    inner = chain[1] if len(chain) > 1 else None
+    ranges = {}
+    for level in reversed(chain):  # each within the one it wraps
+        for key, (lo, hi) in (_attribute(level, "ranges", None, who) or {}).items():
+            was = ranges.get(key, (lo, hi))
+            if max(lo, was[0]) > min(hi, was[1]):
+                raise ValueError(f"policy {who!r}: its range for {key}, {lo} to {hi}, does not meet its function's, "
+                                 f"{was[0]} to {was[1]}")
+            ranges[key] = (max(lo, was[0]), min(hi, was[1]))
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -624,7 +628,7 @@ def _bind(fn, args, spec) -> Named:
         if key in kw:  # 'tova_protected:4,sinks=8': the first argument is sinks already
             raise ValueError(f"policy {spec or fname!r}: {key} is given twice")
         default = next(q.default for q in free if q.name == key)
-        if isinstance(default, bool):  # bool('False') is True: a flag is spelled out
+        if isinstance(default, (bool, np.bool_)):  # bool('False') is True: a flag is spelled out
             if value.lower() not in ("true", "false"):
                 raise ValueError(f"policy {spec or fname!r}: {key} must be true or false, got {value!r}")
             kw[key] = value.lower() == "true"
@@ -638,7 +642,7 @@ def _bind(fn, args, spec) -> Named:
         kw[key] = _number(value)
         kw[key] = kw[key] + 0 if isinstance(kw[key], float) else kw[key]  # -0.0 is 0.0: one label and one cache key
         lo, hi = ranges.get(key, (-math.inf, math.inf))
-        kind = None if isinstance(default, bool) or _plain(default) is None else type(_plain(default))  # numpy's too
+        kind = None if _plain(default) is None else type(_plain(default))  # numpy's and a 0-d tensor's too
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
             raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
@@ -651,8 +655,9 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    defaults = {p.name: p.default if _plain(p.default) is None else _plain(p.default) for p in free}  # 'sink:4' is
-    # 'sink': one label and one key for one policy (a default of np.int64(4) too)
+    defaults = {p.name: bool(p.default) if isinstance(p.default, np.bool_) else p.default if _plain(p.default) is None
+                else _plain(p.default) for p in free}  # 'sink:4' is 'sink': one label and one key for one policy (a
+    # default of np.int64(4) or np.bool_ too)
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     if stray := sorted(set(ranges) - {p.name for p in free}):  # a range never checked
@@ -739,7 +744,7 @@ def _attribute(fn, name: str, default, spec):
 def _plain(x):
     """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
     NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
-    if np.generic in type(x).__mro__:
+    if np.generic in type(x).__mro__ or (torch.Tensor in type(x).__mro__ and torch.Tensor.dim(x) == 0):
         try:
             x = x.item()
         except Exception:  # a subclass of its own whose item() raises: no number

@@ -29,6 +29,7 @@ import argparse
 import copy
 import json
 import math
+import operator
 import pathlib
 import statistics
 import time
@@ -109,8 +110,10 @@ def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
     lengths = list(lengths)  # a generator, read once
-    if not (isinstance(nll, torch.Tensor) and nll.dim() == 1):
-        raise ValueError(f"by_length reads one text's losses, a 1-D tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
+    if not (isinstance(nll, torch.Tensor) and nll.dim() == 1 and nll.is_floating_point() and not nll.is_meta):
+        raise ValueError(f"by_length reads one text's losses, a 1-D float tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
+    if not (nll.isfinite().all() and (nll >= 0).all()):  # a loss is -log p: finite, never below 0
+        raise ValueError("by_length reads losses, finite and at least 0; these hold NaN, inf or a negative")
     if any(not (guards.integer(n) and 2 <= n <= len(nll) + 1) for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
@@ -534,11 +537,20 @@ def table(data, family: str | None = None) -> str:
 def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     """The perplexity of tokens a .. b-1 alone, from those of the prefixes of a and b tokens (each the
     mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
-    if not (guards.integer(a) and guards.integer(b) and 1 <= a < b):
+    try:  # numpy's numbers and 0-d tensors are numbers too
+        a, b, ppl_a, ppl_b = operator.index(a), operator.index(b), float(ppl_a), float(ppl_b)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"a segment is read from two perplexities and two whole numbers of tokens; got {ppl_a!r} at "
+                         f"{a!r}, {ppl_b!r} at {b!r}") from None
+    if not 1 <= a < b:
         raise ValueError(f"a segment runs from a >= 1 to b > a tokens, whole numbers, got {a!r} to {b!r}")
-    if not all(guards.number(p) and p >= 1 for p in (ppl_a, ppl_b)):  # a perplexity is a finite number of at least 1
+    if not all(math.isfinite(p) and p >= 1 for p in (ppl_a, ppl_b)):  # a perplexity is a finite number of at least 1
         raise ValueError(f"a segment is read from two prefixes' perplexities, finite and at least 1; got {ppl_a!r}, {ppl_b!r}")
-    got = math.exp(((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a))
+    log = ((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a)
+    if log > 700:  # past float64
+        raise ValueError(f"prefixes of perplexity {ppl_a} ({a} tokens) and {ppl_b} ({b}) give the tokens between them a "
+                         "perplexity past float64: they are not one text's")
+    got = math.exp(log)
     if got < 1 - 1e-9:  # each loss is >= 0: prefixes that give less are not one text's
         raise ValueError(f"prefixes of perplexity {ppl_a} ({a} tokens) and {ppl_b} ({b}) give the tokens between them "
                          f"{got:.3g}, below 1: they are not one text's")

@@ -647,8 +647,10 @@ def use_linear(path) -> None:
     mod = importlib.util.module_from_spec(spec)  # the global only once every check passed
     try:
         spec.loader.exec_module(mod)
-    except (Exception, SystemExit) as e:  # sys.exit() at import would end the run with status 0 and no word
-        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # sys.exit() at import would end the run with status 0 and no word; a BaseException
+        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None  # of its own
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "swapped", "LinearState", "init_state", "run",
                            "state_bytes") if not callable(vars(mod).get(n))]  # the file's own, not what a
     # module __getattr__ answers; and FeatureMaps and LinearState are classes
@@ -729,11 +731,12 @@ def main(argv=None):
                     "part 7: course/work/t2r/linear.py); its results go to course/work/results/")
     args = harness.parse(ap, argv)
     global linear
-    home = linear, harness.RESULTS  # a --linear file serves this run alone; what it changes at import (a dtype, a
-    with guards.kept():  # seed, grad mode, the folder) and one thread a job are put back after it
+    home = linear, harness.RESULTS  # a --linear file serves this run alone
+    with guards.kept():  # what the run changes (one thread a job) is put back after it
         try:
             if args.linear is not None:
-                use_linear(args.linear)
+                with guards.kept():  # what its import changes (a folder, a seed), undone before the run reads them
+                    use_linear(args.linear)
             preset = "quick" if args.quick else "full"
             # another linear.py trains its rows afresh: its own folder, named by its content (not the repository's runs)
             mine = "" if args.linear is None else "-" + harness.fingerprint(args.linear)[:8]

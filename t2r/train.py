@@ -140,6 +140,7 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     if spec is not None and not isinstance(spec, str):
         raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     kind, _, r = (spec or "").partition(":")
+    r = r.lstrip("0") or r[:1]  # 'relu:0016' is relu:16, 'relu:000' is relu:0
     if path is not None:
         maps = load(path, model)
         if maps.window:  # a tail reads no window of its own (the policy's rows are its exact ones): said, not ignored
@@ -147,11 +148,11 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
                              f"and it would ignore the window; pass a tail's maps (demo.py t2r saves them as t2r_tail_*)")
         if not maps.layers:  # its tail would fold nothing: the policy alone, under another name
             raise ValueError(f"{path} swaps no layer (its field 'layers' is empty): a tail of it is the policy alone")
-        if spec and (maps.kind != kind or (r and not (r.isascii() and r.isdigit() and r.lstrip("0") == str(maps.r)))):
+        if spec and (maps.kind != kind or (r and r != str(maps.r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r.lstrip("0")) > 9 or int(r) < 1)):  # '²' is a
-    # digit to isdigit, not to int; 5,000 digits exceed Python's int conversion
+    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)):  # '²' is a digit to
+    # isdigit, not to int; 5,000 digits exceed Python's int conversion
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     if kind not in linear.FeatureMaps.KINDS:  # a file's name read as a kind was told it "needs its features"
         raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +

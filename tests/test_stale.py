@@ -4536,7 +4536,7 @@ def test_round43_jobs_defaults_names_settings_rope_and_t2r_files(tmp_path, monke
     assert not (tmp_path / "new").exists()
     assert list(length.by_length(torch.ones(9), (n for n in (3, 5)))) == [3, 5]
     for a, b in ((0, 5), (2.5, 2.6)):
-        with pytest.raises(ValueError, match="a segment runs from a >= 1"):
+        with pytest.raises(ValueError, match="a segment (runs from a >= 1|is read from two perplexities and two whole)"):
             length.segment(2.0, a, 3.0, b)
     (tmp_path / "lic").mkdir()
     (tmp_path / "lic" / "notes.txt").write_text(__import__("data.corpus", fromlist=["book"]).book("lcet10"))
@@ -4609,7 +4609,7 @@ def test_round44_filters_numpy_defaults_head_dims_and_t2r_imports(tmp_path, monk
     (tmp_path / "lic" / "a.txt").write_text("Some licence\nwith two lines\n")
     (tmp_path / "lic" / "b.txt").write_bytes(b"Some licence\r\nwith two lines\r\n")
     assert len(train.training_sources(licenses=tmp_path / "lic")) == 3  # two books and the licence once
-    with pytest.raises(ValueError, match="a 1-D tensor"):
+    with pytest.raises(ValueError, match="a 1-D float tensor"):
         length.by_length(torch.ones(1, 10), [2])
     with pytest.raises(ValueError, match="they are not one text's"):
         length.segment(100.0, 1000, 1.0, 1001)
@@ -4633,3 +4633,69 @@ def test_round44_filters_numpy_defaults_head_dims_and_t2r_imports(tmp_path, monk
     with pytest.raises(ValueError, match="quadratic differs from attention"):
         mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
     assert torch.equal(torch.get_rng_state(), state) and not torch.is_anomaly_enabled()
+
+
+def test_round45_flags_tensors_partials_digits_and_paths(tmp_path):
+    """Round 45: a default of np.bool_ took 'false' as the text 'false' (true); a 0-d tensor default made 'tens' and
+    'tens:5' two names and let 2.5 through; a partial of a partial skipped the function's range; a policy that set
+    Python's limit on an integer's digits, or deleted warnings.filters or sys.stdout, was not seen (or broke the
+    watch); a save's path ending in '/.' made a file of a folder's name."""
+    import sys
+    (tmp_path / "np45.py").write_text(
+        "import functools, numpy as np, torch\n\n\ndef nb(rows, flag=np.bool_(False)):\n    return rows.pos.double() * (2 if flag else 1)\n\n\n"
+        "def tens(rows, k=torch.tensor(5)):\n    return rows.pos.double()\n\n\n"
+        "def inner(rows, k=5):\n    return rows.pos.double()\n\n\ninner.ranges = {'k': (1, 10)}\n"
+        "p1 = functools.partial(inner)\np1.label = 'P {k}'\np2 = functools.partial(p1, k=50)\n")
+    at = f"{tmp_path / 'np45.py'}:"
+    assert specs.named(at + "nb:false").label == specs.named(at + "nb").label == "nb"
+    assert specs.named(at + "tens:5").label == specs.named(at + "tens").label
+    with pytest.raises(ValueError, match="k must be an integer"):
+        specs.named(at + "tens:2.5")
+    with pytest.raises(ValueError, match="k is 50 \\(its default\\), not a number from 1 to 10"):
+        specs.named(at + "p2")
+    digits = sys.get_int_max_str_digits()
+
+    def lifts(rows):
+        sys.set_int_max_str_digits(0)
+        return policies.tova(rows)
+
+    def deletes(rows):
+        del sys.stdout
+        return policies.tova(rows)
+    for policy, says in ((lifts, "limit on an integer's digits"), (deletes, "sys.stdout and sys.stderr")):
+        with pytest.raises(guards.PolicyError, match=says):
+            msrnn.run(MODEL, tokens(1, 8), policy, 4)
+    assert sys.get_int_max_str_digits() == digits and sys.stdout is not None
+    with pytest.raises(ValueError, match="a file's path"):
+        harness.check_file_path(str(tmp_path / "maps") + "/.", "the maps' path")
+
+
+def test_round45_t2r_paths_digits_segments_and_imports(tmp_path, monkeypatch):
+    """Round 45, T2R: a folder name past the file system's limit passed the path check (the save failed after
+    training); 'relu:' with 5,000 zeros then 16 failed in Python's words; segment refused numpy's and 0-d tensors'
+    numbers and overflowed unnamed; by_length took NaN and negative losses; a --linear file's os.chdir at import was in
+    force while the run resolved its folder."""
+    import os
+    from t2r import length, linear, mini, train
+    with pytest.raises(ValueError, match="cannot be written there"):
+        harness.check_file_path(str(tmp_path / ("y" * 300) / "ck.safetensors"), "checkpoint")
+    assert train.maps_from(MODEL, "relu:" + "0" * 5000 + "16")[0].r == 16
+    assert length.segment(torch.tensor(4.0), 2, 5.0, 4) == pytest.approx(5.590169943749473)
+    with pytest.raises(ValueError, match="past float64"):
+        length.segment(1.0, 2, 1e300, 3)
+    for losses in (torch.full((5,), float("nan")), -torch.ones(5)):
+        with pytest.raises(ValueError, match="finite and at least 0"):
+            length.by_length(losses, [3])
+    (tmp_path / "t2r").mkdir()  # a file that moves the working folder at import, refused by the preflight
+    source = pathlib.Path(linear.__file__).read_text()
+    (tmp_path / "t2r" / "linear.py").write_text(f"import os\nos.chdir({str(tmp_path)!r})\n" + source.replace(
+        "    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    here = os.getcwd()
+    seen = []
+    monkeypatch.setattr(mini, "preflight", lambda p: seen.append(os.getcwd()) or (_ for _ in ()).throw(ValueError("stop")))
+    with pytest.raises(ValueError, match="stop"):
+        mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
+    assert seen == [here] and os.getcwd() == here  # the run saw the caller's folder, not the file's
