@@ -73,6 +73,8 @@ def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
     not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
+    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsdecode(path).strip() or not isinstance(encoding, str):
+        raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
     path = pathlib.Path(os.fsdecode(path) if isinstance(path, bytes) else path)  # b"text.txt": pathlib takes str only
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"

@@ -588,6 +588,13 @@ class _Filters(tuple):
         f"a {type(self.list).__name__}, not a list"
 
 
+class _Streams(tuple):  # compared by identity: a stream's own __eq__ may say yes to anything, or raise
+    NAMES = ("stdin", "stdout", "stderr")
+    __eq__ = lambda self, other: isinstance(other, _Streams) and all(a is b for a, b in zip(self, other))
+    __ne__ = lambda self, other: not self == other
+    __hash__ = tuple.__hash__
+
+
 def _cwd():
     try:
         return os.getcwd()
@@ -696,8 +703,8 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             # relative path after it (a folder the policy removed cannot be gone back to)
             ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
             # none, and a config's 5,000-digit number is read
-            ("sys.stdout and sys.stderr", lambda: (getattr(sys, "stdout", None), getattr(sys, "stderr", None)),
-             lambda was: (setattr(sys, "stdout", was[0]), setattr(sys, "stderr", was[1])),
+            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams(getattr(sys, n, None) for n in _Streams.NAMES),
+             lambda was: [setattr(sys, n, s) for n, s in zip(_Streams.NAMES, was)],
              lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
             *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name, None),
                lambda was, name=name: setattr(warnings, name, was), lambda was: getattr(was, "__name__", repr(was)))

@@ -606,7 +606,9 @@ def _bind(fn, args, spec) -> Named:
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     who = spec or fname
     chain = [fn]  # a partial, of a partial...: each level's ranges, the innermost function's first
-    while isinstance(chain[-1], functools.partial) and len(chain) < 100:
+    while isinstance(chain[-1], functools.partial):
+        if len(chain) > 100:  # no policy is written so; its innermost range would go unread
+            raise ValueError(f"policy {who!r}: partials nested more than 100 deep; give the function fewer layers")
         chain.append(_attribute(chain[-1], "func", None, who))
     inner = chain[1] if len(chain) > 1 else None
     ranges = {}
@@ -628,7 +630,7 @@ def _bind(fn, args, spec) -> Named:
         if key in kw:  # 'tova_protected:4,sinks=8': the first argument is sinks already
             raise ValueError(f"policy {spec or fname!r}: {key} is given twice")
         default = next(q.default for q in free if q.name == key)
-        if isinstance(default, (bool, np.bool_)):  # bool('False') is True: a flag is spelled out
+        if _flag(default):  # bool('False') is True: a flag is spelled out
             if value.lower() not in ("true", "false"):
                 raise ValueError(f"policy {spec or fname!r}: {key} must be true or false, got {value!r}")
             kw[key] = value.lower() == "true"
@@ -655,7 +657,7 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    defaults = {p.name: bool(p.default) if isinstance(p.default, np.bool_) else p.default if _plain(p.default) is None
+    defaults = {p.name: bool(p.default) if _flag(p.default) else p.default if _plain(p.default) is None
                 else _plain(p.default) for p in free}  # 'sink:4' is 'sink': one label and one key for one policy (a
     # default of np.int64(4) or np.bool_ too)
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
@@ -739,6 +741,12 @@ def _attribute(fn, name: str, default, spec):
         raise ValueError(f"policy {spec!r}: its ranges map a parameter to (low, high), low <= high, numbers below 2**62 or "
                          f"±inf, as policies.label(\"...\", k=(1, 64)) does; got {type(value).__name__} {shown}")
     return pairs
+
+
+def _flag(x) -> bool:
+    """A default that is true or false: Python's bool, numpy's, or a 0-d bool tensor."""
+    return bool in type(x).__mro__ or np.bool_ in type(x).__mro__ or (
+        torch.Tensor in type(x).__mro__ and torch.Tensor.dim(x) == 0 and x.dtype == torch.bool)
 
 
 def _plain(x):

@@ -36,6 +36,7 @@ import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
 
+import numpy as np
 import torch
 
 import load_weights
@@ -114,9 +115,16 @@ def by_length(nll, lengths) -> dict:
         raise ValueError(f"by_length reads one text's losses, a 1-D float tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
     if not (nll.isfinite().all() and (nll >= 0).all()):  # a loss is -log p: finite, never below 0
         raise ValueError("by_length reads losses, finite and at least 0; these hold NaN, inf or a negative")
-    if any(not (guards.integer(n) and 2 <= n <= len(nll) + 1) for n in lengths):  # n tokens make n - 1 predictions
+    try:
+        lengths = [_whole(n) for n in lengths]  # numpy's and 0-d tensors' whole numbers too
+    except (TypeError, ValueError):
+        raise ValueError(f"lengths {lengths}: whole numbers of tokens") from None
+    if any(not 2 <= n <= len(nll) + 1 for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
-    return {n: math.exp(nll[:n - 1].mean().item()) for n in lengths}
+    mean = {n: nll[:n - 1].mean().item() for n in lengths}
+    if any(m > 709 for m in mean.values()):  # exp past float64
+        raise ValueError(f"by_length: a mean loss of {max(mean.values()):.1f} nats is a perplexity past float64")
+    return {n: math.exp(m) for n, m in mean.items()}
 
 
 def perplexities(model, maps, text, lengths) -> dict:
@@ -534,19 +542,32 @@ def table(data, family: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _whole(n) -> int:
+    if isinstance(n, (bool, np.bool_)) or (isinstance(n, torch.Tensor) and n.dtype == torch.bool):
+        raise TypeError("a bool is no count")
+    return operator.index(n)
+
+
+def _real(x) -> float:
+    if isinstance(x, (bool, np.bool_, str, bytes)) or (isinstance(x, torch.Tensor) and (x.dim() or x.dtype == torch.bool)):
+        raise TypeError("a number: not a bool, a text or a tensor of more than one")
+    return float(x)
+
+
 def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     """The perplexity of tokens a .. b-1 alone, from those of the prefixes of a and b tokens (each the
     mean loss of its n - 1 predictions, by_length): the long end shown apart from the start it follows."""
-    try:  # numpy's numbers and 0-d tensors are numbers too
-        a, b, ppl_a, ppl_b = operator.index(a), operator.index(b), float(ppl_a), float(ppl_b)
-    except (TypeError, ValueError, OverflowError):
+    try:  # numpy's numbers and 0-d tensors are numbers too; a bool or a text is not
+        a, b, ppl_a, ppl_b = _whole(a), _whole(b), _real(ppl_a), _real(ppl_b)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
         raise ValueError(f"a segment is read from two perplexities and two whole numbers of tokens; got {ppl_a!r} at "
                          f"{a!r}, {ppl_b!r} at {b!r}") from None
-    if not 1 <= a < b:
+    if not 1 <= a < b < 2**62:  # positions end at 2**62
         raise ValueError(f"a segment runs from a >= 1 to b > a tokens, whole numbers, got {a!r} to {b!r}")
     if not all(math.isfinite(p) and p >= 1 for p in (ppl_a, ppl_b)):  # a perplexity is a finite number of at least 1
         raise ValueError(f"a segment is read from two prefixes' perplexities, finite and at least 1; got {ppl_a!r}, {ppl_b!r}")
-    log = ((b - 1) * math.log(ppl_b) - (a - 1) * math.log(ppl_a)) / (b - a)
+    log_a, log_b = math.log(ppl_a), math.log(ppl_b)
+    log = log_b + (a - 1) / (b - a) * (log_b - log_a)  # ((b-1) log_b - (a-1) log_a) / (b-a), without two huge products
     if log > 700:  # past float64
         raise ValueError(f"prefixes of perplexity {ppl_a} ({a} tokens) and {ppl_b} ({b}) give the tokens between them a "
                          "perplexity past float64: they are not one text's")

@@ -650,7 +650,8 @@ def use_linear(path) -> None:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # sys.exit() at import would end the run with status 0 and no word; a BaseException
-        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {e}") from None  # of its own
+        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {guards._said(e)}") from None  # of
+        # its own (and an exception whose str raises is named by its type)
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "swapped", "LinearState", "init_state", "run",
                            "state_bytes") if not callable(vars(mod).get(n))]  # the file's own, not what a
     # module __getattr__ answers; and FeatureMaps and LinearState are classes

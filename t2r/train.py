@@ -140,6 +140,8 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     if spec is not None and not isinstance(spec, str):
         raise ValueError(f"a tail is kind:r, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     kind, _, r = (spec or "").partition(":")
+    if r and not (r.isascii() and r.isdigit()):  # '²' is a digit to isdigit, not to int; '+16', '16.0', ' 16' are no r
+        raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     r = r.lstrip("0") or r[:1]  # 'relu:0016' is relu:16, 'relu:000' is relu:0
     if path is not None:
         maps = load(path, model)

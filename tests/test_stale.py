@@ -4433,7 +4433,7 @@ def test_round42_bounds_names_workers_rope_and_t2r_threads(tmp_path, monkeypatch
     mixed = linear.FeatureMaps(MODEL.config, 6, "relu", dtype=torch.float64)
     mixed.bk = torch.nn.Parameter(mixed.bk.detach().half())
     train.save(mixed, tmp_path / "mixed.safetensors")  # read back in the widest: float16 did not hold the float64s
-    with pytest.raises(ValueError, match="--tail relu:x, but"):
+    with pytest.raises(ValueError, match="a tail is kind:r with r >= 1 features.*relu:x"):
         train.maps_from(MODEL, "relu:x", tmp_path / "mixed.safetensors")
     mixed.kind = 3
     with pytest.raises(ValueError, match="kind 3 are not what load reads"):
@@ -4699,3 +4699,63 @@ def test_round45_t2r_paths_digits_segments_and_imports(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="stop"):
         mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
     assert seen == [here] and os.getcwd() == here  # the run saw the caller's folder, not the file's
+
+
+def test_round46_bool_tensors_deep_partials_and_streams(tmp_path):
+    """Round 46: a 0-d bool tensor default took 'false' as text (true) and 'banana' as a setting; partials nested past
+    100 deep left the innermost range unread; a policy that deleted sys.stdin went unseen, and a stdout whose == raised
+    broke the watch."""
+    import functools
+    import sys
+    (tmp_path / "tb46.py").write_text("import torch\n\n\ndef tb(rows, flag=torch.tensor(False)):\n"
+                                      "    return rows.pos.double() * (2 if flag else 1)\n")
+    at = f"{tmp_path / 'tb46.py'}:"
+    assert specs.named(at + "tb:false").label == specs.named(at + "tb").label == "tb"
+    with pytest.raises(ValueError, match="flag must be true or false"):
+        specs.named(at + "tb:banana")
+
+    def inner(rows, k=5):
+        return rows.pos.double()
+    inner.ranges = {"k": (1, 10)}
+    deep = inner
+    for _ in range(121):
+        deep = functools.partial(deep)
+        deep.level = 1  # a partial with attributes of its own is not flattened into the one it wraps
+    with pytest.raises(ValueError, match="nested more than 100 deep"):
+        specs.named(deep)
+
+    class Loud:
+        def __eq__(self, other):
+            raise RuntimeError("eq")
+        __hash__ = object.__hash__
+
+    def streams(rows):
+        sys.stdout = Loud()
+        del sys.stdin
+        return policies.tova(rows)
+    before = sys.stdin, sys.stdout
+    with pytest.raises(guards.PolicyError, match="sys.stdin, sys.stdout and sys.stderr"):
+        msrnn.run(MODEL, tokens(1, 8), streams, 4)
+    assert (sys.stdin, sys.stdout) == before
+
+
+def test_round46_t2r_segments_lengths_tails_and_texts(tmp_path):
+    """Round 46, T2R: segment took texts and bools for perplexities and counts, and lost its answer to two huge
+    products at 10**17 tokens; by_length refused np.int64 lengths and overflowed unnamed; '--tail relu:+16' with a
+    maps file was said to differ in r; corpus.read took None for an encoding."""
+    import numpy as np
+    from data import corpus
+    from t2r import length, linear, train
+    for args in (("2.5", 2, "3", 5), (2.0, True, 3.0, 5), (torch.tensor([2.0]), 2, 3.0, 5)):
+        with pytest.raises(ValueError, match="two perplexities and two whole numbers"):
+            length.segment(*args)
+    assert length.segment(2.0, 10**17, 2.0, 10**17 + 1) == pytest.approx(2.0)
+    assert list(length.by_length(torch.ones(5), [np.int64(3)])) == [3]
+    with pytest.raises(ValueError, match="past float64"):
+        length.by_length(torch.full((5,), 1000.0), [3])
+    train.save(linear.FeatureMaps(MODEL.config, 16, "relu", dtype=MODEL.dtype), tmp_path / "r16.safetensors")
+    with pytest.raises(ValueError, match="a tail is kind:r"):
+        train.maps_from(MODEL, "relu:+16", tmp_path / "r16.safetensors")
+    (tmp_path / "t.txt").write_text("text\n")
+    with pytest.raises(ValueError, match="its encoding's name"):
+        corpus.read(tmp_path / "t.txt", None)
