@@ -703,7 +703,8 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             # relative path after it (a folder the policy removed cannot be gone back to)
             ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
             # none, and a config's 5,000-digit number is read
-            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams(getattr(sys, n, None) for n in _Streams.NAMES),
+            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams((getattr(sys, "stdin", None), getattr(sys, "stdout", None),
+                                                                       getattr(sys, "stderr", None))),
              lambda was: [setattr(sys, n, s) for n, s in zip(_Streams.NAMES, was)],
              lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
             *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name, None),

@@ -644,7 +644,7 @@ def _bind(fn, args, spec) -> Named:
         kw[key] = _number(value)
         kw[key] = kw[key] + 0 if isinstance(kw[key], float) else kw[key]  # -0.0 is 0.0: one label and one cache key
         lo, hi = ranges.get(key, (-math.inf, math.inf))
-        kind = None if _plain(default) is None else type(_plain(default))  # numpy's and a 0-d tensor's too
+        kind = None if (plain := _plain(default)) is None else type(plain)  # numpy's and a 0-d tensor's too
         if kind is None and isinstance(kw[key], float) and not math.isfinite(kw[key]):  # k=None: no number named
             raise ValueError(f"policy {spec or fname!r}: {key} must be a finite number, got {value!r}")
         number = isinstance(kw[key], (int, float)) and math.isfinite(kw[key])  # nan, inf: no parameter's value
@@ -657,9 +657,9 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    defaults = {p.name: bool(p.default) if _flag(p.default) else p.default if _plain(p.default) is None
-                else _plain(p.default) for p in free}  # 'sink:4' is 'sink': one label and one key for one policy (a
-    # default of np.int64(4) or np.bool_ too)
+    defaults = {p.name: bool(p.default) if _flag(p.default) else _plain(p.default) if _plain(p.default) is not None
+                else p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy (a default
+    # of np.int64(4) or np.bool_ too)
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
     bound = {p.name: kw.get(p.name, p.default) for p in free}
     if stray := sorted(set(ranges) - {p.name for p in free}):  # a range never checked

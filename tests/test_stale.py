@@ -4244,6 +4244,25 @@ def test_round39_checked_steps_freed_keys_ranges_hooks_and_t2r_twins(tmp_path, m
         mini.preflight(mini.PRESETS["quick"])
 
 
+MIXES_BATCH = ("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n")  # a quadratic
+# that reads the first sequence's keys for every sequence
+
+
+def student_file(tmp_path, monkeypatch, old, new, head=""):
+    """t2r/linear.py with `old` replaced by `new` (found once), as a student's course/work/t2r/linear.py: its results
+    beside it, mini's swapped-in module and the results folder put back after the test."""
+    from t2r import linear, mini
+    source = pathlib.Path(linear.__file__).read_text()
+    assert source.count(old) == 1
+    path = tmp_path / "t2r" / "linear.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(head + source.replace(old, new))
+    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
+    monkeypatch.setattr(mini, "linear", mini.linear)
+    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    return path
+
+
 def test_round40_unset_vars_float_bounds_ranges_labels_and_t2r_gradients(tmp_path, monkeypatch):
     """Round 40: a ContextVar with a default, never set, was keyed as None (a sweep served SINKS=4's number under
     SINKS=60); a sliding_window of 2**63 written as a float loaded; ranges that name no parameter left the parameter
@@ -4272,13 +4291,8 @@ def test_round40_unset_vars_float_bounds_ranges_labels_and_t2r_gradients(tmp_pat
     del old.cfg
     with pytest.raises(ValueError, match="keep no llama.Config"):
         train.save(old, tmp_path / "maps.safetensors")
-    (tmp_path / "t2r").mkdir()  # a student's quadratic whose normaliser passes no gradient: the same values
-    source = pathlib.Path(linear.__file__).read_text()
-    assert source.count("A.sum(-1, keepdim=True).clamp_min(EPS)") == 1
-    (tmp_path / "t2r" / "linear.py").write_text(source.replace("A.sum(-1, keepdim=True).clamp_min(EPS)",
-                                                               "A.sum(-1, keepdim=True).clamp_min(EPS).detach()"))
-    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)  # use_linear sends results beside the student's file
-    monkeypatch.setattr(mini, "linear", mini.linear)
+    student_file(tmp_path, monkeypatch, "A.sum(-1, keepdim=True).clamp_min(EPS)",  # a normaliser that passes no
+                 "A.sum(-1, keepdim=True).clamp_min(EPS).detach()")  # gradient: the same values
     mini.use_linear(tmp_path / "t2r" / "linear.py")
     with pytest.raises(ValueError, match="quadratic differs from attention .*its output or its gradients"):
         mini.preflight(mini.PRESETS["quick"])
@@ -4366,13 +4380,7 @@ def test_round41_inference_mode_ranges_names_steps_configs_and_t2r_files(tmp_pat
             return types.SimpleNamespace(ids=[1, 1, 1, 1] + [True] * (len(text) // 2))
     with pytest.raises(ValueError, match="not a list of ids"):
         experiments.check_tokenizer(Bools())
-    (tmp_path / "t2r").mkdir()  # a student's quadratic that reads the first sequence's keys for every sequence
-    source = pathlib.Path(linear.__file__).read_text()
-    assert source.count("    T = q.shape[3]\n") == 1
-    (tmp_path / "t2r" / "linear.py").write_text(source.replace("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
-    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
-    monkeypatch.setattr(mini, "linear", mini.linear)
-    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    student_file(tmp_path, monkeypatch, *MIXES_BATCH)  # a quadratic that reads the first sequence's keys for every one
     with pytest.raises(ValueError, match="quadratic differs from attention"):
         mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
     assert mini.linear is linear and harness.RESULTS != tmp_path / "results"  # the refused file is not kept
@@ -4446,12 +4454,7 @@ def test_round42_bounds_names_workers_rope_and_t2r_threads(tmp_path, monkeypatch
             return types.SimpleNamespace(ids=[2**63] * (1 + len(text) // 2))
     with pytest.raises(ValueError, match="not a list of ids"):
         experiments.check_tokenizer(Huge())
-    (tmp_path / "t2r").mkdir()  # a file the preflight refuses, run with one job: torch's threads put back
-    source = pathlib.Path(linear.__file__).read_text()
-    (tmp_path / "t2r" / "linear.py").write_text(source.replace("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
-    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
-    monkeypatch.setattr(mini, "linear", mini.linear)
-    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    student_file(tmp_path, monkeypatch, *MIXES_BATCH)  # a file the preflight refuses, run with one job: threads put back
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -4622,13 +4625,8 @@ def test_round44_filters_numpy_defaults_head_dims_and_t2r_imports(tmp_path, monk
     train.transfer(MODEL, linear.FeatureMaps(c, 4, "relu", dtype=MODEL.dtype), tokens(3, 16), evaluate=evaluate,
                    eval_every=1, log=lambda *a: None)
     assert torch.is_grad_enabled() and len(stops) >= 2
-    (tmp_path / "t2r").mkdir()  # a file refused by the preflight, that seeds torch and turns anomaly detection on
-    source = pathlib.Path(linear.__file__).read_text()
-    (tmp_path / "t2r" / "linear.py").write_text("import torch\ntorch.manual_seed(123)\ntorch.set_anomaly_enabled(True)\n" +
-                                                source.replace("    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
-    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
-    monkeypatch.setattr(mini, "linear", mini.linear)
-    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    student_file(tmp_path, monkeypatch, *MIXES_BATCH,  # refused by the preflight; seeds torch, turns anomaly detection on
+                 head="import torch\ntorch.manual_seed(123)\ntorch.set_anomaly_enabled(True)\n")
     state = torch.get_rng_state()
     with pytest.raises(ValueError, match="quadratic differs from attention"):
         mini.main(["--quick", "--linear", str(tmp_path / "t2r" / "linear.py")])
@@ -4676,7 +4674,7 @@ def test_round45_t2r_paths_digits_segments_and_imports(tmp_path, monkeypatch):
     numbers and overflowed unnamed; by_length took NaN and negative losses; a --linear file's os.chdir at import was in
     force while the run resolved its folder."""
     import os
-    from t2r import length, linear, mini, train
+    from t2r import length, mini, train
     with pytest.raises(ValueError, match="cannot be written there"):
         harness.check_file_path(str(tmp_path / ("y" * 300) / "ck.safetensors"), "checkpoint")
     assert train.maps_from(MODEL, "relu:" + "0" * 5000 + "16")[0].r == 16
@@ -4686,13 +4684,8 @@ def test_round45_t2r_paths_digits_segments_and_imports(tmp_path, monkeypatch):
     for losses in (torch.full((5,), float("nan")), -torch.ones(5)):
         with pytest.raises(ValueError, match="finite and at least 0"):
             length.by_length(losses, [3])
-    (tmp_path / "t2r").mkdir()  # a file that moves the working folder at import, refused by the preflight
-    source = pathlib.Path(linear.__file__).read_text()
-    (tmp_path / "t2r" / "linear.py").write_text(f"import os\nos.chdir({str(tmp_path)!r})\n" + source.replace(
-        "    T = q.shape[3]\n", "    T = q.shape[3]\n    k, v, fk = k[:1], v[:1], fk[:1]\n"))
-    monkeypatch.setattr(harness, "RESULTS", harness.RESULTS)
-    monkeypatch.setattr(mini, "linear", mini.linear)
-    monkeypatch.setenv("MSRNN_CACHE", str(tmp_path / "cache"))
+    student_file(tmp_path, monkeypatch, *MIXES_BATCH,  # moves the working folder at import; refused by the preflight
+                 head=f"import os\nos.chdir({str(tmp_path)!r})\n")
     here = os.getcwd()
     seen = []
     monkeypatch.setattr(mini, "preflight", lambda p: seen.append(os.getcwd()) or (_ for _ in ()).throw(ValueError("stop")))
