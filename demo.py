@@ -343,7 +343,7 @@ def fenced(fn):
 
 REPORT = {"retention": ("retention", fenced(experiments.retention_table)), "memory": ("memory", fenced(experiments.memory_table)),
           "bench": ("bench", bench.speed_table), "busy": ("busy", busy.table), "t2r": ("t2r", table_only(compare.table)),
-          "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.table),
+          "t2r_speed": ("t2r_speed", t2r_speed.table), "t2r_mini": ("t2r_mini", mini.main_table),
           "t2r_mini_quick": ("t2r_mini_quick", mini.table), "t2r_mini_summary": ("t2r_mini", mini.summary),
           "t2r_mini_claims": ("t2r_mini", mini.claims_table), "t2r_mini_quick_claims": ("t2r_mini_quick", mini.claims_table),
           "tour_time": ("busy", busy.tour_time), "t2r_length_costs": ("t2r_length", t2r_length.costs)}

@@ -548,20 +548,29 @@ def _transformer(rows: list, data) -> dict:
     return found[0]
 
 
-def table(data) -> str:
-    base = _transformer(data["groups"], data)["ppl"]
-    extra = [s for s in data["groups"][0]["sets"] if s != "test"]
+def table(data, main: bool = False) -> str:
+    """Every row, with the other test sets (the log's); main: the transformer and the four rows the claims
+    compare (T2R and ELU+1 at the most features, pretrained and from scratch), test and dev only (the chapter's)."""
+    base, P, top = _transformer(data["groups"], data)["ppl"], data["preset"]["pretrain_steps"], _top(data)
+    groups = [g for g in data["groups"] if not main or g["method"] == "transformer" and g["teacher_steps"] == P
+              or g["features"] in (top, None) and g["teacher_steps"] in (P, 0) and g["method"] != "transformer"]
+    extra = [] if main else [s for s in data["groups"][0]["sets"] if s != "test"]
     pm = lambda x, sd: f"{x:.2f} ± {sd:.2f}" if sd else f"{x:.2f}"
-    lines = ["| row | seeds | state (KiB) | training tokens | seconds | dev loss | test ppl | vs transformer | "
-             + " | ".join(f"{s} ppl" for s in extra) + " |", "|---" * (8 + len(extra)) + "|"]
-    for g in data["groups"]:
+    lines = ["| row | seeds | state (KiB) | training tokens | " + ("" if main else "seconds | ") + "dev loss | test ppl | "
+             "vs transformer | " + "".join(f"{s} ppl | " for s in extra), "|---" * (7 + (not main) + len(extra)) + "|"]
+    for g in groups:
         if not g["seeds"]:
             raise ValueError(f"{g['name']}: a row of no seed")
         dev = f"{g['dev_loss']:.3f}" + (f" ± {g['dev_loss_std']:.3f}" if g["dev_loss_std"] else "")
         lines.append(f"| {g['name']} | {len(g['seeds'])} | {g['state_bytes'] / 1024:.1f} | {g['train_tokens']:,} | "
-                     f"{g['seconds']:.0f} | {dev} | {pm(g['ppl'], g['ppl_std'])} | {g['ppl'] / base - 1:+.1%} | "
-                     + " | ".join(pm(g["sets"][s]["ppl"], g["sets"][s]["ppl_std"]) for s in extra) + " |")
-    return "\n".join(lines)
+                     + ("" if main else f"{g['seconds']:.0f} | ") + f"{dev} | {pm(g['ppl'], g['ppl_std'])} | "
+                     f"{g['ppl'] / base - 1:+.1%} | " + "".join(pm(g["sets"][s]["ppl"], g["sets"][s]["ppl_std"]) + " | "
+                                                            for s in extra))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def main_table(data) -> str:
+    return table(data, main=True)
 
 
 def claims_table(data) -> str:

@@ -251,7 +251,7 @@ def test_bad_arguments_are_named():
 
 
 def test_a_policy_runs_in_kvpress_pipeline(models, tmp_path):
-    """README's "From here to scale": press(policies.tova) and a user's file policy inside kvpress's own
+    """docs/files.md's "From here to scale": press(policies.tova) and a user's file policy inside kvpress's own
     pipeline on the default model, float32 on the CPU; each cuts the context's cache to half."""
     mine = tmp_path / "mine.py"
     mine.write_text("def fn(rows):\n    return rows.pos[:, :1].double().masked_fill(rows.pos[:, :1] < 4, float('inf'))\n")

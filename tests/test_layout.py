@@ -1,12 +1,12 @@
 """The house shows the design: the root holds the design card's files, every import runs downward
-through README's picture of the layers, and no two names differ by one letter."""
+through the picture of the layers (docs/files.md), and no two names differ by one letter."""
 import ast
 import itertools
 import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+FILES = (ROOT / "docs" / "files.md").read_text()
 
 # The design card's files, and what a Python project's root needs beside them.
 ROOT_FILES = {"llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "README.md",
@@ -37,9 +37,9 @@ def imports(path, known):
 
 
 def layers():
-    """README's picture: one line per layer, top first, `N  names...  what they are`; names are modules
+    """the picture of the layers: one line per layer, top first, `N  names...  what they are`; names are modules
     (`llama.py`) or folders (`lab/`). Returns the layers bottom first, each a list of name prefixes."""
-    block = README.split("## Tour of the files\n", 1)[1].split("```\n", 2)[1]
+    block = FILES.split("## Tour of the files\n", 1)[1].split("```\n", 2)[1]
     rows = [re.findall(r"(\S+?)(?:\.py|/)(?=[\s,])", line.split("  ", 1)[1].split("   ")[0] + " ")
             for line in block.strip().splitlines()]
     return [[name.replace("/", ".") for name in row] for row in reversed(rows)]
@@ -48,7 +48,7 @@ def layers():
 def layer_of(module, picture):
     hits = [(len(name), i) for i, row in enumerate(picture) for name in row
             if module == name or module.startswith(name + ".")]
-    assert hits, f"{module} is in no layer of README's picture"
+    assert hits, f"{module} is in no layer of the picture of the layers"
     return max(hits)[1]  # the most specific name: engine/guards.py lies below engine/
 
 
@@ -66,7 +66,7 @@ def test_imports_run_down_readmes_picture_of_the_layers():
     graph = {m: imports(p, known) for m, p in known.items()}
     for m, deps in graph.items():
         for d in deps:
-            assert layer_of(d, picture) <= layer_of(m, picture), f"{m} imports {d}, which README's picture puts above it"
+            assert layer_of(d, picture) <= layer_of(m, picture), f"{m} imports {d}, which the picture of the layers puts above it"
     # within a layer, no cycle: a topological order exists
     done, todo = set(), set(graph)
     while todo:

@@ -1,4 +1,4 @@
-"""README and the docs cannot drift from the code: README's file tour, its line counts, its code
+"""README and the docs cannot drift from the code: the file tour's line counts (docs/files.md), README's code
 excerpt, its test command, and the reading path (its ranges, its total, and that it leaves out nothing
 the path calls); on every page, each cited file, `module.function` and line range, and each results
 table, which must be what `python demo.py report` writes from results/*.json."""
@@ -19,12 +19,15 @@ def lines(path):
     return len(path.read_text().splitlines())
 
 
-def section(title):
-    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+FILES = (ROOT / "docs" / "files.md").read_text()
+
+
+def section(title, page=README):
+    return page.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_file_tour_lists_every_file_with_its_line_count():
-    tour = dict(re.findall(r"^\| `([\w*./]+)` \| (\d+) \|", section("Tour of the files"), re.M))
+    tour = dict(re.findall(r"^\| `([\w*./]+)` \| (\d+) \|", section("Tour of the files", FILES), re.M))
     tests = sorted((ROOT / "tests").glob("test_*.py"))
     files = {}
     for p in [*ROOT.rglob("*.py"), *ROOT.rglob("*.html")]:
@@ -33,8 +36,8 @@ def test_file_tour_lists_every_file_with_its_line_count():
                 and rel.parts[:2] != ("course", "work"):
             files[str(rel)] = lines(p)
     files["tests/test_*.py"] = sum(map(lines, tests))
-    assert {name: int(n) for name, n in tour.items()} == files, "update README's tour of the files"
-    assert f"{len(tests)} test files" in section("Tour of the files")
+    assert {name: int(n) for name, n in tour.items()} == files, "update the tour of the files (docs/files.md)"
+    assert f"{len(tests)} test files" in section("Tour of the files", FILES)
 
 
 def test_how_it_reads_is_the_code():
@@ -95,14 +98,20 @@ def test_reading_order_holds_what_it_names():
 def test_reading_path_is_the_whole_path():
     """Every function or class of llama.py, msrnn.py and policies.py that a cited definition calls
     (`f(...)`, `llama.f(...)`, `self.f(...)`) is cited too, so the path leaves out nothing it runs.
-    The input checks (`guards.*`, engine/'s) are left out on purpose, and README says so."""
-    path, _ = reading_path()
-    where = {}  # (file, name) -> the lines of each definition of that name, methods and inner functions included
+    The input checks (`guards.*`, engine/'s) are left out on purpose, and README says so; so are the
+    definitions its "Left out:" names, each of which must be one the path calls."""
+    path, table = reading_path()
+    left_out = re.findall(r"`(\w+)`", table.split("Left out:", 1)[1].split("\n\n", 1)[0])
+    where, called = {}, set()  # (file, name) -> the lines of each definition of that name, methods and inner functions included
     for file in CORE.values():
         for node in ast.walk(ast.parse((ROOT / file).read_text())):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 where.setdefault((file, node.name), []).append(set(range(first, node.end_lineno + 1)))
+    # a definition is read whole when every line of it is cited but blank lines and what "Left out:" names
+    gone = {file: {i for i, line in enumerate((ROOT / file).read_text().splitlines(), 1) if not line.strip()}
+            | {i for (f, name), ds in where.items() if f == file and name in left_out for d in ds for i in d}
+            for file in CORE.values()}
     for file, cited_lines in path.items():
         own = file in CORE.values()
         for node in ast.walk(ast.parse((ROOT / file).read_text())):
@@ -117,9 +126,11 @@ def test_reading_path_is_the_whole_path():
                     target = file, f.attr
                 else:
                     continue
-                if target in where:  # one of the definitions of that name is read whole
-                    assert any(d <= path.get(target[0], set()) for d in where[target]), \
+                called.add(target[1])
+                if target in where and target[1] not in left_out:  # one of its definitions is read whole
+                    assert any(d - gone[target[0]] <= path.get(target[0], set()) for d in where[target]), \
                         f"{file}: {node.name} calls {target[1]} ({target[0]}), which the reading path leaves out"
+    assert left_out and set(left_out) <= called, f"README's 'Left out:' names what the path never calls: {set(left_out) - called}"
 
 
 # ---------------------------------------------------------------- every page: citations and results tables

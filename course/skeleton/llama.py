@@ -100,15 +100,19 @@ def wide(dtype: torch.dtype) -> torch.dtype:
 
 
 def rope_frequencies(cfg: Config) -> torch.Tensor:
-    """RoPE inverse frequencies (Su et al. 2021), with Llama 3's or linear scaling."""
+    """RoPE inverse frequencies (Su et al. 2021), with linear or Llama 3's scaling."""
     inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim)
     s = cfg.rope_scaling
     if s is None:
         return inv_freq
     if s["rope_type"] == "linear":  # positions divided by the factor
         return inv_freq / s["factor"]
-    # llama3: long wavelengths slowed by `factor`, short ones kept, a smooth ramp between
-    # (the rule of Meta's Llama 3.1 reference code and transformers' _compute_llama3_parameters)
+    return llama3_scaling(inv_freq, s)
+
+
+def llama3_scaling(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
+    """Llama 3's: long wavelengths slowed by `factor`, short ones kept, a smooth ramp between (the rule
+    of Meta's Llama 3.1 reference code and transformers' _compute_llama3_parameters)."""
     factor, lo, hi = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
     old_len = s["original_max_position_embeddings"]
     wavelen = 2 * math.pi / inv_freq
