@@ -73,7 +73,8 @@ def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
     not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
-    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsdecode(path).strip() or not isinstance(encoding, str):
+    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsdecode(path).strip() or not isinstance(encoding, str) \
+            or "\0" in encoding:  # a NUL: Python's codec lookup fails with "embedded null character"
         raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
     path = pathlib.Path(os.fsdecode(path) if isinstance(path, bytes) else path)  # b"text.txt": pathlib takes str only
     if not path.is_file():
@@ -87,7 +88,7 @@ def read(path, encoding: str = "utf-8") -> str:
                          "convert it, or name its encoding (--encoding latin-1)") from None
     except LookupError:
         raise ValueError(f"unknown text encoding {encoding!r}") from None
-    if not text.strip():
+    if not text.replace("\ufeff", "").strip():  # marks and spaces only
         raise ValueError(f"text file {path} is empty")
     control = sum(c < " " and c not in "\n\t\f\v\r" for c in text)
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

@@ -572,27 +572,30 @@ def _copying(cls):
     return cls
 
 
-class _Filters(tuple):
-    """The warning filters and the list object that holds them (a policy may bind another, even a tuple, which
-    compares equal and breaks every later warnings.warn), shown by their count in the message."""
+class _Same(tuple):  # compared by identity: a policy's object's own __eq__ may say yes to anything, or raise
+    __eq__ = lambda self, other: type(other) is type(self) and len(self) == len(other) and all(
+        a is b for a, b in zip(self, other))
+    __ne__ = lambda self, other: not self == other  # tuple's own != would compare by ==
+    __hash__ = tuple.__hash__
+
+
+class _Filters(_Same):
+    """The warning filters, each entry by identity, and the list object that holds them (a policy may bind another,
+    even a tuple, which compares equal and breaks every later warnings.warn), shown by their count in the message."""
 
     def __new__(cls, filters):
-        made = super().__new__(cls, filters if isinstance(filters, list) else ())
-        made.list = filters
+        made = super().__new__(cls, list.copy(filters) if type(filters) is list else ())  # a list of its own: no
+        made.list = filters  # method of its own runs (an __iter__ that raises left everything unput back)
         return made
 
-    __eq__ = lambda self, other: isinstance(other, _Filters) and self.list is other.list and tuple.__eq__(self, other)
-    __ne__ = lambda self, other: not self == other  # the watch asks !=: tuple's own would pass another list
+    __eq__ = lambda self, other: _Same.__eq__(self, other) and self.list is other.list
     __hash__ = tuple.__hash__
-    __repr__ = __str__ = lambda self: f"{len(self)} filters" if isinstance(self.list, list) else \
-        f"a {type(self.list).__name__}, not a list"
+    __repr__ = __str__ = lambda self: f"{len(self)} filters" if type(self.list) is list else \
+        f"a {_typename(self.list)}, not a list"
 
 
-class _Streams(tuple):  # compared by identity: a stream's own __eq__ may say yes to anything, or raise
-    NAMES = ("stdin", "stdout", "stderr")
-    __eq__ = lambda self, other: isinstance(other, _Streams) and all(a is b for a, b in zip(self, other))
-    __ne__ = lambda self, other: not self == other
-    __hash__ = tuple.__hash__
+_STREAMS = ("stdin", "stdout", "stderr")
+_HOOKED = ("showwarning", "formatwarning")
 
 
 def _cwd():
@@ -703,13 +706,12 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             # relative path after it (a folder the policy removed cannot be gone back to)
             ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
             # none, and a config's 5,000-digit number is read
-            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams((getattr(sys, "stdin", None), getattr(sys, "stdout", None),
-                                                                       getattr(sys, "stderr", None))),
-             lambda was: [setattr(sys, n, s) for n, s in zip(_Streams.NAMES, was)],
-             lambda was: ", ".join(str(getattr(s, "name", type(s).__name__)) for s in was)),
-            *((f"Python's warnings.{name}", lambda name=name: getattr(warnings, name, None),
-               lambda was, name=name: setattr(warnings, name, was), lambda was: getattr(was, "__name__", repr(was)))
-              for name in ("showwarning", "formatwarning"))]
+            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Same(getattr(sys, n, None) for n in _STREAMS),
+             lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
+             lambda was: _each(was, "name")),
+            ("Python's warnings.showwarning and formatwarning", lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
+             lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
+             lambda was: _each(was, "__name__"))]
 
 
 _GETS = tuple(get for _, get, _, _ in SETTINGS)
@@ -774,12 +776,28 @@ class _Kept:
             elif now == home:
                 changed.append("torch's stack of modes")
         if _settings() != self.settings:  # one comparison on every call; each setting apart only when one changed
+            put_back = []
             for (what, get, put, say), was in zip(SETTINGS, self.settings):
                 if (now := get()) != was:
                     torch.set_rng_state(self.random) if put is None else put(was)
-                    changed.append(f"{what} from {say(was)} to {say(now)}" + ("" if get() == was else  # inference mode
-                                   " (left so: only what entered it can leave it)"))
+                    put_back.append((what, say, was, now, get() == was))
+            for what, say, was, now, back in put_back:  # worded once all are put back: a word may run a policy's code
+                changed.append(f"{what} from {_worded(say, was)} to {_worded(say, now)}" + ("" if back else  # inference
+                               " (left so: only what entered it can leave it)"))  # mode
         return ", ".join(changed)
+
+
+def _each(objects, attribute) -> str:
+    """Each object by its name (a stream's, a function's), or by its type's where reading the name raises."""
+    return ", ".join(_worded(lambda x: getattr(x, attribute, _typename(x)), x) for x in objects)
+
+
+def _worded(say, x) -> str:
+    """A setting in words, or its type's name where the words raise (a stream's name that is a property of its own)."""
+    try:
+        return str.__str__(str(say(x)))
+    except Exception:
+        return f"a {_typename(x)}"
 
 
 @contextlib.contextmanager
@@ -894,7 +912,7 @@ def _typename(x) -> str:
 def _said(e) -> str:
     """What an exception says, or that it cannot say it (its __str__ raised)."""
     try:
-        return str(e)
+        return str.__str__(str(e))  # a plain str: a subclass's own __format__ would run in every message after
     except BaseException as inner:  # sys.exit() in a __str__ too; not Ctrl-C
         if isinstance(inner, KeyboardInterrupt):
             raise

@@ -34,8 +34,8 @@ def check_tokenizer(tok, longest: int = 471_162):
     if plain or not hasattr(tok.encode(""), "ids"):
         raise ValueError(f"reading text takes a tokenizer whose encode(text).ids are the ids (load_weights.load_tokenizer(); "
                          f"of a transformers tokenizer, its .backend_tokenizer), got {tok!r:.100}")
-    if not (guards.integer(longest) and 0 <= longest <= 10**8):  # its probe is a text of `longest` words
-        raise ValueError(f"longest is the longest text's length in characters, 0 to 10**8, got {longest!r}")
+    if not (guards.integer(longest) and 0 <= longest <= 2 * 10**6):  # its probe is a text of `longest` words: 2 s
+        raise ValueError(f"longest is the longest text's length in characters, 0 to 2,000,000, got {longest!r}")  # and 1 GB
     # past a text of `longest` characters however many ids a character makes: a word ("a ", 1 id) per character of
     # a text that is not a book here (training_text's licences); past the books' 132,044 ids and 471,162 characters
     words = (1, 2, 1200, 250_000 if longest <= 471_162 else longest + 1)

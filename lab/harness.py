@@ -39,8 +39,11 @@ def atomic(path: pathlib.Path):
     """Write a whole file or nothing: `with atomic(path) as tmp:` writes tmp, which becomes `path` only
     when the block ends without an error, so an interrupted run never leaves half a file to be read back.
     The temporary name is unique, so two processes writing the same file do not mix their bytes."""
+    if os.path.islink(path) and os.path.isfile(path):  # a link to a file: its file is written, as open() would
+        path = pathlib.Path(os.path.realpath(path))  # (replacing the link left the file it named as it was)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)  # same type
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=f".tmp{path.suffix[:20]}", dir=path.parent)  # a name
+    # of 255 characters is the file system's longest: the temporary one's is cut
     os.close(fd)
     try:
         with _terminate_as_exit():
@@ -92,15 +95,19 @@ def check_file_path(path, what: str) -> pathlib.Path:
         raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if text and os.path.isdir(text) else ""))
     if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
         raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
+    if os.path.islink(text) and not os.path.exists(text):  # atomic would replace the link with a file
+        raise ValueError(f"{what} {text} is a link to nothing ({os.readlink(text)}): name a file to write")
     path, folder = pathlib.Path(text), pathlib.Path(text).parent
     try:
         while not _there(folder) and folder != folder.parent:  # the folders atomic will make, not made here: a refused
             folder = folder.parent  # write leaves none (a dangling link is there, and is no folder)
         if not folder.is_dir():
             raise NotADirectoryError(f"{folder} is not a folder")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=f".tmp{path.suffix[:20]}", dir=folder)
         os.close(fd)
         os.unlink(tmp)
+        if len(os.fsencode(path.name)) > 255:  # the temporary name is cut; the file's own must be one the system takes
+            raise OSError(36, "File name too long")
     except OSError as e:
         raise ValueError(f"{what} {path} cannot be written there ({e.strerror or e})") from None
     return path

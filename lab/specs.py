@@ -609,8 +609,7 @@ def _bind(fn, args, spec) -> Named:
     while isinstance(chain[-1], functools.partial):
         if len(chain) > 100:  # no policy is written so; its innermost range would go unread
             raise ValueError(f"policy {who!r}: partials nested more than 100 deep; give the function fewer layers")
-        chain.append(_attribute(chain[-1], "func", None, who))
-    inner = chain[1] if len(chain) > 1 else None
+        chain.append(functools.partial.func.__get__(chain[-1]))  # what partial calls, not a subclass's property
     ranges = {}
     for level in reversed(chain):  # each within the one it wraps
         for key, (lo, hi) in (_attribute(level, "ranges", None, who) or {}).items():
@@ -619,6 +618,7 @@ def _bind(fn, args, spec) -> Named:
                 raise ValueError(f"policy {who!r}: its range for {key}, {lo} to {hi}, does not meet its function's, "
                                  f"{was[0]} to {was[1]}")
             ranges[key] = (max(lo, was[0]), min(hi, was[1]))
+    read = {p.name: _default(p, who) for p in free}  # each default read once, as the plain value it stands for
     kw, keyed = {}, False
     for p, a in zip(free, args):  # 'sink:8' or 'sink:sinks=8'
         if "=" not in a and keyed:  # 'two:b=5,7': which parameter 7 is would be a guess
@@ -629,8 +629,8 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {spec or fname!r}: {fname} has no parameter {key!r}")
         if key in kw:  # 'tova_protected:4,sinks=8': the first argument is sinks already
             raise ValueError(f"policy {spec or fname!r}: {key} is given twice")
-        default = next(q.default for q in free if q.name == key)
-        if _flag(default):  # bool('False') is True: a flag is spelled out
+        default = read[key]
+        if type(default) is bool:  # bool('False') is True: a flag is spelled out
             if value.lower() not in ("true", "false"):
                 raise ValueError(f"policy {spec or fname!r}: {key} must be true or false, got {value!r}")
             kw[key] = value.lower() == "true"
@@ -657,11 +657,10 @@ def _bind(fn, args, spec) -> Named:
     if missing:
         raise ValueError(f"policy {spec or fname!r}: {', '.join(missing)} of {fname} has no default: "
                          f"give {'it' if len(missing) == 1 else 'them'} as {spec or fname}:" + ",".join(f"{m}=..." for m in missing))
-    defaults = {p.name: bool(p.default) if _flag(p.default) else _plain(p.default) if _plain(p.default) is not None
-                else p.default for p in free}  # 'sink:4' is 'sink': one label and one key for one policy (a default
-    # of np.int64(4) or np.bool_ too)
+    defaults = {k: d if type(d) is bool or _plain(d) is None else _plain(d) for k, d in read.items()}  # 'sink:4' is
+    # 'sink': one label and one key for one policy (a default of np.int64(4) or np.bool_ too)
     kw = {k: v for k, v in kw.items() if not (type(v) is type(defaults[k]) and v == defaults[k])}
-    bound = {p.name: kw.get(p.name, p.default) for p in free}
+    bound = {k: kw.get(k, read[k]) for k in read}  # what runs, as read once
     if stray := sorted(set(ranges) - {p.name for p in free}):  # a range never checked
         raise ValueError(f"policy {who!r}: its ranges name {', '.join(stray)}, which {fname} takes as no parameter "
                          f"(it takes {', '.join(p.name for p in free) or 'none'})")
@@ -672,8 +671,8 @@ def _bind(fn, args, spec) -> Named:
         if (v is not None and not lo <= v <= hi) or (given and v is None):  # a default of another kind (Fraction) stays
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
                              f", not a number from {lo} to {hi} (its range)".replace("inf", "∞"))
-    text = _attribute(fn, "label", None, who)  # `is None`: a label's own __bool__ never runs
-    text = _attribute(inner, "label", fname, who) if text is None else text
+    text = next((t for level in chain if (t := _attribute(level, "label", None, who)) is not None),  # `is None`: a
+                guards.policy_name(chain[-1]))  # label's own __bool__ never runs; the first along the chain
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
                          f"{type(text).__name__}")
@@ -743,19 +742,31 @@ def _attribute(fn, name: str, default, spec):
     return pairs
 
 
-def _flag(x) -> bool:
-    """A default that is true or false: Python's bool, numpy's, or a 0-d bool tensor."""
-    return bool in type(x).__mro__ or np.bool_ in type(x).__mro__ or (
-        torch.Tensor in type(x).__mro__ and torch.Tensor.dim(x) == 0 and x.dtype == torch.bool)
+def _default(p, who):
+    """A parameter's default as the plain value it stands for: numpy's numbers and numpy's or torch's one-element
+    arrays by their element, read once (their own classes only: a subclass's item() could say 5 and hold 500,
+    or change between reads); anything else as it is."""
+    x, mro = p.default, type(p.default).__mro__
+    own = type(x) in (torch.Tensor, np.ndarray) or (np.generic in mro and type(x).__module__ == "numpy")
+    if not own and (torch.Tensor in mro or np.ndarray in mro or np.generic in mro):
+        raise ValueError(f"policy {who!r}: the default of {p.name} is of a class of its own ({guards._typename(x)}), "
+                         "made from numpy's or torch's: give a plain number or bool")
+    if own and (x.numel() if type(x) is torch.Tensor else x.size) == 1:
+        try:
+            return x.item()  # np.array(False) is a flag, torch.tensor([5]) the number 5
+        except Exception as e:  # a tensor on the meta device holds no value
+            raise ValueError(f"policy {who!r}: the default of {p.name} cannot be read as a value "
+                             f"({guards._typename(e)}: {guards._said(e)})") from None
+    return x
 
 
 def _plain(x):
     """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
     NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
-    if np.generic in type(x).__mro__ or (torch.Tensor in type(x).__mro__ and torch.Tensor.dim(x) == 0):
+    if type(x) is torch.Tensor and x.dim() == 0 or np.generic in type(x).__mro__ and type(x).__module__ == "numpy":
         try:
             x = x.item()
-        except Exception:  # a subclass of its own whose item() raises: no number
+        except Exception:  # a tensor on the meta device: no number
             return None
     kind = next((k for k in (bool, int, float) if k in type(x).__mro__), None)  # its real type, not its __class__
     if kind in (None, bool):
@@ -777,7 +788,7 @@ def _from_file(path, fname):
     except KeyboardInterrupt:  # the user's Ctrl-C (or the file's own: the two cannot be told apart)
         raise
     except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
-        raise ValueError(f"could not import {path}: {type(e).__name__}: {e}") from None
+        raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
     _own_helpers(path)
     try:
         fn = getattr(module, fname, None)

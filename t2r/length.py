@@ -26,12 +26,14 @@ one family into results/t2r_length_F.*; its rows are kept in results/t2r_rows/, 
 which writes every family into results/t2r_length.*, reads back what a family's own run measured.
 """
 import argparse
+import collections.abc
 import copy
 import json
 import math
 import operator
 import pathlib
 import statistics
+import sys
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
@@ -110,19 +112,22 @@ def calibrate(model, maps, text, sizes, log) -> dict:
 def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
+    if isinstance(lengths, (str, bytes, bytearray, memoryview)) or not isinstance(lengths, collections.abc.Iterable):
+        raise ValueError(f"lengths: a list of whole numbers of tokens, got {type(lengths).__name__}")
     lengths = list(lengths)  # a generator, read once
-    if not (isinstance(nll, torch.Tensor) and nll.dim() == 1 and nll.is_floating_point() and not nll.is_meta):
+    if not (isinstance(nll, torch.Tensor) and nll.layout == torch.strided and not nll.is_nested and nll.dim() == 1
+            and nll.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64) and not nll.is_meta):
         raise ValueError(f"by_length reads one text's losses, a 1-D float tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
     if not (nll.isfinite().all() and (nll >= 0).all()):  # a loss is -log p: finite, never below 0
         raise ValueError("by_length reads losses, finite and at least 0; these hold NaN, inf or a negative")
     try:
         lengths = [_whole(n) for n in lengths]  # numpy's and 0-d tensors' whole numbers too
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a tensor on the meta device holds no number
         raise ValueError(f"lengths {lengths}: whole numbers of tokens") from None
     if any(not 2 <= n <= len(nll) + 1 for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     mean = {n: nll[:n - 1].mean().item() for n in lengths}
-    if any(m > 709 for m in mean.values()):  # exp past float64
+    if any(m > LOG_MAX for m in mean.values()):  # exp past float64
         raise ValueError(f"by_length: a mean loss of {max(mean.values()):.1f} nats is a perplexity past float64")
     return {n: math.exp(m) for n, m in mean.items()}
 
@@ -543,15 +548,28 @@ def table(data, family: str | None = None) -> str:
 
 
 def _whole(n) -> int:
-    if isinstance(n, (bool, np.bool_)) or (isinstance(n, torch.Tensor) and n.dtype == torch.bool):
-        raise TypeError("a bool is no count")
+    """A count: Python's, numpy's or a 0-d integer tensor's whole number (not a bool, a text or a buffer)."""
+    if isinstance(n, (torch.Tensor, np.ndarray)):
+        ok = n.ndim == 0 and (n.dtype.kind in "iu" if isinstance(n, np.ndarray) else
+                              not (n.dtype.is_floating_point or n.dtype.is_complex or n.dtype == torch.bool))
+        n = n.item() if ok else None
+    if int not in type(n).__mro__ and np.integer not in type(n).__mro__ or bool in type(n).__mro__:
+        raise TypeError("a count is a whole number: not a bool, a text or an array of more than one")
     return operator.index(n)
 
 
 def _real(x) -> float:
-    if isinstance(x, (bool, np.bool_, str, bytes)) or (isinstance(x, torch.Tensor) and (x.dim() or x.dtype == torch.bool)):
-        raise TypeError("a number: not a bool, a text or a tensor of more than one")
+    """A perplexity: Python's, numpy's or a 0-d real tensor's number (not a bool, complex, a text or a buffer)."""
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        ok = x.ndim == 0 and (x.dtype.kind in "fiu" if isinstance(x, np.ndarray) else
+                              not (x.dtype.is_complex or x.dtype == torch.bool))
+        x = x.item() if ok else None
+    if not any(k in type(x).__mro__ for k in (int, float, np.integer, np.floating)) or bool in type(x).__mro__:
+        raise TypeError("a perplexity is a real number: not a bool, complex, a text or an array of more than one")
     return float(x)
+
+
+LOG_MAX = math.log(sys.float_info.max)  # 709.78: the largest log a float64 exp can take
 
 
 def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
@@ -568,7 +586,7 @@ def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
         raise ValueError(f"a segment is read from two prefixes' perplexities, finite and at least 1; got {ppl_a!r}, {ppl_b!r}")
     log_a, log_b = math.log(ppl_a), math.log(ppl_b)
     log = log_b + (a - 1) / (b - a) * (log_b - log_a)  # ((b-1) log_b - (a-1) log_a) / (b-a), without two huge products
-    if log > 700:  # past float64
+    if log > LOG_MAX:  # past float64
         raise ValueError(f"prefixes of perplexity {ppl_a} ({a} tokens) and {ppl_b} ({b}) give the tokens between them a "
                          "perplexity past float64: they are not one text's")
     got = math.exp(log)

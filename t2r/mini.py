@@ -659,7 +659,7 @@ def use_linear(path) -> None:
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # sys.exit() at import would end the run with status 0 and no word; a BaseException
-        raise SystemExit(f"error: --linear {path} failed to import: {type(e).__name__}: {guards._said(e)}") from None  # of
+        raise SystemExit(f"error: --linear {path} failed to import: {guards._typename(e)}: {guards._said(e)}") from None  # of
         # its own (and an exception whose str raises is named by its type)
     missing = [n for n in ("FeatureMaps", "quadratic", "attention", "swapped", "LinearState", "init_state", "run",
                            "state_bytes") if not callable(vars(mod).get(n))]  # the file's own, not what a
@@ -714,10 +714,10 @@ def preflight(p: dict):
         where = next((f for f in reversed(frames) if f.filename == getattr(linear, "__file__", None)), frames[-1])
         if shapes and shapes[-1][0] != shapes[-1][1]:
             raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: swapped returned shape {shapes[-1][0]}; llama."
-                             f"forward needs the queries' {shapes[-1][1]} ({type(e).__name__}: {e})") from None
+                             f"forward needs the queries' {shapes[-1][1]} ({guards._typename(e)}: {guards._said(e)})") from None
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
             "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
-            f"raised {type(e).__name__}: {e} (") + f"line {where.lineno}); the rows need it") from None
+            f"raised {guards._typename(e)}: {guards._said(e)} (") + f"line {where.lineno}); the rows need it") from None
     if fast and (gap := max((a - b).abs().max().item() for a, b in zip(fast, blocked))) > 1e-8:
         raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: quadratic differs from attention by {gap:.1e} "
                          "(in its output or its gradients, float64): the rows would train with quadratic")

@@ -76,6 +76,8 @@ def load(path, model: llama.Model) -> FeatureMaps:
 
 def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:
     """load's reading, for a model of config c, dtype and device (save reads its file back with it)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):  # bytes were opened as "b'...'" and called
+        raise ValueError(f"the maps' path is a file's path (str or pathlib.Path), got {path!r:.80}")  # corrupt
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     try:
@@ -143,6 +145,9 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     if r and not (r.isascii() and r.isdigit()):  # '²' is a digit to isdigit, not to int; '+16', '16.0', ' 16' are no r
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     r = r.lstrip("0") or r[:1]  # 'relu:0016' is relu:16, 'relu:000' is relu:0
+    if spec and kind not in linear.FeatureMaps.KINDS:  # ':16', ' relu:16': no kind, not one that differs from a file's
+        raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +
+                         (" (a file of trained maps goes with --tail-maps)" if "/" in spec or spec.endswith(".safetensors") else ""))
     if path is not None:
         maps = load(path, model)
         if maps.window:  # a tail reads no window of its own (the policy's rows are its exact ones): said, not ignored
@@ -156,9 +161,6 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
     if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)):  # '²' is a digit to
     # isdigit, not to int; 5,000 digits exceed Python's int conversion
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
-    if kind not in linear.FeatureMaps.KINDS:  # a file's name read as a kind was told it "needs its features"
-        raise ValueError(f"a tail is kind:r, a kind of {', '.join(linear.FeatureMaps.KINDS)}; got {spec!r}" +
-                         (" (a file of trained maps goes with --tail-maps)" if "/" in spec or spec.endswith(".safetensors") else ""))
     if kind == "elu" and r:  # its features are x's own: an r would be dropped, and the label would lie
         raise ValueError(f"elu takes no r: its features are x's own (r = head_dim); got {spec!r}")
     if kind != "elu" and not r:  # no default: t2r.speed's was 64, this one's 16, under one label
@@ -212,6 +214,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
                 seen.setdefault(" ".join(corpus.read(f).split()), f)
         if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
+        if long := [f"{f.name} ({len(t):,} characters)" for t, f in seen.items() if len(t) > 10**6]:  # the tokenizer's
+            raise ValueError(f"licenses {licenses}: {', '.join(long)} is no licence text (Debian's longest, GPL-3, "  # probe
+                             "is 35,149 characters); a book?")  # reads a text as long, in memory
         sources += [corpus.read(f) for f in seen.values()]
         runs = {b: shingles(corpus.book(b)) for b in (*EVALUATED, *books)}  # the books' own folder, a copy, a part,
         if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # rewrapped: tested on

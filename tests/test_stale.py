@@ -4752,3 +4752,129 @@ def test_round46_t2r_segments_lengths_tails_and_texts(tmp_path):
     (tmp_path / "t.txt").write_text("text\n")
     with pytest.raises(ValueError, match="its encoding's name"):
         corpus.read(tmp_path / "t.txt", None)
+
+
+def test_round47_the_watch_compares_by_identity_and_defaults_are_read_once(tmp_path):
+    """Round 47: a showwarning (or a filter entry) whose == said yes hid its replacement, one whose == raised left it
+    in place, a filters list whose __iter__ raised (or a stream whose name raised) left every setting unput back; a
+    default of np.array(False) or tensor([False]) took 'false' as text (true), np.array(5) took 'banana'; a partial
+    of a partial was labelled 'partial'."""
+    import functools
+    import sys
+    import warnings
+
+    class Yes:
+        def __call__(self, *a, **k):
+            pass
+
+        def __eq__(self, other):
+            return True
+        __hash__ = object.__hash__
+
+    class Raises(str):
+        def __eq__(self, other):
+            raise RuntimeError("eq")
+        __hash__ = str.__hash__
+
+    class Iter(list):
+        def __iter__(self):
+            raise RuntimeError("iter")
+
+    class Nameless:
+        def write(self, s):
+            return len(s)
+
+        @property
+        def name(self):
+            raise RuntimeError("name")
+    threads, shown, out = torch.get_num_threads(), warnings.showwarning, sys.stdout
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        entry = warnings.filters[0]
+        for change in (lambda: setattr(warnings, "showwarning", Yes()),
+                       lambda: warnings.filters.__setitem__(0, (Raises("ignore"), *entry[1:])),
+                       lambda: setattr(warnings, "filters", Iter(warnings.filters)),
+                       lambda: setattr(sys, "stdout", Nameless())):
+            def policy(rows, change=change):
+                torch.set_num_threads(threads + 1)
+                change()
+                return policies.tova(rows)
+            with pytest.raises(guards.PolicyError, match="thread count"):
+                msrnn.run(MODEL, tokens(1, 8), policy, 4)
+            assert torch.get_num_threads() == threads and warnings.showwarning is shown and sys.stdout is out
+            assert warnings.filters[0] is entry and type(warnings.filters) is list
+    (tmp_path / "d47.py").write_text(
+        "import numpy as np, torch\n\n\ndef nb(rows, flag=np.array(False)):\n    return rows.pos.double() * (2 if flag else 1)\n\n\n"
+        "def tb(rows, flag=torch.tensor([False])):\n    return rows.pos.double() * (2 if flag else 1)\n\n\n"
+        "def ni(rows, k=np.array(5)):\n    return rows.pos.double() + k\n\n\n"
+        "def meta(rows, flag=torch.tensor(True, device='meta')):\n    return rows.pos.double()\n\n\n"
+        "class Mine(torch.Tensor):\n    pass\n\n\ndef sub(rows, k=torch.tensor(5).as_subclass(Mine)):\n    return rows.pos.double()\n")
+    at = f"{tmp_path / 'd47.py'}:"
+    for name in ("nb", "tb"):
+        assert specs.named(at + name + ":false").label == name
+        with pytest.raises(ValueError, match="flag must be true or false"):
+            specs.named(at + name + ":banana")
+    assert specs.named(at + "ni:5").label == "ni"
+    with pytest.raises(ValueError, match="k must be an integer"):
+        specs.named(at + "ni:banana")
+    with pytest.raises(ValueError, match="the default of flag cannot be read"):
+        specs.named(at + "meta")
+    with pytest.raises(ValueError, match=r"a class of its own \(Mine\)"):
+        specs.named(at + "sub")
+
+    @policies.label("Mine {k}", k=(1, 10))
+    def base(rows, k=5):
+        return rows.pos.double()
+    middle = functools.partial(base)
+    middle.ranges = {"k": (2, 8)}  # an attribute of its own: not flattened into the outer partial
+    assert specs.named(functools.partial(middle)).label == "Mine 5"
+
+
+def test_round47_t2r_numbers_paths_and_texts(tmp_path, monkeypatch):
+    """Round 47, T2R: segment read buffers, numpy texts and bools, complex numbers and 1-element tensors as numbers;
+    by_length read bytes as lengths; float64's limit was put at 700; ':16' beside a maps file was said to differ;
+    a bytes path was called a corrupt file; a save to a link replaced the link; a 248-character name was refused;
+    a file of byte-order marks was text; a --linear file's message of a str class of its own escaped naming."""
+    import math
+    import os
+    import numpy as np
+    import tokenizers
+    from data import corpus
+    from lab import experiments, harness
+    from t2r import length, linear, mini, train
+    for args in ((bytearray(b"2.5"), 2, 3.0, 5), (np.array("2.5"), 2, 3.0, 5), (np.array(True), 2, 3.0, 5),
+                 (np.complex128(2 + 3j), 2, 3.0, 5), (2.0, torch.tensor([2]), 3.0, 5)):
+        with pytest.raises(ValueError, match="two perplexities and two whole numbers"):
+            length.segment(*args)
+    assert length.segment(2.0, 1, 1e305, 5) == pytest.approx(1e305)
+    assert length.by_length(torch.full((2,), 709.5, dtype=torch.float64), [3])[3] == pytest.approx(math.exp(709.5))
+    for lengths in (b"\x03\x02", 3, [torch.tensor([3])]):
+        with pytest.raises(ValueError, match="lengths"):
+            length.by_length(torch.ones(4), lengths)
+    with pytest.raises(ValueError, match="a 1-D float tensor"):
+        length.by_length(torch.ones(4).to_sparse(), [3])
+    maps = linear.FeatureMaps(MODEL.config, 16, "relu", dtype=MODEL.dtype)
+    (tmp_path / "run3.safetensors").write_text("old")
+    os.symlink("run3.safetensors", tmp_path / "latest.safetensors")
+    train.save(maps, tmp_path / "latest.safetensors")  # written through the link, as open() does
+    assert (tmp_path / "latest.safetensors").is_symlink() and train.load(tmp_path / "run3.safetensors", MODEL).r == 16
+    with pytest.raises(ValueError, match="a tail is kind:r"):
+        train.maps_from(MODEL, ":16", tmp_path / "run3.safetensors")
+    with pytest.raises(ValueError, match="a file's path"):
+        train.load(os.fsencode(tmp_path / "run3.safetensors"), MODEL)
+    assert harness.check_file_path(tmp_path / ("a" * 236 + ".safetensors"), "the maps' path")
+    with pytest.raises(ValueError, match="cannot be written there"):
+        harness.check_file_path(tmp_path / ("a" * 256), "the maps' path")
+    (tmp_path / "marks.txt").write_bytes(b"\xef\xbb\xbf\xef\xbb\xbf  \r\n")
+    with pytest.raises(ValueError, match="is empty"):
+        corpus.read(tmp_path / "marks.txt")
+    with pytest.raises(ValueError, match="its encoding's name"):
+        corpus.read(tmp_path / "marks.txt", "utf-8\0")
+    with pytest.raises(ValueError, match="0 to 2,000,000"):
+        experiments.check_tokenizer(tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")),
+                                    10**8)  # its probe is a text of as many words: about 50 GB
+    linear_py = student_file(tmp_path, monkeypatch, *MIXES_BATCH, head="class S(str):\n    def __format__(self, spec):\n"
+                             "        raise ValueError('format')\n\n\nclass E(Exception):\n    def __str__(self):\n"
+                             "        return S('weird')\n\n\nraise E()\n")
+    with pytest.raises(SystemExit, match="failed to import: E: weird"):
+        mini.main(["--quick", "--linear", str(linear_py)])
