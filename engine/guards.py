@@ -13,6 +13,7 @@ import json
 import math
 import operator
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -574,28 +575,42 @@ def _copying(cls):
 
 class _Same(tuple):  # compared by identity: a policy's object's own __eq__ may say yes to anything, or raise
     __eq__ = lambda self, other: type(other) is type(self) and len(self) == len(other) and all(
-        a is b for a, b in zip(self, other))
+        a is b or type(a) is _Same is type(b) and a == b for a, b in zip(self, other))  # nested: each read anew
     __ne__ = lambda self, other: not self == other  # tuple's own != would compare by ==
     __hash__ = tuple.__hash__
 
 
-class _Filters(_Same):
-    """The warning filters, each entry by identity, and the list object that holds them (a policy may bind another,
-    even a tuple, which compares equal and breaks every later warnings.warn), shown by their count in the message."""
+_PLAIN = (str, int, type(None), re.Pattern)  # compared by ==, which is C's own for these exact types
+
+
+def _same_entry(a, b) -> bool:
+    """One warning filter and another: the same object, or two tuples of plain parts that are equal (simplefilter
+    puts an equal new tuple in the old one's place), never by a policy's own ==."""
+    return a is b or type(a) is tuple is type(b) and len(a) == len(b) and all(
+        x is y or type(x) is type(y) and type(x) in _PLAIN and x == y for x, y in zip(a, b))
+
+
+class _Filters(tuple):
+    """The warning filters, each entry as `_same_entry` compares it, and the list object that holds them (a policy
+    may bind another, even a tuple, which compares equal and breaks every later warnings.warn), shown by their count."""
 
     def __new__(cls, filters):
-        made = super().__new__(cls, list.copy(filters) if type(filters) is list else ())  # a list of its own: no
-        made.list = filters  # method of its own runs (an __iter__ that raises left everything unput back)
+        made = super().__new__(cls, list.copy(filters) if list in type(filters).__mro__ else ())  # list's own copy:
+        made.list = filters  # no method of a subclass runs (an __iter__ that raises left everything unput back)
         return made
 
-    __eq__ = lambda self, other: _Same.__eq__(self, other) and self.list is other.list
+    __eq__ = lambda self, other: type(other) is _Filters and self.list is other.list and len(self) == len(other) and \
+        all(map(_same_entry, self, other))
+    __ne__ = lambda self, other: not self == other
     __hash__ = tuple.__hash__
-    __repr__ = __str__ = lambda self: f"{len(self)} filters" if type(self.list) is list else \
+    __repr__ = __str__ = lambda self: f"{len(self)} filters" if list in type(self.list).__mro__ else \
         f"a {_typename(self.list)}, not a list"
 
 
 _STREAMS = ("stdin", "stdout", "stderr")
-_HOOKED = ("showwarning", "formatwarning")
+_SYS_HOOKS = ("excepthook", "displayhook")
+_HOOKED = ("showwarning", "formatwarning", "_showwarnmsg", "_showwarnmsg_impl", "defaultaction", "onceregistry")  # each
+# silences or reroutes every later warning
 
 
 def _cwd():
@@ -632,7 +647,8 @@ _both = lambda second: lambda was: f"{was[0]}" + (f" ({second})" if was[1] else 
 
 
 def _saved_hooks():
-    return torch._C._autograd._top_saved_tensors_default_hooks(False)  # the top pair of the stack, or None
+    top = torch._C._autograd._top_saved_tensors_default_hooks(False)  # the top pair of the stack, or None
+    return None if top is None else _Same(top)
 
 
 def _put_saved_hooks(was):
@@ -648,16 +664,19 @@ _HOOKS = {n: x for n, x in vars(_MODULE).items() if n.startswith("_global_")}  #
 
 
 def _module_hooks():
-    return tuple(dict(x) if isinstance(x, dict) else x for x in map(vars(_MODULE).get, _HOOKS))
+    """Each of them by identity: the object, and a dict's keys and values read by dict's own methods (no method of a
+    subclass's, no hook's ==, runs)."""
+    return _Same(_Same((x, _Same(y for pair in dict.items(x) for y in pair) if dict in type(x).__mro__ else None))
+                 for x in map(vars(_MODULE).get, _HOOKS))
 
 
 def _put_module_hooks(was):
-    for (name, made), w in zip(_HOOKS.items(), was):  # the dict torch made, even where a policy bound a new one
-        if isinstance(made, dict):
-            made.clear()
-            made.update(w)
-            w = made
-        setattr(_MODULE, name, w)
+    for (name, made), (x, items) in zip(_HOOKS.items(), was):  # the dict torch made, even where a policy bound a new one
+        if isinstance(made, dict) and items is not None:
+            dict.clear(made)
+            dict.update(made, zip(items[::2], items[1::2]))
+            x = made
+        setattr(_MODULE, name, x)
 
 
 # What a policy must leave as it was: (what, read, put back, in words). Read before and after every call, so
@@ -696,7 +715,7 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
-             lambda was: f"{sum(len(x) for x in was if isinstance(x, dict))} hooks"),
+             lambda was: f"{sum(len(items) // 2 for _, items in was if items is not None)} hooks"),
             ("Python's recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, str),
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call
@@ -709,7 +728,10 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("sys.stdin, sys.stdout and sys.stderr", lambda: _Same(getattr(sys, n, None) for n in _STREAMS),
              lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
              lambda was: _each(was, "name")),
-            ("Python's warnings.showwarning and formatwarning", lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
+            ("sys.excepthook and sys.displayhook", lambda: _Same(getattr(sys, n, None) for n in _SYS_HOOKS),
+             lambda was: [setattr(sys, n, f) for n, f in zip(_SYS_HOOKS, was)], lambda was: _each(was, "__name__")),
+            ("Python's warnings.showwarning, formatwarning, their hooks and the default action",
+             lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
              lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
              lambda was: _each(was, "__name__"))]
 
@@ -779,25 +801,39 @@ class _Kept:
             put_back = []
             for (what, get, put, say), was in zip(SETTINGS, self.settings):
                 if (now := get()) != was:
-                    torch.set_rng_state(self.random) if put is None else put(was)
-                    put_back.append((what, say, was, now, get() == was))
-            for what, say, was, now, back in put_back:  # worded once all are put back: a word may run a policy's code
-                changed.append(f"{what} from {_worded(say, was)} to {_worded(say, now)}" + ("" if back else  # inference
-                               " (left so: only what entered it can leave it)"))  # mode
+                    try:  # each apart: one that fails (a module's function deleted) leaves the others to be put back
+                        torch.set_rng_state(self.random) if put is None else put(was)
+                        left = "" if get() == was else " (left so: only what entered it can leave it)"  # inference mode
+                    except Exception as e:
+                        left = f" (it could not be put back: {_typename(e)})"
+                    put_back.append((what, say, was, now, left))
+            for what, say, was, now, left in put_back:  # worded once all are put back: a word may run a policy's code
+                before, after = _worded(say, was), _worded(say, now)
+                changed.append(f"{what} from {before} to {after}" + (" (changed inside)" if before == after else "") + left)
         return ", ".join(changed)
 
 
 def _each(objects, attribute) -> str:
-    """Each object by its name (a stream's, a function's), or by its type's where reading the name raises."""
-    return ", ".join(_worded(lambda x: getattr(x, attribute, _typename(x)), x) for x in objects)
+    """Each object by its name (a stream's, a function's; a text as itself), or by its type's where it has none or
+    reading it raises."""
+    named = lambda x: x if type(x) is str else n if type(n := getattr(x, attribute, None)) is str else _a(x)
+    return ", ".join(_worded(named, x) for x in objects)
+
+
+def _a(x) -> str:
+    """'a Name' of x's type ('an object of an unnamed class' where its name cannot be read)."""
+    return name if (name := _typename(x)).startswith("an object") else f"a {name}"
 
 
 def _worded(say, x) -> str:
-    """A setting in words, or its type's name where the words raise (a stream's name that is a property of its own)."""
+    """A setting in words, or its type's name where the words raise (a stream's name that is a property of its own,
+    raising even SystemExit: not the user's Ctrl-C)."""
     try:
         return str.__str__(str(say(x)))
-    except Exception:
-        return f"a {_typename(x)}"
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        return _a(x)
 
 
 @contextlib.contextmanager
@@ -904,9 +940,11 @@ def _typename(x) -> str:
     """type(x).__name__, or a word where a metaclass's __name__ raises."""
     try:
         name = type(x).__name__
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a metaclass's __name__ that raises, even SystemExit
         name = None
-    return name if isinstance(name, str) else "an object of an unnamed class"
+    return str.__str__(name) if isinstance(name, str) else "an object of an unnamed class"
 
 
 def _said(e) -> str:

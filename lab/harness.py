@@ -17,6 +17,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import statistics
 import subprocess
 import sys
@@ -41,15 +42,20 @@ def atomic(path: pathlib.Path):
     The temporary name is unique, so two processes writing the same file do not mix their bytes."""
     if os.path.islink(path) and os.path.isfile(path):  # a link to a file: its file is written, as open() would
         path = pathlib.Path(os.path.realpath(path))  # (replacing the link left the file it named as it was)
+    was = os.stat(path) if os.path.isfile(path) else None
+    if was and was.st_nlink > 1:  # a new file in its place: its other names would keep the old bytes
+        raise ValueError(f"{path} has {was.st_nlink} names (hard links); writing it whole would leave the others as "
+                         "they were: write another path")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=f".tmp{path.suffix[:20]}", dir=path.parent)  # a name
-    # of 255 characters is the file system's longest: the temporary one's is cut
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=f".tmp{path.suffix[:20]}", dir=path.parent)  # a
+    # name of 255 bytes is the file system's longest: the temporary one's is cut (40 characters are 160 bytes at most)
     os.close(fd)
     try:
         with _terminate_as_exit():
             yield pathlib.Path(tmp)
-            os.chmod(tmp, 0o644)  # as an ordinary new file, not mkstemp's owner-only (after the block: a writer
-            os.replace(tmp, path)  # such as safetensors replaces the file, and its mode with it)
+            os.chmod(tmp, 0o644 if was is None else stat.S_IMODE(was.st_mode))  # a new file's mode, or the old
+            os.replace(tmp, path)  # one's, not mkstemp's owner-only (after the block: a writer such as safetensors
+            # replaces the file, and its mode with it)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -95,6 +101,8 @@ def check_file_path(path, what: str) -> pathlib.Path:
         raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if text and os.path.isdir(text) else ""))
     if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
         raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
+    if os.path.isfile(text) and os.stat(text).st_nlink > 1:  # atomic would leave its other names as they were
+        raise ValueError(f"{what} {text} has {os.stat(text).st_nlink} names (hard links): write another path")
     if os.path.islink(text) and not os.path.exists(text):  # atomic would replace the link with a file
         raise ValueError(f"{what} {text} is a link to nothing ({os.readlink(text)}): name a file to write")
     path, folder = pathlib.Path(text), pathlib.Path(text).parent
@@ -103,7 +111,7 @@ def check_file_path(path, what: str) -> pathlib.Path:
             folder = folder.parent  # write leaves none (a dangling link is there, and is no folder)
         if not folder.is_dir():
             raise NotADirectoryError(f"{folder} is not a folder")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=f".tmp{path.suffix[:20]}", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=f".tmp{path.suffix[:20]}", dir=folder)
         os.close(fd)
         os.unlink(tmp)
         if len(os.fsencode(path.name)) > 255:  # the temporary name is cut; the file's own must be one the system takes

@@ -589,7 +589,7 @@ def named(spec) -> Named:
 def _bind(fn, args, spec) -> Named:
     fname = guards.policy_name(fn)
     try:  # a __wrapped__ that loops, or a callable of no signature
-        first = next(iter(inspect.signature(fn.func).parameters), None) if isinstance(fn, functools.partial) else None
+        first = next(iter(inspect.signature(fn.func).parameters), None) if functools.partial in type(fn).__mro__ else None
         params = list(inspect.signature(fn).parameters.values())
     except KeyboardInterrupt:
         raise
@@ -606,7 +606,7 @@ def _bind(fn, args, spec) -> Named:
                          f"({', '.join(p.name for p in free) or 'none'}), got {len(args)}")
     who = spec or fname
     chain = [fn]  # a partial, of a partial...: each level's ranges, the innermost function's first
-    while isinstance(chain[-1], functools.partial):
+    while functools.partial in type(chain[-1]).__mro__:  # its real type: a __class__ of its own says partial
         if len(chain) > 100:  # no policy is written so; its innermost range would go unread
             raise ValueError(f"policy {who!r}: partials nested more than 100 deep; give the function fewer layers")
         chain.append(functools.partial.func.__get__(chain[-1]))  # what partial calls, not a subclass's property
@@ -672,7 +672,8 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
                              f", not a number from {lo} to {hi} (its range)".replace("inf", "∞"))
     text = next((t for level in chain if (t := _attribute(level, "label", None, who)) is not None),  # `is None`: a
-                guards.policy_name(chain[-1]))  # label's own __bool__ never runs; the first along the chain
+                next((n for level in chain[:-1] if type(n := vars(level).get("__name__")) is str),  # label's own
+                     guards.policy_name(chain[-1])))  # __bool__ never runs; the first label, or name, along the chain
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
                          f"{type(text).__name__}")
@@ -751,6 +752,9 @@ def _default(p, who):
     if not own and (torch.Tensor in mro or np.ndarray in mro or np.generic in mro):
         raise ValueError(f"policy {who!r}: the default of {p.name} is of a class of its own ({guards._typename(x)}), "
                          "made from numpy's or torch's: give a plain number or bool")
+    if type(x) is np.ndarray and x.dtype.kind not in "biufcUS":  # an object array's item() is whatever it holds
+        raise ValueError(f"policy {who!r}: the default of {p.name} is a numpy array of {x.dtype} values: give a plain "
+                         "number or bool")
     if own and (x.numel() if type(x) is torch.Tensor else x.size) == 1:
         try:
             return x.item()  # np.array(False) is a flag, torch.tensor([5]) the number 5

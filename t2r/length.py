@@ -28,9 +28,9 @@ which writes every family into results/t2r_length.*, reads back what a family's 
 import argparse
 import collections.abc
 import copy
+import itertools
 import json
 import math
-import operator
 import pathlib
 import statistics
 import sys
@@ -112,9 +112,13 @@ def calibrate(model, maps, text, sizes, log) -> dict:
 def by_length(nll, lengths) -> dict:
     """Perplexity of the first n tokens for each n, from one pass over the longest (a causal model's
     loss on the first n tokens does not read the tokens after them)."""
-    if isinstance(lengths, (str, bytes, bytearray, memoryview)) or not isinstance(lengths, collections.abc.Iterable):
+    if isinstance(lengths, (str, bytes, bytearray, memoryview, collections.abc.Mapping, torch.Tensor, np.ndarray)) \
+            and not (isinstance(lengths, (torch.Tensor, np.ndarray)) and lengths.ndim == 1) \
+            or not isinstance(lengths, collections.abc.Iterable):
         raise ValueError(f"lengths: a list of whole numbers of tokens, got {type(lengths).__name__}")
-    lengths = list(lengths)  # a generator, read once
+    lengths = list(itertools.islice(lengths, 10_001))  # a generator, read once; an endless one stops here
+    if len(lengths) > 10_000:
+        raise ValueError("lengths: more than 10,000 of them (an endless iterator?)")
     if not (isinstance(nll, torch.Tensor) and nll.layout == torch.strided and not nll.is_nested and nll.dim() == 1
             and nll.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64) and not nll.is_meta):
         raise ValueError(f"by_length reads one text's losses, a 1-D float tensor; got {getattr(nll, 'shape', type(nll).__name__)}")
@@ -549,22 +553,30 @@ def table(data, family: str | None = None) -> str:
 
 def _whole(n) -> int:
     """A count: Python's, numpy's or a 0-d integer tensor's whole number (not a bool, a text or a buffer)."""
-    if isinstance(n, (torch.Tensor, np.ndarray)):
-        ok = n.ndim == 0 and (n.dtype.kind in "iu" if isinstance(n, np.ndarray) else
+    if type(n) in (torch.Tensor, np.ndarray):  # their own classes: a masked array's item() is its hidden value
+        ok = n.ndim == 0 and (n.dtype.kind in "iu" if type(n) is np.ndarray else
                               not (n.dtype.is_floating_point or n.dtype.is_complex or n.dtype == torch.bool))
         n = n.item() if ok else None
-    if int not in type(n).__mro__ and np.integer not in type(n).__mro__ or bool in type(n).__mro__:
+    if int in type(n).__mro__ and bool not in type(n).__mro__:
+        return int.__index__(n)  # int's own: a subclass's __index__ could say another number
+    if np.integer not in type(n).__mro__ or np.timedelta64 in type(n).__mro__:  # a time span is no count
         raise TypeError("a count is a whole number: not a bool, a text or an array of more than one")
-    return operator.index(n)
+    return int(n)
 
 
 def _real(x) -> float:
     """A perplexity: Python's, numpy's or a 0-d real tensor's number (not a bool, complex, a text or a buffer)."""
-    if isinstance(x, (torch.Tensor, np.ndarray)):
-        ok = x.ndim == 0 and (x.dtype.kind in "fiu" if isinstance(x, np.ndarray) else
+    if type(x) in (torch.Tensor, np.ndarray):  # their own classes: a masked array's item() is its hidden value
+        ok = x.ndim == 0 and (x.dtype.kind in "fiu" if type(x) is np.ndarray else
                               not (x.dtype.is_complex or x.dtype == torch.bool))
         x = x.item() if ok else None
-    if not any(k in type(x).__mro__ for k in (int, float, np.integer, np.floating)) or bool in type(x).__mro__:
+    mro = type(x).__mro__
+    if bool in mro or np.timedelta64 in mro:  # numpy counts a time span among its integers
+        raise TypeError("a perplexity is a real number: not a bool or a time span")
+    if float in mro or int in mro:
+        return float.__float__(x) if float in mro else float(int.__index__(x))  # Python's own: a subclass's
+        # __float__ could say another number
+    if np.integer not in mro and np.floating not in mro:
         raise TypeError("a perplexity is a real number: not a bool, complex, a text or an array of more than one")
     return float(x)
 

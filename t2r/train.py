@@ -76,8 +76,9 @@ def load(path, model: llama.Model) -> FeatureMaps:
 
 def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:
     """load's reading, for a model of config c, dtype and device (save reads its file back with it)."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):  # bytes were opened as "b'...'" and called
-        raise ValueError(f"the maps' path is a file's path (str or pathlib.Path), got {path!r:.80}")  # corrupt
+    if not isinstance(path, (str, os.PathLike)) or type(os.fspath(path)) is not str or not os.fspath(path):  # bytes
+        raise ValueError(f"the maps' path is a file's path (str or pathlib.Path), got {path!r:.80}")  # were opened as
+        # "b'...'" and called a corrupt file
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     try:
@@ -214,10 +215,11 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
                 seen.setdefault(" ".join(corpus.read(f).split()), f)
         if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
-        if long := [f"{f.name} ({len(t):,} characters)" for t, f in seen.items() if len(t) > 10**6]:  # the tokenizer's
-            raise ValueError(f"licenses {licenses}: {', '.join(long)} is no licence text (Debian's longest, GPL-3, "  # probe
-                             "is 35,149 characters); a book?")  # reads a text as long, in memory
-        sources += [corpus.read(f) for f in seen.values()]
+        texts = [corpus.read(f) for f in seen.values()]
+        if long := [f"{f.name} ({len(t):,} characters)" for f, t in zip(seen.values(), texts) if len(t) > 10**6]:
+            raise ValueError(f"licenses {licenses}: {', '.join(long)} is no licence text (Debian's longest, GPL-3, "
+                             "is 35,149 characters); a book?")  # the tokenizer's probe reads a text as long, in memory
+        sources += texts
         runs = {b: shingles(corpus.book(b)) for b in (*EVALUATED, *books)}  # the books' own folder, a copy, a part,
         if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # rewrapped: tested on
                            for b in runs if runs[b] & shingles(t)}):  # and trained on, or trained on twice

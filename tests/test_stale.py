@@ -4878,3 +4878,106 @@ def test_round47_t2r_numbers_paths_and_texts(tmp_path, monkeypatch):
                              "        return S('weird')\n\n\nraise E()\n")
     with pytest.raises(SystemExit, match="failed to import: E: weird"):
         mini.main(["--quick", "--linear", str(linear_py)])
+
+
+def test_round48_the_watch_sees_every_warning_switch_and_never_a_policys_eq(tmp_path):
+    """Round 48: round 47's identity compare refused an equal re-filter and stopped watching a caller's list subclass;
+    a stream's name (or a class's __name__) that raised SystemExit ended a run with status 0; the module hooks and the
+    saved-tensor hooks were compared by a policy's own ==; warnings.defaultaction, _showwarnmsg and sys.excepthook went
+    unwatched; one put-back that raised left the rest; a partial's own __name__ no longer named it."""
+    import functools
+    import sys
+    import warnings
+    module = torch.nn.modules.module
+
+    class Yes:
+        def __call__(self, *a, **k):
+            return a[0] if a else None
+
+        def __eq__(self, other):
+            return True
+        __hash__ = object.__hash__
+
+    class Exits:
+        def write(self, s):
+            return len(s)
+
+        @property
+        def name(self):
+            raise SystemExit(0)
+
+    class CallerList(list):
+        pass
+    out, hook, fm = sys.stdout, sys.excepthook, warnings._filters_mutated
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        msrnn.run(MODEL, tokens(1, 8), lambda rows: warnings.simplefilter("ignore") or policies.tova(rows), 4)  # the same
+        warnings.filters = CallerList(warnings.filters)
+        changes = [lambda: warnings.simplefilter("always"), lambda: setattr(sys, "stdout", Exits()),
+                   lambda: setattr(module, "_global_is_full_backward_hook", Yes()),
+                   lambda: setattr(module, "_global_forward_hooks", Yes()),
+                   lambda: setattr(warnings, "defaultaction", "ignore"), lambda: setattr(warnings, "_showwarnmsg", Yes()),
+                   lambda: setattr(sys, "excepthook", Yes()),
+                   lambda: (setattr(sys, "stdout", Exits()), warnings.simplefilter("always"),
+                            delattr(warnings, "_filters_mutated"))]
+        for change in changes:
+            was = [module._global_is_full_backward_hook, module._global_forward_hooks, warnings.defaultaction,
+                   warnings._showwarnmsg, list(warnings.filters)]
+            with pytest.raises(guards.PolicyError, match="a policy must not change global settings"):
+                msrnn.run(MODEL, tokens(1, 8), lambda rows, change=change: change() or policies.tova(rows), 4)
+            warnings._filters_mutated = fm
+            assert sys.stdout is out and sys.excepthook is hook
+            assert [module._global_is_full_backward_hook, module._global_forward_hooks, warnings.defaultaction,
+                    warnings._showwarnmsg] == was[:4] and warnings.filters == was[4]
+    with torch.autograd.graph.saved_tensors_hooks(lambda x: x, lambda x: x):
+        with pytest.raises(guards.PolicyError, match="saved tensors"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows: torch.autograd.graph.saved_tensors_hooks(Yes(), Yes()).__enter__()
+                      or policies.tova(rows), 4)
+
+    def f(rows, k=5):
+        return rows.pos.double()
+    a, b = functools.partial(f, k=3), functools.partial(f, k=4)
+    a.__name__, b.__name__ = "a", "b"
+    assert [specs.named(p).label for p in (a, b)] == ["a", "b"]
+
+
+def test_round48_t2r_time_spans_masks_links_modes_and_invisible_texts(tmp_path):
+    """Round 48, T2R: a time span, a masked value and a float whose __float__ lied were perplexities; a dict's keys and
+    an endless iterator were lengths; a save turned a 0600 file into 0644 and left a hard link's other name stale; a
+    text of zero-width characters was text; names of multibyte characters were refused; a bad encoding's name was
+    called the file's fault."""
+    import itertools
+    import os
+    import numpy as np
+    from data import corpus
+    from lab import harness
+    from t2r import length
+
+    class Lies(float):
+        def __float__(self):
+            return 5.0
+    for ppl in (np.timedelta64(2, "ns"), np.ma.array(2.0, mask=True)):
+        with pytest.raises(ValueError, match="two perplexities and two whole numbers"):
+            length.segment(ppl, 3, 3.0, 10)
+    assert length.segment(Lies(2.0), 3, 3.0, 10) == length.segment(2.0, 3, 3.0, 10)
+    for lengths in ({2: "x"}, itertools.count(2), np.array(3)):
+        with pytest.raises(ValueError, match="lengths"):
+            length.by_length(torch.ones(10), lengths)
+    private = tmp_path / "private.txt"
+    private.write_text("old")
+    private.chmod(0o600)
+    harness.atomic_write(private, "new")
+    assert private.stat().st_mode & 0o777 == 0o600 and private.read_text() == "new"
+    os.link(private, tmp_path / "other.txt")
+    with pytest.raises(ValueError, match="hard links"):
+        harness.atomic_write(private, "newer")
+    with pytest.raises(ValueError, match="hard links"):
+        harness.check_file_path(private, "the maps' path")
+    name = tmp_path / ("\u6f22" * 80 + ".txt")  # 244 bytes: a name the file system takes
+    harness.atomic_write(name, "text")
+    assert harness.check_file_path(name, "the maps' path") == name and name.read_text() == "text"
+    (tmp_path / "zw.txt").write_text("\u200b\u200c\u2060 \n")
+    with pytest.raises(ValueError, match="is empty"):
+        corpus.read(tmp_path / "zw.txt")
+    with pytest.raises(ValueError, match="unknown text encoding"):
+        corpus.read(tmp_path / "zw.txt", "\ud800")
