@@ -3962,7 +3962,7 @@ def test_round36_guards_names_steps_precision_and_rope(tmp_path):
     finally:
         torch.backends.fp32_precision = "none"
         torch.set_float32_matmul_precision("highest")
-    with pytest.raises(guards.PolicyError, match="warnings.formatwarning"):
+    with pytest.raises(guards.PolicyError, match="warnings.showwarning, formatwarning, their hooks"):
         msrnn.run(MODEL, x, lambda rows: setattr(warnings, "formatwarning", lambda *a, **k: "") or policies.tova(rows), 4)
     for config, says in (({"rope_theta": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5}},
                           "rope_theta is given twice"),
