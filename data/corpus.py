@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import unicodedata
 
 from data import default_model
 
@@ -70,6 +71,9 @@ def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, fil
     return path
 
 
+BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as nothing: Hangul fillers, braille blank
+
+
 def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
@@ -79,9 +83,11 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
     path = pathlib.Path(os.fsdecode(path))  # b"text.txt", or a PathLike of bytes: pathlib takes str only
     try:
-        codecs.lookup(encoding)  # before the file: a bad name is no fault of the file's
-    except (LookupError, UnicodeError):  # a lone surrogate in the name cannot even be looked up
+        text_codec = getattr(codecs.lookup(encoding), "_is_text_encoding", True)  # before the file: a bad name is no
+    except (LookupError, UnicodeError):  # fault of the file's; a lone surrogate in the name cannot even be looked up
         raise ValueError(f"unknown text encoding {encoding!r}") from None
+    if not text_codec:  # rot13, base64, zlib: a codec, but not of text
+        raise ValueError(f"{encoding!r} is not a text encoding (it maps bytes to bytes or text to text)")
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
@@ -91,10 +97,9 @@ def read(path, encoding: str = "utf-8") -> str:
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
-    if not re.search(r"[^\s\ufeff\u200b-\u200f\u2060-\u2064]", text):  # spaces, byte-order marks and characters
-        # drawn as nothing only
-        raise ValueError(f"text file {path} is empty")
-    control = sum(c < " " and c not in "\n\t\f\v\r" for c in text)
+    if not any(unicodedata.category(c)[0] in "LNPS" and ord(c) not in BLANK for c in set(text)):  # spaces, marks,
+        raise ValueError(f"text file {path} is empty")  # controls and characters drawn as nothing only
+    control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" for c in text)  # and DEL, C1
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

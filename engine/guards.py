@@ -574,8 +574,9 @@ def _copying(cls):
 
 
 class _Same(tuple):  # compared by identity: a policy's object's own __eq__ may say yes to anything, or raise
-    __eq__ = lambda self, other: type(other) is type(self) and len(self) == len(other) and all(
-        a is b or type(a) is _Same is type(b) and a == b for a, b in zip(self, other))  # nested: each read anew
+    __eq__ = lambda self, other: type(other) is type(self) and len(self) == len(other) and (
+        all(map(operator.is_, self, other)) or all(a is b or type(a) is int is type(b) and a == b  # a count past 256
+                                                  for a, b in zip(self, other)))
     __ne__ = lambda self, other: not self == other  # tuple's own != would compare by ==
     __hash__ = tuple.__hash__
 
@@ -599,8 +600,8 @@ class _Filters(tuple):
         made.list = filters  # no method of a subclass runs (an __iter__ that raises left everything unput back)
         return made
 
-    __eq__ = lambda self, other: type(other) is _Filters and self.list is other.list and len(self) == len(other) and \
-        all(map(_same_entry, self, other))
+    __eq__ = lambda self, other: type(other) is _Filters and self.list is other.list and len(self) == len(other) and (
+        all(map(operator.is_, self, other)) or all(map(_same_entry, self, other)))  # the same objects: at C's speed
     __ne__ = lambda self, other: not self == other
     __hash__ = tuple.__hash__
     __repr__ = __str__ = lambda self: f"{len(self)} filters" if list in type(self.list).__mro__ else \
@@ -661,20 +662,44 @@ def _put_saved_hooks(was):
 
 _MODULE = torch.nn.modules.module  # register_module_forward_hook and its kin keep module-wide dicts (and a flag)
 _HOOKS = {n: x for n, x in vars(_MODULE).items() if n.startswith("_global_")}  # each as torch made it
+_HOOK_NAMES = tuple(_HOOKS)
+
+
+def _items(x):
+    """A hook dict's (key, value) pairs by its own kind's C methods (an OrderedDict's order is its own), never a
+    subclass's."""
+    return collections.OrderedDict.items(x) if collections.OrderedDict in type(x).__mro__ else dict.items(x)
 
 
 def _module_hooks():
-    """Each of them by identity: the object, and a dict's keys and values read by dict's own methods (no method of a
-    subclass's, no hook's ==, runs)."""
-    return _Same(_Same((x, _Same(y for pair in dict.items(x) for y in pair) if dict in type(x).__mro__ else None))
-                 for x in map(vars(_MODULE).get, _HOOKS))
+    """Each of them, flat and by identity: the object, then for a dict twice its size (None for no dict) and its keys
+    and values (no method of a subclass's, no hook's ==, runs)."""
+    out = []
+    for x in map(vars(_MODULE).get, _HOOK_NAMES):
+        if dict not in type(x).__mro__:
+            out += (x, None)
+        elif dict.__len__(x):
+            out += (x, 2 * dict.__len__(x), *(y for pair in _items(x) for y in pair))
+        else:
+            out += (x, 0)
+    return _Same(out)
+
+
+def _read_hooks(was):
+    """(name, object, [key, value, ...] or None) for each hook of a _module_hooks reading."""
+    at = 0
+    for name in _HOOK_NAMES:
+        n = was[at + 1]
+        yield name, was[at], None if n is None else was[at + 2:at + 2 + n]
+        at += 2 + (n or 0)
 
 
 def _put_module_hooks(was):
-    for (name, made), (x, items) in zip(_HOOKS.items(), was):  # the dict torch made, even where a policy bound a new one
+    for name, x, items in _read_hooks(was):  # the dict torch made, even where a policy bound a new one, by its own
+        made = _HOOKS[name]  # methods (dict's would leave an OrderedDict's order broken: every Module call failed)
         if isinstance(made, dict) and items is not None:
-            dict.clear(made)
-            dict.update(made, zip(items[::2], items[1::2]))
+            made.clear()
+            made.update(zip(items[::2], items[1::2]))
             x = made
         setattr(_MODULE, name, x)
 
@@ -715,7 +740,14 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's default hooks on saved tensors", _saved_hooks, _put_saved_hooks,
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
-             lambda was: f"{sum(len(items) // 2 for _, items in was if items is not None)} hooks"),
+             lambda was: f"{sum(len(items) // 2 for _, _, items in _read_hooks(was) if items)} hooks"),
+            ("torch's saved-tensor hooks switch", torch._C._autograd._saved_tensors_hooks_is_enabled,
+             lambda was: torch._C._autograd._saved_tensors_hooks_enable() if was else
+             torch._C._autograd._saved_tensors_hooks_disable("turned off by a policy's call, then put back"), str),
+            ("torch's warn-always setting", torch.is_warn_always_enabled, torch.set_warn_always, str),
+            ("torch's autograd multithreading", torch._C._is_multithreading_enabled, torch._C._set_multithreading_enabled,
+             str),
+            ("torch's forward-mode autograd", torch._C._is_fwd_grad_enabled, torch._C._set_fwd_grad_enabled, str),
             ("Python's recursion limit", sys.getrecursionlimit, sys.setrecursionlimit, str),
             ("torch's global random seed", torch.initial_seed, None, str),  # a policy draws from a Generator of its own:
             # put back by the generator's whole state (re-seeding would rewind the caller's stream), saved at each call

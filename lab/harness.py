@@ -43,9 +43,7 @@ def atomic(path: pathlib.Path):
     if os.path.islink(path) and os.path.isfile(path):  # a link to a file: its file is written, as open() would
         path = pathlib.Path(os.path.realpath(path))  # (replacing the link left the file it named as it was)
     was = os.stat(path) if os.path.isfile(path) else None
-    if was and was.st_nlink > 1:  # a new file in its place: its other names would keep the old bytes
-        raise ValueError(f"{path} has {was.st_nlink} names (hard links); writing it whole would leave the others as "
-                         "they were: write another path")
+    _replaceable(path, was)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=f".tmp{path.suffix[:20]}", dir=path.parent)  # a
     # name of 255 bytes is the file system's longest: the temporary one's is cut (40 characters are 160 bytes at most)
@@ -53,12 +51,30 @@ def atomic(path: pathlib.Path):
     try:
         with _terminate_as_exit():
             yield pathlib.Path(tmp)
-            os.chmod(tmp, 0o644 if was is None else stat.S_IMODE(was.st_mode))  # a new file's mode, or the old
-            os.replace(tmp, path)  # one's, not mkstemp's owner-only (after the block: a writer such as safetensors
-            # replaces the file, and its mode with it)
+            os.chmod(tmp, _new_mode() if was is None else stat.S_IMODE(was.st_mode) & 0o777)  # a new file's mode, or
+            os.replace(tmp, path)  # the old one's (never its setuid bit), not mkstemp's owner-only (after the block:
+            # a writer such as safetensors replaces the file, and its mode with it)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _new_mode() -> int:
+    """The mode open() gives a new file: 0o666 less the umask (read by setting it, and set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _replaceable(path, was):
+    """Refuse what open() would refuse or what a new file in its place would leave wrong: a write-protected file, or
+    one of several names (hard links: the others would keep the old bytes)."""
+    if was and was.st_nlink > 1:
+        raise ValueError(f"{path} has {was.st_nlink} names (hard links); writing it whole would leave the others as "
+                         "they were: write another path")
+    if was and not os.access(path, os.W_OK):
+        raise ValueError(f"{path} is write-protected (mode {stat.S_IMODE(was.st_mode):o}): make it writable, or write "
+                         "another path")
 
 
 def _exit_on_sigterm(signum, frame):
@@ -101,8 +117,11 @@ def check_file_path(path, what: str) -> pathlib.Path:
         raise ValueError(f"{what} is a file's path; got {path!r}" + (" (a folder)" if text and os.path.isdir(text) else ""))
     if os.path.exists(text) and not os.path.isfile(text):  # atomic would replace /dev/null or a FIFO with a file
         raise ValueError(f"{what} {text} is not a file (a device, a FIFO or a socket): name a file to write")
-    if os.path.isfile(text) and os.stat(text).st_nlink > 1:  # atomic would leave its other names as they were
-        raise ValueError(f"{what} {text} has {os.stat(text).st_nlink} names (hard links): write another path")
+    if os.path.isfile(text):  # what atomic would refuse after the work
+        try:
+            _replaceable(text, os.stat(text))
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
     if os.path.islink(text) and not os.path.exists(text):  # atomic would replace the link with a file
         raise ValueError(f"{what} {text} is a link to nothing ({os.readlink(text)}): name a file to write")
     path, folder = pathlib.Path(text), pathlib.Path(text).parent
@@ -368,6 +387,9 @@ def check_writable(name: str) -> pathlib.Path:
         if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.{kind}").exists():
             raise ValueError(f"results/{name}.{kind} is {what} no run of this kind wrote (it has no {name}.json beside it): "
                              f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
+    for kind in ("json", "log", "png"):  # each file a save replaces: one it would refuse after the run is refused now
+        if (RESULTS / f"{name}.{kind}").is_file():
+            check_file_path(RESULTS / f"{name}.{kind}", f"results/{name}.{kind}")
     folder = (RESULTS / f"{name}.json").parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -672,7 +672,7 @@ def _bind(fn, args, spec) -> Named:
             raise ValueError(f"policy {who!r}: {key} is {bound[key]!r}" + ("" if key in kw else " (its default)") +
                              f", not a number from {lo} to {hi} (its range)".replace("inf", "∞"))
     text = next((t for level in chain if (t := _attribute(level, "label", None, who)) is not None),  # `is None`: a
-                next((n for level in chain[:-1] if type(n := vars(level).get("__name__")) is str),  # label's own
+                next((n for level in chain[:-1] if type(n := _partial_dict(level).get("__name__")) is str),  # label's own
                      guards.policy_name(chain[-1])))  # __bool__ never runs; the first label, or name, along the chain
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
@@ -707,6 +707,12 @@ def _bind(fn, args, spec) -> Named:
                          "; give it another with policies.label(\"...\")")
     policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
     return Named(spec, shown, policy, reads_ahead)
+
+
+def _partial_dict(partial) -> dict:
+    """A partial's own attributes, read through partial's slot (a subclass's __dict__ property never runs)."""
+    got = functools.partial.__dict__["__dict__"].__get__(partial)
+    return got if type(got) is dict else {}
 
 
 def _number(text):

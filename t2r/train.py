@@ -205,7 +205,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     sources = [corpus.book(b) for b in books]
     if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or not str(licenses).strip()):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
-    licenses = None if licenses is None else pathlib.Path(licenses).expanduser()  # a folder given as a string
+    licenses = None if licenses is None else pathlib.Path(os.fsdecode(licenses)).expanduser()  # a folder given as a string
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():

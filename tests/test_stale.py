@@ -4981,3 +4981,87 @@ def test_round48_t2r_time_spans_masks_links_modes_and_invisible_texts(tmp_path):
         corpus.read(tmp_path / "zw.txt")
     with pytest.raises(ValueError, match="unknown text encoding"):
         corpus.read(tmp_path / "zw.txt", "\ud800")
+
+
+def test_round49_hooks_put_back_by_their_own_methods_and_more_switches(tmp_path):
+    """Round 49: a global forward hook a policy left was put back with dict's methods, which broke torch's OrderedDict
+    (every later Module call raised KeyError); a reordering went unseen; the saved-tensor hooks switch, warn-always,
+    autograd multithreading and forward-mode autograd were unwatched; a partial whose __dict__ raised SystemExit ended
+    `demo.py check` with status 0."""
+    import functools
+    module = torch.nn.modules.module
+    ran = []
+    mine = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: ran.append(1))
+    other = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+    try:
+        for change in (lambda: torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None),
+                       lambda: module._global_forward_hooks.move_to_end(next(iter(module._global_forward_hooks))),
+                       lambda: torch._C._autograd._saved_tensors_hooks_disable("off"),
+                       lambda: torch.set_warn_always(not torch.is_warn_always_enabled()),
+                       lambda: torch._C._set_multithreading_enabled(False), lambda: torch._C._set_fwd_grad_enabled(False)):
+            with pytest.raises(guards.PolicyError, match="a policy must not change global settings"):
+                msrnn.run(MODEL, tokens(1, 8), lambda rows, change=change: change() or policies.tova(rows), 4)
+            ran.clear()
+            torch.nn.Linear(2, 2)(torch.ones(2))  # every Module call still works, and the caller's own hook runs
+            assert ran == [1] and list(module._global_forward_hooks) == [mine.id, other.id]
+            assert torch._C._autograd._saved_tensors_hooks_is_enabled() and torch._C._is_multithreading_enabled()
+            assert torch._C._is_fwd_grad_enabled() and not torch.is_warn_always_enabled()
+    finally:
+        mine.remove()
+        other.remove()
+
+    class Exits(functools.partial):
+        @property
+        def __dict__(self):
+            raise SystemExit(0)
+    named = specs.named(Exits(functools.partial(policies.tova)))
+    assert named.label == "TOVA"
+
+
+def test_round49_t2r_numpy_subclasses_modes_codecs_and_blank_texts(tmp_path, monkeypatch, capsys):
+    """Round 49, T2R: a subclass of numpy's float32 or int64 was read by its own __float__/__int__; a new file ignored
+    the umask and an old one kept its setuid bit; rot13 was taken as a text's encoding; a text of soft hyphens or
+    Hangul fillers was text, one of C1 controls not binary; a save replaced the JSON, then refused its hard-linked log."""
+    import os
+    import numpy as np
+    from data import corpus
+    from lab import harness
+    from t2r import length
+
+    class Lies(np.float32):
+        def __float__(self):
+            return 5.0
+
+    class Count(np.int64):
+        def __int__(self):
+            return 7
+    with pytest.raises(ValueError, match="two perplexities and two whole numbers"):
+        length.segment(Lies(2.0), 3, 3.0, 10)
+    with pytest.raises(ValueError, match="lengths"):
+        length.by_length(torch.ones(10), [Count(3)])
+    old = os.umask(0o077)
+    try:
+        harness.atomic_write(tmp_path / "new.txt", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new.txt").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "new.txt").chmod(0o4755)
+    harness.atomic_write(tmp_path / "new.txt", "y")
+    assert (tmp_path / "new.txt").stat().st_mode & 0o7777 == 0o755
+    (tmp_path / "t.txt").write_text("text\n")
+    with pytest.raises(ValueError, match="not a text encoding"):
+        corpus.read(tmp_path / "t.txt", "rot13")
+    for blank in ("\u00ad\u202a\u2066 \n", "\u3164\u2800\ufe0f\n"):
+        (tmp_path / "b.txt").write_text(blank)
+        with pytest.raises(ValueError, match="is empty"):
+            corpus.read(tmp_path / "b.txt")
+    (tmp_path / "c1.txt").write_text("\x85\x90\x7f" * 10 + "a")
+    corpus.read(tmp_path / "c1.txt")
+    assert "looks binary" in capsys.readouterr().err
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")
+    harness.RESULTS.mkdir()
+    (harness.RESULTS / "mine.json").write_text(json.dumps({"about": {"command": harness.typed()}}))
+    (harness.RESULTS / "mine.log").write_text("old")
+    os.link(harness.RESULTS / "mine.log", tmp_path / "elsewhere.log")
+    with pytest.raises(ValueError, match="hard links"):
+        harness.check_writable("mine")
