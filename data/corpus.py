@@ -97,9 +97,11 @@ def read(path, encoding: str = "utf-8") -> str:
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
-    if not any(unicodedata.category(c)[0] in "LNPS" and ord(c) not in BLANK for c in set(text)):  # spaces, marks,
-        raise ValueError(f"text file {path} is empty")  # controls and characters drawn as nothing only
-    control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" for c in text)  # and DEL, C1
+    if all(unicodedata.category(c)[0] in "ZM" or unicodedata.category(c) in ("Cc", "Cf", "Cs") or ord(c) in BLANK
+           for c in set(text)):  # spaces, marks, controls and characters drawn as nothing only (a character newer than
+        raise ValueError(f"text file {path} is empty")  # Python's Unicode, or of private use, is text)
+    control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
+    # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

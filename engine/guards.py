@@ -661,8 +661,7 @@ def _put_saved_hooks(was):
 
 
 _MODULE = torch.nn.modules.module  # register_module_forward_hook and its kin keep module-wide dicts (and a flag)
-_HOOKS = {n: x for n, x in vars(_MODULE).items() if n.startswith("_global_")}  # each as torch made it
-_HOOK_NAMES = tuple(_HOOKS)
+_HOOK_NAMES = tuple(n for n in vars(_MODULE) if n.startswith("_global_"))
 
 
 def _items(x):
@@ -695,13 +694,18 @@ def _read_hooks(was):
 
 
 def _put_module_hooks(was):
-    for name, x, items in _read_hooks(was):  # the dict torch made, even where a policy bound a new one, by its own
-        made = _HOOKS[name]  # methods (dict's would leave an OrderedDict's order broken: every Module call failed)
-        if isinstance(made, dict) and items is not None:
-            made.clear()
-            made.update(zip(items[::2], items[1::2]))
-            x = made
+    for name, x, items in _read_hooks(was):  # the object that was there (torch's, or a caller's own), its contents
+        if items is not None:  # by its own kind's methods (dict's left an OrderedDict's order broken: every later
+            kind = collections.OrderedDict if collections.OrderedDict in type(x).__mro__ else dict  # Module call failed)
+            kind.clear(x)
+            kind.update(x, zip(items[::2], items[1::2]))
         setattr(_MODULE, name, x)
+
+
+def _put_dual_level(was):
+    """Leave the forward-mode levels a policy entered (only the newest can be left, so from the top)."""
+    while torch.autograd.forward_ad._current_level > was:
+        torch.autograd.forward_ad.exit_dual_level()
 
 
 # What a policy must leave as it was: (what, read, put back, in words). Read before and after every call, so
@@ -741,9 +745,11 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
              lambda was: "none" if was is None else "a pack/unpack pair"),
             ("torch's global nn.Module hooks", _module_hooks, _put_module_hooks,  # every later Module's forward (T2R's)
              lambda was: f"{sum(len(items) // 2 for _, _, items in _read_hooks(was) if items)} hooks"),
-            ("torch's saved-tensor hooks switch", torch._C._autograd._saved_tensors_hooks_is_enabled,
-             lambda was: torch._C._autograd._saved_tensors_hooks_enable() if was else
-             torch._C._autograd._saved_tensors_hooks_disable("turned off by a policy's call, then put back"), str),
+            ("torch's saved-tensor hooks switch", lambda: (torch._C._autograd._saved_tensors_hooks_is_enabled(),
+                                                           torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()),
+             lambda was: torch._C._autograd._saved_tensors_hooks_enable() if was[0] else
+             torch._C._autograd._saved_tensors_hooks_disable(was[1]), lambda was: "on" if was[0] else f"off ({was[1]})"),
+            ("torch's forward-mode dual level", lambda: torch.autograd.forward_ad._current_level, _put_dual_level, str),
             ("torch's warn-always setting", torch.is_warn_always_enabled, torch.set_warn_always, str),
             ("torch's autograd multithreading", torch._C._is_multithreading_enabled, torch._C._set_multithreading_enabled,
              str),
@@ -952,6 +958,20 @@ def score_rows(policy, rows) -> torch.Tensor:
     with policy_call(policy, rows):
         scores = policy(rows)
     return check_scores(policy, rows, scores)
+
+
+def wraps(policy):
+    """functools.wraps for a policy: its __name__, __doc__ and __dict__ copied onto a wrapper, where reading one may
+    run the policy's own code (a property that raises, even SystemExit): named, not the command's silent end."""
+    def decorate(wrapper):
+        try:
+            return functools.update_wrapper(wrapper, policy)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:
+            raise ValueError(f"policy {policy_name(policy)}: reading its attributes (__name__, __doc__, __dict__) raised "
+                             f"{_typename(e)}: {_said(e)}") from None
+    return decorate
 
 
 def policy_name(policy) -> str:

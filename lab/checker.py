@@ -11,7 +11,6 @@ cost      microseconds per call with 257 rows of the default model's shape, next
 quality   perplexity on the default model and a real book, next to Window+4 and TOVA, both regimes
 """
 import dataclasses
-import functools
 import itertools
 import sys
 import time
@@ -56,7 +55,7 @@ class Watch:
         self.checked = dataclasses.replace(named, fn=on)
 
     def watch(self, policy):
-        @functools.wraps(policy)
+        @guards.wraps(policy)
         def watching(rows):
             before = {f: getattr(rows, f).clone() for f in guards.ROWS_FIELDS}
             t0 = time.perf_counter()
@@ -82,7 +81,7 @@ class Watch:
 def recorded(policy, log):
     """policy, also appending (layer, t, dropped positions (B, Hkv, k), scores per layer or head, NaN?)
     to `log` at each call."""
-    @functools.wraps(policy)
+    @guards.wraps(policy)
     def recording(rows):
         scores = policy(rows)
         if isinstance(scores, torch.Tensor) and scores.is_floating_point() and scores.dim() == 3:

@@ -3,7 +3,6 @@ JSON), and has a `*_table(data)` that formats it for printing and a `draw_*(plt,
 figure; demo.py runs them, prints the table and saves everything under results/. Progress goes to
 `log` when one is given.
 """
-import functools
 import itertools
 import math
 import os
@@ -411,7 +410,7 @@ def drops(model, ids, named, size):
     score = torch.full((n_layers, T), math.nan, dtype=torch.float64)
     scored = named.on(model, ids)
 
-    @functools.wraps(scored)  # what the policy raises or returns wrong is named as the policy's, at its own line
+    @guards.wraps(scored)  # what the policy raises or returns wrong is named as the policy's, at its own line
     def recording(rows):
         scores = guards.check_scores(scored, rows, scored(rows))
         gone = oneshot.lowest(scores[:1, :1], rows.pos[:1, :1], rows.pos.shape[-1] - rows.size)[0, 0]  # slots the state will drop

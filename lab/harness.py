@@ -60,9 +60,13 @@ def atomic(path: pathlib.Path):
 
 
 def _new_mode() -> int:
-    """The mode open() gives a new file: 0o666 less the umask (read by setting it, and set back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
+    """The mode open() gives a new file: 0o666 less the umask (Linux says it; elsewhere it is read by setting it and
+    setting it back, a moment in which another thread's new file would take 022)."""
+    try:
+        mask = int(re.search(r"^Umask:\s*([0-7]+)", pathlib.Path("/proc/self/status").read_text(), re.M).group(1), 8)
+    except (OSError, AttributeError):
+        mask = os.umask(0o022)
+        os.umask(mask)
     return 0o666 & ~mask
 
 
@@ -387,8 +391,8 @@ def check_writable(name: str) -> pathlib.Path:
         if not (RESULTS / f"{name}.json").exists() and (RESULTS / f"{name}.{kind}").exists():
             raise ValueError(f"results/{name}.{kind} is {what} no run of this kind wrote (it has no {name}.json beside it): "
                              f"choose another --name, or move that file (demo.py names its runs by their settings: move it)")
-    for kind in ("json", "log", "png"):  # each file a save replaces: one it would refuse after the run is refused now
-        if (RESULTS / f"{name}.{kind}").is_file():
+    for kind in ("json", "log", "png"):  # each file a save replaces (a folder, a link to nothing, a file it would
+        if os.path.lexists(RESULTS / f"{name}.{kind}"):  # refuse after the run) refused now
             check_file_path(RESULTS / f"{name}.{kind}", f"results/{name}.{kind}")
     folder = (RESULTS / f"{name}.json").parent
     try:

@@ -705,7 +705,7 @@ def _bind(fn, args, spec) -> Named:
                           else "not drawn as written (a '$' starts matplotlib's mathematics)" if "$" in shown
                           else "padded with spaces (in a table it reads as the name without them)") +
                          "; give it another with policies.label(\"...\")")
-    policy = functools.update_wrapper(functools.partial(fn, **kw), fn) if kw else fn
+    policy = guards.wraps(fn)(functools.partial(fn, **kw)) if kw else fn
     return Named(spec, shown, policy, reads_ahead)
 
 
@@ -754,8 +754,10 @@ def _default(p, who):
     arrays by their element, read once (their own classes only: a subclass's item() could say 5 and hold 500,
     or change between reads); anything else as it is."""
     x, mro = p.default, type(p.default).__mro__
-    own = type(x) in (torch.Tensor, np.ndarray) or (np.generic in mro and type(x).__module__ == "numpy")
-    if not own and (torch.Tensor in mro or np.ndarray in mro or np.generic in mro):
+    if np.generic in mro:  # numpy's own reading of a scalar: a subclass's item() or __float__ never runs
+        return np.generic.item(x)
+    own = type(x) in (torch.Tensor, np.ndarray)
+    if not own and (torch.Tensor in mro or np.ndarray in mro):
         raise ValueError(f"policy {who!r}: the default of {p.name} is of a class of its own ({guards._typename(x)}), "
                          "made from numpy's or torch's: give a plain number or bool")
     if type(x) is np.ndarray and x.dtype.kind not in "biufcUS":  # an object array's item() is whatever it holds
@@ -773,7 +775,9 @@ def _default(p, who):
 def _plain(x):
     """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
     NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
-    if type(x) is torch.Tensor and x.dim() == 0 or np.generic in type(x).__mro__ and type(x).__module__ == "numpy":
+    if np.generic in type(x).__mro__:
+        x = np.generic.item(x)  # numpy's own reading: a subclass's never runs
+    elif type(x) is torch.Tensor and x.dim() == 0:
         try:
             x = x.item()
         except Exception:  # a tensor on the meta device: no number

@@ -559,9 +559,9 @@ def _whole(n) -> int:
         n = n.item() if ok else None
     if int in type(n).__mro__ and bool not in type(n).__mro__:
         return int.__index__(n)  # int's own: a subclass's __index__ could say another number
-    if np.integer not in type(n).__mro__ or np.timedelta64 in type(n).__mro__ or type(n).__module__ != "numpy":  # a
-        raise TypeError("a count is a whole number: not a bool, a text or an array of more than one")  # time span is
-    return int(n)  # no count; numpy's own classes only (a subclass's __int__ could say another number)
+    if np.integer not in type(n).__mro__ or np.timedelta64 in type(n).__mro__:  # a time span is no count
+        raise TypeError("a count is a whole number: not a bool, a text or an array of more than one")
+    return np.generic.item(n)  # numpy's own reading: a subclass's __int__ could say another number
 
 
 def _real(x) -> float:
@@ -576,9 +576,9 @@ def _real(x) -> float:
     if float in mro or int in mro:
         return float.__float__(x) if float in mro else float(int.__index__(x))  # Python's own: a subclass's
         # __float__ could say another number
-    if np.integer not in mro and np.floating not in mro or type(x).__module__ != "numpy":  # numpy's own classes
+    if np.integer not in mro and np.floating not in mro:
         raise TypeError("a perplexity is a real number: not a bool, complex, a text or an array of more than one")
-    return float(x)
+    return float(np.generic.item(x))  # numpy's own reading: a subclass's __float__ could say another number
 
 
 LOG_MAX = math.log(sys.float_info.max)  # 709.78: the largest log a float64 exp can take

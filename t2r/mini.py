@@ -299,6 +299,9 @@ def experiment(p: dict, folder, log=print, by_source=None, extra_tests=None, job
     """Every row of the table. folder: where the pretrained model, its tokenizer and the runs'
     checkpoints live. The texts default to `sources()` and the two evaluation books."""
     folder = pathlib.Path(folder)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):  # save_folder's, refused now, not after pretraining
+        if os.path.lexists(folder / name):
+            harness.check_file_path(folder / name, f"the model folder's {name}")
     runs = folder / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     by_source = by_source or sources()

@@ -187,8 +187,8 @@ def draw(plt, data):
 
 def map_spec(text: str) -> str:
     """argparse type: a feature map kind:r (relu:64, hedgehog:16, t2r:32) or elu, checked before any work."""
-    kind, _, r = text.partition(":")
-    if kind not in linear.FeatureMaps.KINDS or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
+    kind, colon, r = text.partition(":")
+    if kind not in linear.FeatureMaps.KINDS or (colon and not r) or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
                                          f"r >= 1 features (even and >= 4 for hedgehog), e.g. relu:64; got {text!r}")
     if kind != "elu" and not r:  # no default r: it was 64 here, 16 in demo.py ppl's --tail, under one label

@@ -26,7 +26,6 @@ Two views, as for every MSRNN here:
   (t2r/train.py) under the policy's own drops.
 """
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 
@@ -135,7 +134,7 @@ def drops(model: llama.Model, layer: int, q, k, v, policy, size: int):
     i, j = torch.arange(f, device=q.device)[:, None], torch.arange(f, device=q.device)[None, :]
     held[:, :, :f, :f] = torch.where(j <= i, j, -1)                  # query i < size holds rows 0..i
 
-    @functools.wraps(policy)
+    @guards.wraps(policy)
     def recording(rows):
         scores = policy(rows)
         if isinstance(scores, torch.Tensor) and scores.dim() == 3 and scores.is_floating_point():  # else guards refuse it

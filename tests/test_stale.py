@@ -5065,3 +5065,83 @@ def test_round49_t2r_numpy_subclasses_modes_codecs_and_blank_texts(tmp_path, mon
     os.link(harness.RESULTS / "mine.log", tmp_path / "elsewhere.log")
     with pytest.raises(ValueError, match="hard links"):
         harness.check_writable("mine")
+
+
+def test_round50_wrapped_policies_caller_hooks_switch_messages_and_dual_levels(tmp_path):
+    """Round 50: the checker, retention and the viewer wrapped a policy with functools.wraps, which read a __dict__
+    property that exits (status 0, no word); a caller's own hook dict was put back into torch's; the saved-tensor hooks
+    switch lost the caller's message; a forward-mode dual level a policy entered stayed open."""
+    import collections
+    import functools
+    import torch.autograd.forward_ad as fwAD
+    from lab import checker
+
+    class Exits(functools.partial):
+        @property
+        def __dict__(self):
+            raise SystemExit(0)
+    with pytest.raises(ValueError, match="reading its attributes"):
+        guards.wraps(Exits(policies.tova))(lambda rows: None)
+    assert checker  # the checker, experiments.retention and tail.student wrap by guards.wraps
+    module = torch.nn.modules.module
+    theirs, mine = module._global_forward_hooks, collections.OrderedDict()
+    module._global_forward_hooks = mine
+    try:
+        with pytest.raises(guards.PolicyError, match="nn.Module hooks"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows: module.register_module_forward_hook(lambda *a: None)
+                      and policies.tova(rows), 4)
+        assert module._global_forward_hooks is mine and not mine
+    finally:
+        module._global_forward_hooks = theirs
+    torch._C._autograd._saved_tensors_hooks_disable("the caller's own reason")
+    try:
+        with pytest.raises(guards.PolicyError, match="saved-tensor hooks switch"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows: torch._C._autograd._saved_tensors_hooks_disable("mine")
+                      or policies.tova(rows), 4)
+        assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() == "the caller's own reason"
+    finally:
+        torch._C._autograd._saved_tensors_hooks_enable()
+    with pytest.raises(guards.PolicyError, match="dual level"):
+        msrnn.run(MODEL, tokens(1, 8), lambda rows: fwAD.enter_dual_level() and policies.tova(rows), 4)
+    assert fwAD._current_level == -1
+
+
+def test_round50_t2r_forged_numpy_links_blank_paths_and_new_characters(tmp_path, monkeypatch):
+    """Round 50, T2R: a numpy subclass that names its module numpy was read by its own __float__; check_writable passed
+    a results log that is a link to nothing, or a folder; a PathLike of '' trained on the current folder; 'elu:' was a
+    map of its own; a text of private-use or newer characters was empty, and EBCDIC's new line looked binary."""
+    import argparse
+    import os
+    import numpy as np
+    from data import corpus
+    from lab import harness
+    from t2r import length, speed, train
+
+    class Lies(np.float32):
+        __module__ = "numpy"
+
+        def __float__(self):
+            return 5.0
+    assert length.segment(Lies(2.0), 3, 3.0, 10) == pytest.approx(length.segment(2.0, 3, 3.0, 10))
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")
+    harness.RESULTS.mkdir()
+    os.symlink("nowhere", harness.RESULTS / "mine.log")
+    with pytest.raises(ValueError, match="a link to nothing"):
+        harness.check_writable("mine")
+    (harness.RESULTS / "mine.log").unlink()
+    (harness.RESULTS / "mine.json").write_text(json.dumps({"about": {"command": harness.typed()}}))
+    (harness.RESULTS / "mine.png").mkdir()
+    with pytest.raises(ValueError, match="a folder"):
+        harness.check_writable("mine")
+
+    class Blank(os.PathLike):
+        def __fspath__(self):
+            return ""
+    with pytest.raises(ValueError, match="a folder of texts"):
+        train.training_sources(licenses=Blank())
+    with pytest.raises(argparse.ArgumentTypeError, match="a feature map is kind:r"):
+        speed.map_spec("elu:")
+    (tmp_path / "private.txt").write_text("\ue000\ue001 \U0010fffd\n")
+    assert corpus.read(tmp_path / "private.txt")
+    (tmp_path / "nel.txt").write_text("line\x85" * 30)
+    corpus.read(tmp_path / "nel.txt")
