@@ -98,7 +98,7 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
     if all(unicodedata.category(c)[0] in "ZM" or unicodedata.category(c) in ("Cc", "Cf", "Cs") or ord(c) in BLANK
-           for c in set(text)):  # spaces, marks, controls and characters drawn as nothing only (a character newer than
+           or 0xFDD0 <= ord(c) <= 0xFDEF or ord(c) & 0xFFFE == 0xFFFE for c in set(text)):  # noncharacters too  # spaces, marks, controls and characters drawn as nothing only (a character newer than
         raise ValueError(f"text file {path} is empty")  # Python's Unicode, or of private use, is text)
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line

@@ -19,6 +19,7 @@ import traceback
 import warnings
 import weakref
 
+import numpy as np
 import torch
 import torch.utils._device  # torch's default device (put_back)
 import torch.utils.deterministic
@@ -972,6 +973,31 @@ def wraps(policy):
             raise ValueError(f"policy {policy_name(policy)}: reading its attributes (__name__, __doc__, __dict__) raised "
                              f"{_typename(e)}: {_said(e)}") from None
     return decorate
+
+
+def numpy_value(x):
+    """A numpy scalar's value by numpy's own reading (a subclass's item() or __float__ never runs), or TypeError where
+    numpy holds no number for its class (a plain class first in its bases makes it an object: item() read its bytes
+    as one, and the process died)."""
+    try:
+        kind = np.dtype(type(x)).kind
+    except Exception:
+        kind = "O"
+    if kind in "OV":
+        raise TypeError(f"a {_typename(x)} holds no number numpy can read")
+    x = np.generic.item(x)
+    return float(x) if isinstance(x, np.floating) else complex(x) if isinstance(x, np.complexfloating) else x  # a
+    # longdouble's item() is itself
+
+
+def shown(x) -> str:
+    """repr(x) for a message, but for a numpy scalar numpy holds as an object, whose repr kills the process."""
+    if np.generic in type(x).__mro__:
+        try:
+            numpy_value(x)
+        except TypeError as e:
+            return str(e).split(" holds")[0]
+    return repr(x)
 
 
 def policy_name(policy) -> str:

@@ -590,7 +590,7 @@ def _bind(fn, args, spec) -> Named:
     fname = guards.policy_name(fn)
     try:  # a __wrapped__ that loops, or a callable of no signature
         first = next(iter(inspect.signature(fn.func).parameters), None) if functools.partial in type(fn).__mro__ else None
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(_signature(fn).parameters.values())
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # a __signature__ or __getattr__ of its own that raises (or exits)
@@ -709,6 +709,14 @@ def _bind(fn, args, spec) -> Named:
     return Named(spec, shown, policy, reads_ahead)
 
 
+def _signature(fn) -> inspect.Signature:
+    """fn's own parameters; a functools.wraps wrapper's are its wrapped function's only where it passes its keywords
+    on (**kwargs): one that fixes them (sink(rows, sinks=1)) was read as sink's, sinks=4, and labelled Window+4."""
+    own = inspect.signature(fn, follow_wrapped=False)
+    passes = any(p.kind is p.VAR_KEYWORD for p in own.parameters.values())
+    return inspect.signature(fn) if passes else own
+
+
 def _partial_dict(partial) -> dict:
     """A partial's own attributes, read through partial's slot (a subclass's __dict__ property never runs)."""
     got = functools.partial.__dict__["__dict__"].__get__(partial)
@@ -755,7 +763,10 @@ def _default(p, who):
     or change between reads); anything else as it is."""
     x, mro = p.default, type(p.default).__mro__
     if np.generic in mro:  # numpy's own reading of a scalar: a subclass's item() or __float__ never runs
-        return np.generic.item(x)
+        try:
+            return guards.numpy_value(x)
+        except TypeError as e:
+            raise ValueError(f"policy {who!r}: the default of {p.name}: {e}") from None
     own = type(x) in (torch.Tensor, np.ndarray)
     if not own and (torch.Tensor in mro or np.ndarray in mro):
         raise ValueError(f"policy {who!r}: the default of {p.name} is of a class of its own ({guards._typename(x)}), "
@@ -776,7 +787,10 @@ def _plain(x):
     """A range's bound as a plain int or float (a subclass's own comparisons never run), or None: not a number,
     NaN, or an integer past 2**62 (10**5000 cannot even be printed); ±inf is no bound."""
     if np.generic in type(x).__mro__:
-        x = np.generic.item(x)  # numpy's own reading: a subclass's never runs
+        try:
+            x = guards.numpy_value(x)  # numpy's own reading: a subclass's never runs
+        except TypeError:
+            return None
     elif type(x) is torch.Tensor and x.dim() == 0:
         try:
             x = x.item()
@@ -789,10 +803,17 @@ def _plain(x):
     return x if x == x and (kind is float or abs(x) < 2**62) else None
 
 
+_PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders of modules: namespace packages
+
+
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
+    if shadows := [f"{n}.py" for n in _PACKAGES if (path.parent / f"{n}.py").exists() or (path.parent / n / "__init__.py").exists()]:
+        raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
+                         "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
+        # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
     if str(path.parent.resolve()) not in sys.path:  # its own helpers import from beside it, as the key counts them;
         sys.path.append(str(path.parent.resolve()))  # last, so that a copy of policies.py there shadows nothing
     module = importlib.util.module_from_spec(module_spec)

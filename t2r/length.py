@@ -127,7 +127,7 @@ def by_length(nll, lengths) -> dict:
     try:
         lengths = [_whole(n) for n in lengths]  # numpy's and 0-d tensors' whole numbers too
     except (TypeError, ValueError, RuntimeError):  # RuntimeError: a tensor on the meta device holds no number
-        raise ValueError(f"lengths {lengths}: whole numbers of tokens") from None
+        raise ValueError(f"lengths {', '.join(map(guards.shown, lengths))}: whole numbers of tokens") from None
     if any(not 2 <= n <= len(nll) + 1 for n in lengths):  # n tokens make n - 1 predictions
         raise ValueError(f"lengths {list(lengths)}: each must be from 2 to the text's {len(nll) + 1} tokens")
     mean = {n: nll[:n - 1].mean().item() for n in lengths}
@@ -561,7 +561,7 @@ def _whole(n) -> int:
         return int.__index__(n)  # int's own: a subclass's __index__ could say another number
     if np.integer not in type(n).__mro__ or np.timedelta64 in type(n).__mro__:  # a time span is no count
         raise TypeError("a count is a whole number: not a bool, a text or an array of more than one")
-    return np.generic.item(n)  # numpy's own reading: a subclass's __int__ could say another number
+    return guards.numpy_value(n)  # numpy's own reading: a subclass's __int__ could say another number
 
 
 def _real(x) -> float:
@@ -578,7 +578,7 @@ def _real(x) -> float:
         # __float__ could say another number
     if np.integer not in mro and np.floating not in mro:
         raise TypeError("a perplexity is a real number: not a bool, complex, a text or an array of more than one")
-    return float(np.generic.item(x))  # numpy's own reading: a subclass's __float__ could say another number
+    return float(guards.numpy_value(x))  # numpy's own reading: a subclass's __float__ could say another
 
 
 LOG_MAX = math.log(sys.float_info.max)  # 709.78: the largest log a float64 exp can take
@@ -590,8 +590,9 @@ def segment(ppl_a: float, a: int, ppl_b: float, b: int) -> float:
     try:  # numpy's numbers and 0-d tensors are numbers too; a bool or a text is not
         a, b, ppl_a, ppl_b = _whole(a), _whole(b), _real(ppl_a), _real(ppl_b)
     except (TypeError, ValueError, OverflowError, RuntimeError):
-        raise ValueError(f"a segment is read from two perplexities and two whole numbers of tokens; got {ppl_a!r} at "
-                         f"{a!r}, {ppl_b!r} at {b!r}") from None
+        ppl_a, a, ppl_b, b = map(guards.shown, (ppl_a, a, ppl_b, b))  # a numpy object's own repr kills the process
+        raise ValueError(f"a segment is read from two perplexities and two whole numbers of tokens; got {ppl_a} at {a}, "
+                         f"{ppl_b} at {b}") from None
     if not 1 <= a < b < 2**62:  # positions end at 2**62
         raise ValueError(f"a segment runs from a >= 1 to b > a tokens, whole numbers, got {a!r} to {b!r}")
     if not all(math.isfinite(p) and p >= 1 for p in (ppl_a, ppl_b)):  # a perplexity is a finite number of at least 1

@@ -195,7 +195,7 @@ def map_spec(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{kind} needs its features: {kind}:r, e.g. {kind}:64; got {text!r}")
     if kind == "elu" and r:  # ELU(x) + 1 has the head's own features: a row labelled elu:5 would hold 64
         raise argparse.ArgumentTypeError(f"elu takes no r: its features are x's own (r = head_dim); got {text!r}")
-    return text
+    return f"{kind}:{int(r)}" if r else kind  # 'relu:064' is relu:64: one label and one run name
 
 
 def main(argv=None):

@@ -203,9 +203,12 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         raise ValueError(f"training books are names of other books than the evaluation's ({', '.join(EVALUATED)}), each "
                          f"once; got {books}")  # evaluated on; a book twice weighs double
     sources = [corpus.book(b) for b in books]
-    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or not os.fsdecode(licenses).strip()):
+    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or os.fsdecode(licenses).strip() in ("", ".")):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
-    licenses = None if licenses is None else pathlib.Path(os.fsdecode(licenses)).expanduser()  # a folder given as a string
+    try:  # a folder given as a string; '~nosuchuser' has no home
+        licenses = None if licenses is None else pathlib.Path(os.fsdecode(licenses)).expanduser()
+    except RuntimeError as e:
+        raise ValueError(f"licenses {licenses!r}: {e}") from None
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
