@@ -74,6 +74,14 @@ def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, fil
 BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as nothing: Hangul fillers, braille blank
 
 
+def _unseen(c) -> bool:
+    """A character that is no text: a space, a mark, a control or format character, a surrogate, a blank-drawn letter,
+    or a noncharacter (one newer than Python's Unicode, or of private use, is text)."""
+    category, o = unicodedata.category(c), ord(c)
+    return category[0] in "ZM" or category in ("Cc", "Cf", "Cs") or o in BLANK or 0xFDD0 <= o <= 0xFDEF \
+        or o & 0xFFFE == 0xFFFE
+
+
 def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
@@ -97,9 +105,8 @@ def read(path, encoding: str = "utf-8") -> str:
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
-    if all(unicodedata.category(c)[0] in "ZM" or unicodedata.category(c) in ("Cc", "Cf", "Cs") or ord(c) in BLANK
-           or 0xFDD0 <= ord(c) <= 0xFDEF or ord(c) & 0xFFFE == 0xFFFE for c in set(text)):  # noncharacters too  # spaces, marks, controls and characters drawn as nothing only (a character newer than
-        raise ValueError(f"text file {path} is empty")  # Python's Unicode, or of private use, is text)
+    if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
+        raise ValueError(f"text file {path} is empty")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
