@@ -72,6 +72,7 @@ def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, fil
 
 
 BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as nothing: Hangul fillers, braille blank
+IGNORABLE = {0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)}  # unassigned, but reserved as drawn as nothing
 
 
 def _unseen(c) -> bool:
@@ -79,7 +80,7 @@ def _unseen(c) -> bool:
     or a noncharacter (one newer than Python's Unicode, or of private use, is text)."""
     category, o = unicodedata.category(c), ord(c)
     return category[0] in "ZM" or category in ("Cc", "Cf", "Cs") or o in BLANK or 0xFDD0 <= o <= 0xFDEF \
-        or o & 0xFFFE == 0xFFFE
+        or o & 0xFFFE == 0xFFFE or o in IGNORABLE  # or a code point kept for what is drawn as nothing
 
 
 def read(path, encoding: str = "utf-8") -> str:
@@ -107,6 +108,9 @@ def read(path, encoding: str = "utf-8") -> str:
                          "convert it, or name its encoding (--encoding latin-1)") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
+    if text.startswith(("\ufffe", "\u00ef\u00bb\u00bf")):  # a byte-order mark read in another encoding: the text
+        raise ValueError(f"text file {path} starts with a byte-order mark read as {encoding}: it is " +  # is mojibake
+                         ("UTF-16 of the other byte order" if text[0] == "\ufffe" else "UTF-8") + "; name that encoding")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

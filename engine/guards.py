@@ -986,8 +986,9 @@ def numpy_value(x):
     if kind in "OV":
         raise TypeError(f"a {_typename(x)} holds no number numpy can read")
     x = np.generic.item(x)
-    return float(x) if isinstance(x, np.floating) else complex(x) if isinstance(x, np.complexfloating) else x  # a
-    # longdouble's item() is itself
+    if isinstance(x, np.floating) and np.isfinite(x) and not math.isfinite(float(x)):  # a longdouble's item() is
+        raise TypeError(f"a {_typename(x)} past float64's range")  # itself: 1e4000 would be read as inf
+    return float(x) if isinstance(x, np.floating) else complex(x) if isinstance(x, np.complexfloating) else x
 
 
 def shown(x) -> str:

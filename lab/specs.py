@@ -7,6 +7,7 @@ from collections import abc
 import dataclasses
 import functools
 import hashlib
+import importlib.machinery
 import importlib.util
 import inspect
 import math
@@ -15,6 +16,7 @@ import pathlib
 import re
 import sys
 import sysconfig
+import types
 import threading
 import tokenize
 import unicodedata
@@ -806,24 +808,36 @@ def _plain(x):
 _PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders of modules: namespace packages
 
 
+_IMPORTED = {}  # a policy file's resolved path -> (its bytes, its module), while that module is the one loaded
+
+
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
-    if shadows := [f"{n}.py" for n in _PACKAGES if (path.parent / f"{n}.py").exists() or (path.parent / n / "__init__.py").exists()]:
+    if shadows := [f"{n}{x}" for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
+                   if (path.parent / f"{n}{x}").exists() or (path.parent / n / f"__init__{x}").exists()]:
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
     if str(path.parent.resolve()) not in sys.path:  # its own helpers import from beside it, as the key counts them;
         sys.path.append(str(path.parent.resolve()))  # last, so that a copy of policies.py there shadows nothing
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
-    try:
-        module_spec.loader.exec_module(module)
-    except KeyboardInterrupt:  # the user's Ctrl-C (or the file's own: the two cannot be told apart)
-        raise
-    except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
-        raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
+    # named again ('mine.py:fn', then 'mine.py:fn:k=3'), its bytes and the modules it holds unchanged: the same module
+    # (importing it again keyed the first policy anew, and a pooled sweep refused it as changed)
+    source, held = path.read_bytes(), _IMPORTED.get(str(path.resolve()))
+    if held and held[0] == source and all(sys.modules.get(m.__name__) is m for m in (
+            held[1], *(v for v in vars(held[1]).values() if isinstance(v, types.ModuleType)))):
+        module = held[1]
+    else:
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
+        try:
+            module_spec.loader.exec_module(module)
+        except KeyboardInterrupt:  # the user's Ctrl-C (or the file's own: the two cannot be told apart)
+            raise
+        except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the
+            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None  # command's end
+        _IMPORTED[str(path.resolve())] = source, module
     _own_helpers(path)
     try:
         fn = getattr(module, fname, None)

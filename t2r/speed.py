@@ -188,7 +188,8 @@ def draw(plt, data):
 def map_spec(text: str) -> str:
     """argparse type: a feature map kind:r (relu:64, hedgehog:16, t2r:32) or elu, checked before any work."""
     kind, colon, r = text.partition(":")
-    if kind not in linear.FeatureMaps.KINDS or (colon and not r) or (r and (not (r.isascii() and r.isdigit()) or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
+    r = r.lstrip("0") or r[:1]  # 'relu:064' is relu:64; 5,000 zeros before a 4 are no number Python refuses to read
+    if kind not in linear.FeatureMaps.KINDS or (colon and not r) or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)) or (kind == "hedgehog" and r and (int(r) % 2 or int(r) < 4)):
         raise argparse.ArgumentTypeError(f"a feature map is kind:r, kind one of {', '.join(linear.FeatureMaps.KINDS)} and "
                                          f"r >= 1 features (even and >= 4 for hedgehog), e.g. relu:64; got {text!r}")
     if kind != "elu" and not r:  # no default r: it was 64 here, 16 in demo.py ppl's --tail, under one label

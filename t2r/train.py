@@ -194,6 +194,12 @@ def shingles(text: str, n: int = 12) -> set:
     return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
+def _here(path) -> bool:
+    """Whether a path names the current folder ('', '.', './', 'sub/..', a PathLike of any): a folder never meant."""
+    text = os.fsdecode(path).strip()
+    return os.path.normpath(text or ".") == "."
+
+
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
@@ -203,7 +209,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         raise ValueError(f"training books are names of other books than the evaluation's ({', '.join(EVALUATED)}), each "
                          f"once; got {books}")  # evaluated on; a book twice weighs double
     sources = [corpus.book(b) for b in books]
-    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or os.fsdecode(licenses).strip() in ("", ".")):
+    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or _here(licenses)):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
     try:  # a folder given as a string; '~nosuchuser' has no home
         licenses = None if licenses is None else pathlib.Path(os.fsdecode(licenses)).expanduser()
@@ -349,7 +355,7 @@ class Teacher:
     def __init__(self, model, chunks, folder=None, key=None):
         if not isinstance(model, llama.Model):
             raise ValueError(f"a teacher is a llama.Model (load_weights.load_model()), got {type(model).__name__}")
-        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or os.path.normpath(str(folder).strip() or ".") == "."):
+        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or _here(folder)):
             raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
                              f"stream; got {folder!r}")
         if not (isinstance(chunks, torch.Tensor) and chunks.ndim == 2 and chunks.numel()):  # (T,): a chunk of each token

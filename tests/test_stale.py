@@ -4357,10 +4357,14 @@ def test_round41_inference_mode_ranges_names_steps_configs_and_t2r_files(tmp_pat
         load_weights.read_config(tmp_path / "rope")
     (tmp_path / "var41.py").write_text("import contextvars\nSINKS = contextvars.ContextVar('s41', default=4)\n\n\n"
                                        "def pol(rows):\n    return rows.attn.sum(2) + (rows.pos < SINKS.get()) * 1e9\n")
-    p, q = (specs.named(f"{tmp_path / 'var41.py'}:pol") for _ in range(2))
+    p = specs.named(f"{tmp_path / 'var41.py'}:pol")
+    specs._IMPORTED.clear()  # as in a worker process, which imports the file afresh (this one reuses it: round 52)
+    q = specs.named(f"{tmp_path / 'var41.py'}:pol")
+    specs._IMPORTED.clear()
     assert specs.named(specs.sent(q, 2)).key == q.key  # a worker reads the file afresh: the policy keyed here
     p.fn.__globals__["SINKS"].set(60)
     assert specs.sent(p, 1) is p  # keyed with the setting: measured here, as keyed, not read afresh
+    specs._IMPORTED.clear()
     with pytest.raises(ValueError, match="read afresh in a worker process"):  # nor measured as another
         specs.named(specs.sent(p, 2))
     for change, says in ((lambda m: setattr(m, "bk", torch.nn.Parameter(m.bk.detach().int(), requires_grad=False)),
@@ -5195,3 +5199,36 @@ def test_round51_shadowing_folders_fixed_keywords_and_long_doubles(tmp_path):
                                             "def ld(rows, k=np.longdouble(4)):\n    return rows.pos.double()\n")
     at = f"{tmp_path / 'sub' / 'ld.py'}:ld"
     assert specs.named(at).label == specs.named(at + ":4").label == "LD4.0"
+
+
+def test_round52_one_file_at_two_settings_compiled_shadows_and_paths(tmp_path):
+    """Round 52: a policy file named at two settings ('plain.py:plain' and 'plain.py:plain:k=3') was imported again,
+    which keyed the first anew: every pooled sweep of it refused it as changed; a lab.pyc beside a policy hung a pooled
+    sweep; a longdouble past float64 was read as inf. T2R: './' was a licences folder; a UTF-16 file read in the other
+    byte order, or a UTF-8 one read as latin-1, was text; 'relu:' and 5,000 zeros before a 4 raised Python's limit."""
+    import numpy as np
+    from data import corpus
+    from t2r import speed, train
+    (tmp_path / "plain.py").write_text("import policies\n\n\n@policies.label('Plain{k}')\ndef plain(rows, k=2):\n"
+                                       "    return rows.pos[:, :1].double() * k\n")
+    at = f"{tmp_path / 'plain.py'}:plain"
+    fresh = specs.named(at).key  # what a worker computes
+    first = specs.named(at)  # what the parent names, then keys after naming the second setting
+    specs.named(at + ":k=3")
+    assert first.key == fresh
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "lab.pyc").write_bytes(b"")
+    (tmp_path / "sub" / "mine.py").write_text("def mine(rows):\n    return rows.pos.double()\n")
+    with pytest.raises(ValueError, match="holds lab.pyc"):
+        specs.named(f"{tmp_path / 'sub' / 'mine.py'}:mine")
+    with pytest.raises(TypeError, match="past float64"):
+        guards.numpy_value(np.longdouble("1e4000"))
+    with pytest.raises(ValueError, match="a folder of texts"):
+        train.training_sources(licenses="./")
+    (tmp_path / "le.txt").write_bytes("text in UTF-16\n".encode("utf-16"))
+    with pytest.raises(ValueError, match="the other byte order"):
+        corpus.read(tmp_path / "le.txt", "utf-16-be" if (tmp_path / "le.txt").read_bytes()[:2] == b"\xff\xfe" else "utf-16-le")
+    (tmp_path / "bom.txt").write_bytes("\ufefftext\n".encode("utf-8"))
+    with pytest.raises(ValueError, match="it is UTF-8"):
+        corpus.read(tmp_path / "bom.txt", "latin-1")
+    assert speed.map_spec("relu:" + "0" * 5000 + "4") == "relu:4"
