@@ -979,11 +979,7 @@ def numpy_value(x):
     """A numpy scalar's value by numpy's own reading (a subclass's item() or __float__ never runs), or TypeError where
     numpy holds no number for its class (a plain class first in its bases makes it an object: item() read its bytes
     as one, and the process died)."""
-    try:
-        kind = np.dtype(type(x)).kind
-    except Exception:
-        kind = "O"
-    if kind in "OV":
+    if _numpy_object(x):
         raise TypeError(f"a {_typename(x)} holds no number numpy can read")
     x = np.generic.item(x)
     if isinstance(x, np.floating) and np.isfinite(x) and not math.isfinite(float(x)):  # a longdouble's item() is
@@ -991,14 +987,17 @@ def numpy_value(x):
     return float(x) if isinstance(x, np.floating) else complex(x) if isinstance(x, np.complexfloating) else x
 
 
+def _numpy_object(x) -> bool:
+    """A numpy scalar numpy holds as an object (or void): a plain class first in its bases."""
+    try:
+        return np.dtype(type(x)).kind in "OV"
+    except Exception:
+        return True
+
+
 def shown(x) -> str:
     """repr(x) for a message, but for a numpy scalar numpy holds as an object, whose repr kills the process."""
-    if np.generic in type(x).__mro__:
-        try:
-            numpy_value(x)
-        except TypeError as e:
-            return str(e).split(" holds")[0]
-    return repr(x)
+    return f"a {_typename(x)}" if np.generic in type(x).__mro__ and _numpy_object(x) else repr(x)
 
 
 def policy_name(policy) -> str:

@@ -551,12 +551,19 @@ def table(data, family: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _element(x, kinds: str):
+    """A 0-d array's or tensor's one element, if numpy's kind letter for its dtype is in `kinds` (None if not), or x
+    itself; their own classes only: a masked array's item() is its hidden value."""
+    if type(x) not in (torch.Tensor, np.ndarray):
+        return x
+    kind = x.dtype.kind if type(x) is np.ndarray else "b" if x.dtype == torch.bool else "c" if x.dtype.is_complex \
+        else "f" if x.dtype.is_floating_point else "i"
+    return x.item() if x.ndim == 0 and kind in kinds else None
+
+
 def _whole(n) -> int:
     """A count: Python's, numpy's or a 0-d integer tensor's whole number (not a bool, a text or a buffer)."""
-    if type(n) in (torch.Tensor, np.ndarray):  # their own classes: a masked array's item() is its hidden value
-        ok = n.ndim == 0 and (n.dtype.kind in "iu" if type(n) is np.ndarray else
-                              not (n.dtype.is_floating_point or n.dtype.is_complex or n.dtype == torch.bool))
-        n = n.item() if ok else None
+    n = _element(n, "iu")
     if int in type(n).__mro__ and bool not in type(n).__mro__:
         return int.__index__(n)  # int's own: a subclass's __index__ could say another number
     if np.integer not in type(n).__mro__ or np.timedelta64 in type(n).__mro__:  # a time span is no count
@@ -566,10 +573,7 @@ def _whole(n) -> int:
 
 def _real(x) -> float:
     """A perplexity: Python's, numpy's or a 0-d real tensor's number (not a bool, complex, a text or a buffer)."""
-    if type(x) in (torch.Tensor, np.ndarray):  # their own classes: a masked array's item() is its hidden value
-        ok = x.ndim == 0 and (x.dtype.kind in "fiu" if type(x) is np.ndarray else
-                              not (x.dtype.is_complex or x.dtype == torch.bool))
-        x = x.item() if ok else None
+    x = _element(x, "fiu")
     mro = type(x).__mro__
     if bool in mro or np.timedelta64 in mro:  # numpy counts a time span among its integers
         raise TypeError("a perplexity is a real number: not a bool or a time span")

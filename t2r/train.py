@@ -159,8 +159,7 @@ def maps_from(model: llama.Model, spec: str | None = None, path=None) -> tuple[l
         if spec and (maps.kind != kind or (r and r != str(maps.r))):
             raise ValueError(f"--tail {spec}, but {path} holds {maps.kind} maps of r={maps.r}")
         return maps, f"tail: {maps.kind} maps of r={maps.r} from {path}"
-    if not kind or (r and (not (r.isascii() and r.isdigit()) or len(r) > 9 or int(r) < 1)):  # '²' is a digit to
-    # isdigit, not to int; 5,000 digits exceed Python's int conversion
+    if not kind or (r and (len(r) > 9 or int(r) < 1)):  # its digits checked above; 5,000 of them pass int()'s limit
         raise ValueError(f"a tail is kind:r with r >= 1 features, e.g. hedgehog:16, relu:16 or elu; got {spec!r}")
     if kind == "elu" and r:  # its features are x's own: an r would be dropped, and the label would lie
         raise ValueError(f"elu takes no r: its features are x's own (r = head_dim); got {spec!r}")
