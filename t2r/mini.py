@@ -579,8 +579,14 @@ def main_table(data) -> str:
 def claims_table(data) -> str:
     lines = ["| claim | figure | verdict |", "|---|---|---|"]
     lines += [f"| {c} | {f} | **{v}** |" for c, f, v in claims(data)]  # from the rows, by today's rule
+    return "\n".join(lines)
+
+
+def conversions_table(data) -> str:
+    """The conversion curve: the later the swap, the better or worse than from scratch (the log's; none without it)."""
+    lines = []
     if data.get("conversions"):
-        lines += ["", "| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens (at most its budget) | "
+        lines += ["| teacher tokens converted | converted: best dev loss | from scratch at the same total tokens (at most its budget) | "
                   "advantage (nats) |", "|---|---|---|---|"]
         if any(len(row) != 4 for row in data["conversions"]):
             raise ValueError("a conversions row holds [teacher tokens, converted loss, from-scratch loss, their difference]")
@@ -776,7 +782,7 @@ def main(argv=None):
             with harness.transcript() as printed:
                 data = experiment(PRESETS[preset], folder, jobs=args.jobs, linear_file=args.linear)
                 data["claims"], data["conversions"] = claims(data), conversions(data)
-                print("\n" + table(data) + "\n\n" + claims_table(data) + "\n", flush=True)
+                print("\n" + table(data) + "\n\n" + claims_table(data) + "\n\n" + conversions_table(data) + "\n", flush=True)
             about = {"code_version": version, "jobs": side_by_side,  # the command as typed (harness.save), quoted
                      "threads": "one per job", "folder": str(folder), "seconds": round(time.time() - t0, 1)}
             path = harness.save(name, data, about, printed.getvalue(), draw)

@@ -151,7 +151,7 @@ def test_the_experiment_runs_through(tmp_path):
     assert (tmp_path / "model.safetensors").is_file() and load_weights.load_model(tmp_path).config.n_layers == 1
     data["claims"], data["conversions"] = mini.claims(data), mini.conversions(data)
     assert [v for _, _, v in data["claims"]] and all(v in ("holds", "a tie", "reversed", "fails") for _, _, v in data["claims"])
-    mini.table(data), mini.claims_table(data), mini.summary(data)
+    mini.table(data), mini.claims_table(data), mini.conversions_table(data), mini.summary(data)
     again = mini.experiment(TINY, tmp_path, log.append, by_source=SOURCES, extra_tests=EXTRA, jobs=2)
     assert [r["test_loss"] for r in again["rows"]] == [r["test_loss"] for r in data["rows"]]  # every run reused
     assert sum("resuming" in line for line in log) == len(data["rows"])

@@ -696,3 +696,26 @@ def test_maps_that_would_be_silently_wrong_are_refused(kw, message):
     twice, an integer dtype failed deep in torch."""
     with pytest.raises(ValueError, match=message):
         linear.FeatureMaps(tiny_config(), **({"r": 6} | kw))
+
+
+@pytest.mark.parametrize("view", ["transformer_view", "rnn_view"])
+def test_plain_t2r_is_what_linear_computes(view):
+    """t2r/plain.py, Kasai's T2R for one head as the chapter reads it (one tied ReLU map, the causal
+    weights φ(q)·φ(k) over their sum; or the state S, z token by token), run head by head in place of
+    attention, = linear.py's RNN view with kind="t2r" (every head at once), float64."""
+    from t2r import plain
+    model = random_model(tiny_config(n_layers=3))
+    maps = maps_for(model, "t2r")
+    with torch.no_grad():  # plain.py has no floor under φ(q)·z: a bias that leaves every query some feature on
+        maps.bk.add_(2.0)
+    x = tokens(2, 37)
+
+    def attend(i, q, k, v):  # q (B, Hkv, G, T, hd), k, v (B, Hkv, 1, T, hd); one tied map per KV head
+        W, b = maps.wk[i, :, 0], maps.bk[i, :, 0]                    # (Hkv, r, hd), (Hkv, r)
+        return torch.stack([torch.stack([torch.stack([getattr(plain, view)(q[n, h, g], k[n, h, 0], v[n, h, 0], W[h], b[h])
+                                                      for g in range(q.shape[2])]) for h in range(q.shape[1])])
+                            for n in range(q.shape[0])])
+    with torch.no_grad():
+        got = llama.forward(model, x, attend)
+    assert_close(got, linear.run(model, maps, x), atol=EXACT)
+    assert (got - llama.forward(model, x)).abs().max() > 1e-2      # not the softmax transformer
