@@ -3,8 +3,8 @@
 First, the paper in plain Python lists, the reference the tests hold every other view to. Oren et al.
 2024: every layer keeps a set of (key, value, position) rows. At each token it appends the token's
 row, attends over all its rows, and, if it now holds more than `size`, drops the rows a policy scores
-lowest. That is all. `ListMultiState` says it with lists, one sequence row by row, so that it is easy
-to check by eye; msrnn.py says the same with fixed slots, engine/fast.py faster. It plugs into
+lowest. That is all. `ListMultiState` says it with a list of rows per sequence and KV head, so that it
+is easy to check by eye; msrnn.py says the same with fixed slots, engine/fast.py faster. It plugs into
 llama.step in place of msrnn.MultiState, so the decoder around it is the same (tests/test_policies.py
 holds every view of a finite MSRNN to it, float64, 1e-10). Then the proofs that the unbounded MSRNN
 is the transformer.

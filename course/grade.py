@@ -363,7 +363,7 @@ def blank(folder, file, name) -> int | None:
     after a guard the skeleton gives), else None: a written function that raises it for a case it does
     not cover is written."""
     def bodies(path):  # each function's statements but its docstring, as the parser reads them
-        tree = ast.parse(path.read_text(encoding="utf-8-sig"))
+        tree = ast.parse(path.read_bytes())  # decoded by its coding line, as Python imports it
         return [(n, [ast.dump(b) for b in n.body[isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):]])
                 for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name.split(".")[-1]]
     try:
@@ -414,6 +414,20 @@ def first_line(message):
 
 # ---------------------------------------------------------------- checking the folder first
 
+def _unreadable(path, encoding):
+    """Why Python cannot read the file at all, as import says it (its coding line or byte-order mark), or None."""
+    try:
+        if not "#\n".encode(encoding).endswith(b"#\n"):  # import reads only codecs that keep ASCII as it is (not utf-16)
+            return f"encoding problem: {encoding}"
+        ast.parse(path.read_bytes(), str(path))
+    except LookupError as e:  # a codec that is no text encoding (rot13, base64)
+        return str(e)
+    except SyntaxError as e:  # at line 0: the decoding (a byte-order mark beside another coding line)
+        return None if e.lineno else e.msg
+    except (RecursionError, MemoryError):  # the parse in problems says so
+        return None
+
+
 def problems(folder: pathlib.Path, modules):
     """What stops a folder from being graded at all, named: a missing folder or file, a syntax error."""
     if not folder.is_dir():
@@ -435,6 +449,10 @@ def problems(folder: pathlib.Path, modules):
                 encoding = tokenize.detect_encoding(fh.readline)[0]
         except SyntaxError:  # not UTF-8 in its first lines, and no coding line: the decoding below names the byte
             encoding = "utf-8"
+        cannot = _unreadable(path, encoding)
+        if cannot:
+            out.append(f"{path}: Python cannot read it ({cannot}): save it as UTF-8, without a coding line")
+            continue
         try:
             ast.parse(path.read_bytes().decode(encoding), str(path))
         except SyntaxError as e:

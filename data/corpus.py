@@ -71,6 +71,8 @@ def _cached(folder: pathlib.Path, sdist: str, sdist_sha: str, members: dict, fil
     return path
 
 
+BOMS = {codecs.BOM_UTF32_LE: "utf-32", codecs.BOM_UTF32_BE: "utf-32", codecs.BOM_UTF8: "utf-8",  # UTF-32 LE's
+        codecs.BOM_UTF16_LE: "utf-16", codecs.BOM_UTF16_BE: "utf-16"}                        # starts as UTF-16 LE's
 BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as nothing: Hangul fillers, braille blank
 IGNORABLE = {0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)}  # unassigned, but reserved as drawn as nothing
 
@@ -100,17 +102,26 @@ def read(path, encoding: str = "utf-8") -> str:
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
+    data = path.read_bytes()
+    mark = next((m for m in BOMS if data.startswith(m)), None)
+    try:  # a byte-order mark is read as one (dropped) or as U+FEFF; read as anything else, the whole text is mojibake
+        if mark and mark.decode(encoding) not in ("", "\ufeff"):
+            raise UnicodeError
+    except UnicodeError:
+        raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: name "
+                         f"{BOMS[mark]}") from None
     try:
-        text = path.read_text(encoding=encoding).replace("\r\n", "\n").removeprefix("\ufeff")
+        text = codecs.getincrementaldecoder(encoding)().decode(data, final=True)  # as open() reads: utf-16 needs a BOM
+        text = text.replace("\r\n", "\n").removeprefix("\ufeff")
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
-    if text.startswith(("\ufffe", "\u00ef\u00bb\u00bf")):  # a byte-order mark read in another encoding: the text
-        raise ValueError(f"text file {path} starts with a byte-order mark read as {encoding}: it is " +  # is mojibake
-                         ("UTF-16 of the other byte order" if text[0] == "\ufffe" else "UTF-8") + "; name that encoding")
+    if not mark and codecs.lookup(encoding).name in ("utf-16-le", "utf-16-be") and \
+            sum(ord(c) > 0xFF and not ord(c) & 0xFF for c in text) > len(text) / 2:  # ASCII in the high byte: 'h' as U+6800
+        raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

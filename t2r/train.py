@@ -189,14 +189,28 @@ LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: pr
 def shingles(text: str, n: int = 12) -> set:
     """Every run of n words of `text` (whitespace and line breaks aside): two texts that share one share a
     passage; n = 12 words is a sentence no two unrelated texts write alike."""
-    words = text.split()
+    if not text.isascii():  # what is drawn as nothing (a zero-width space after every word) hides no copy
+        text = "".join(" " if c.isspace() else "" if corpus._unseen(c) else c for c in text)
+    words = text.casefold().split()
     return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
 def _here(path) -> bool:
-    """Whether a path names the current folder ('', '.', './', 'sub/..', a PathLike of any): a folder never meant."""
+    """Whether a path names the current folder ('', '.', 'sub/..', '../here', a link to it, a PathLike of any): a
+    folder never meant."""
     text = os.fsdecode(path).strip()
-    return os.path.normpath(text or ".") == "."
+    try:
+        return os.path.normpath(text or ".") == "." or os.path.samefile(os.path.expanduser(text), ".")
+    except (OSError, ValueError):  # no such folder (yet)
+        return False
+
+
+def _folder(path, what: str) -> pathlib.Path:
+    """A folder's path from a str, bytes or PathLike of either ('~' expanded), or ValueError naming `what`."""
+    try:
+        return pathlib.Path(os.fsdecode(path)).expanduser()
+    except (RuntimeError, TypeError) as e:  # '~nosuchuser' has no home; __fspath__ gave no path
+        raise ValueError(f"{what} {path!r}: {e}") from None
 
 
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
@@ -210,10 +224,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     sources = [corpus.book(b) for b in books]
     if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or _here(licenses)):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
-    try:  # a folder given as a string; '~nosuchuser' has no home
-        licenses = None if licenses is None else pathlib.Path(os.fsdecode(licenses)).expanduser()
-    except RuntimeError as e:
-        raise ValueError(f"licenses {licenses!r}: {e}") from None
+    licenses = None if licenses is None else _folder(licenses, "licenses")
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
@@ -360,7 +371,7 @@ class Teacher:
         if not (isinstance(chunks, torch.Tensor) and chunks.ndim == 2 and chunks.numel()):  # (T,): a chunk of each token
             raise ValueError(f"a Teacher reads training chunks (N, T) of token ids, got "
                              f"{tuple(chunks.shape) if isinstance(chunks, torch.Tensor) else type(chunks).__name__}")
-        self.model, self.chunks, self.folder = model, chunks, None if folder is None else pathlib.Path(folder).expanduser()
+        self.model, self.chunks, self.folder = model, chunks, None if folder is None else _folder(folder, "the teacher's folder")
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
             raise ValueError(f"the teacher folder {self.folder} is a file, not a folder")

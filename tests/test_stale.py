@@ -5226,9 +5226,63 @@ def test_round52_one_file_at_two_settings_compiled_shadows_and_paths(tmp_path):
     with pytest.raises(ValueError, match="a folder of texts"):
         train.training_sources(licenses="./")
     (tmp_path / "le.txt").write_bytes("text in UTF-16\n".encode("utf-16"))
-    with pytest.raises(ValueError, match="the other byte order"):
+    with pytest.raises(ValueError, match="starts with utf-16.s byte-order mark but was named utf-16-.e: name utf-16"):
         corpus.read(tmp_path / "le.txt", "utf-16-be" if (tmp_path / "le.txt").read_bytes()[:2] == b"\xff\xfe" else "utf-16-le")
     (tmp_path / "bom.txt").write_bytes("\ufefftext\n".encode("utf-8"))
-    with pytest.raises(ValueError, match="it is UTF-8"):
+    with pytest.raises(ValueError, match="starts with utf-8.s byte-order mark but was named latin-1: name utf-8"):
         corpus.read(tmp_path / "bom.txt", "latin-1")
     assert speed.map_spec("relu:" + "0" * 5000 + "4") == "relu:4"
+
+
+def test_round53_the_current_folder_by_any_way_a_mark_read_as_another_code_a_hidden_copy_and_coding_lines(tmp_path, monkeypatch):
+    """Round 53: '../here' (the current folder by a way out and back in) was read as the licences folder; a UTF-8
+    byte-order mark read as mac_roman, cp437 or utf-16-le, a UTF-16 one read as latin-1, a UTF-32 one read as
+    utf-16, and UTF-16 without a mark read in the other byte order came back as mojibake; an evaluation book with a
+    zero-width space after each word was trained on; a teacher's folder of bytes or of '~nosuchuser' raised raw;
+    the grader died on a student file whose coding line names rot13, and named a U+2023 the student never wrote for
+    utf-16 or a U+FEFF for a mark beside a latin-1 line; a skeleton function left blank in a latin-1 file lost its hint."""
+    import codecs
+    import shutil
+    from data import corpus
+    from t2r import train
+    here = tmp_path / "here"
+    (here / "sub").mkdir(parents=True)
+    (here / "notes.txt").write_text("my own notes, no licence at all\n")
+    monkeypatch.chdir(here)
+    for spelled in ("../here", "sub/../../here", str(here)):
+        with pytest.raises(ValueError, match="a folder of texts"):
+            train.training_sources(books=("lcet10",), licenses=spelled)
+    class Bytes:  # a PathLike of bytes
+        def __fspath__(self):
+            return b"t"
+    teacher = lambda folder: train.Teacher(random_model(tiny_config()), torch.zeros(1, 8, dtype=torch.long), folder=folder)
+    assert teacher(Bytes()).folder == pathlib.Path("t")
+    with pytest.raises(ValueError, match="the teacher's folder '~nosuchuser/t'"):
+        teacher("~nosuchuser/t")
+    texts = {"u8": codecs.BOM_UTF8 + b"a text\n", "u16": "\ufeffa text\n".encode("utf-16-le"),
+             "u32": "\ufeffa text\n".encode("utf-32-le"), "bare16": "a text, no mark\n".encode("utf-16-le")}
+    for name, data in texts.items():
+        (tmp_path / name).write_bytes(data)
+    for name, encoding, says in (("u8", "mac_roman", "utf-8's byte-order mark"), ("u8", "cp437", "utf-8's"),
+                                 ("u8", "utf-16-le", "utf-8's"), ("u16", "latin-1", "utf-16's"), ("u32", "utf-16", "utf-32's"),
+                                 ("bare16", "utf-16-be", "other byte order"), ("bare16", "utf-16", "does not start with BOM")):
+        with pytest.raises(ValueError, match=says):
+            corpus.read(tmp_path / name, encoding)
+    assert corpus.read(tmp_path / "u16", "utf-16") == corpus.read(tmp_path / "u8", "utf-8") == "a text\n"
+    copy = tmp_path / "licences"
+    copy.mkdir()
+    (copy / "COPY").write_text(corpus.book("alice29").replace(" ", "\u200b "))
+    with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+        train.training_sources(books=("lcet10",), licenses=copy)
+    from course import grade
+    folder = tmp_path / "work"
+    shutil.copytree(grade.SKELETON, folder)
+    linear = folder / "t2r" / "linear.py"
+    source = linear.read_bytes()
+    for head, says in ((b"# coding: rot13\n", "'rot13' is not a text encoding"), (b"# coding: utf-16\n", "encoding problem: utf-16"),
+                       (b"\xef\xbb\xbf# coding: latin-1\n", "encoding problem: iso-8859-1 with BOM")):
+        linear.write_bytes(head + source)
+        said = grade.problems(folder, ["t2r.linear"])
+        assert len(said) == 1 and f"Python cannot read it ({says}" in said[0], said
+    linear.write_bytes(b"# coding: latin-1\n# \xe9\n" + source)
+    assert grade.problems(folder, ["t2r.linear"]) == [] and grade.blank(folder, "t2r/linear.py", "FeatureMaps.phi")
