@@ -7,14 +7,17 @@ import contextlib
 from collections import abc
 import dataclasses
 import functools
+import gc
 import hashlib
 import inspect
+import io
 import json
 import math
 import operator
 import os
 import re
 import sys
+import threading
 import traceback
 import warnings
 import weakref
@@ -610,9 +613,22 @@ class _Filters(tuple):
 
 
 _STREAMS = ("stdin", "stdout", "stderr")
-_SYS_HOOKS = ("excepthook", "displayhook")
+_SYS_HOOKS = ("excepthook", "displayhook", "unraisablehook", "breakpointhook")
 _HOOKED = ("showwarning", "formatwarning", "_showwarnmsg", "_showwarnmsg_impl", "defaultaction", "onceregistry")  # each
 # silences or reroutes every later warning
+
+
+def _encodings():
+    """(encoding, errors) of sys.__stdout__ and sys.__stderr__, which every later print ends in (None where absent)."""
+    out, err = sys.__stdout__, sys.__stderr__
+    return (getattr(out, "encoding", None), getattr(out, "errors", None), getattr(err, "encoding", None),
+            getattr(err, "errors", None))
+
+
+def _put_encodings(was):
+    for s, encoding, errors in ((sys.__stdout__, *was[:2]), (sys.__stderr__, *was[2:])):
+        if isinstance(s, io.TextIOWrapper) and (s.encoding, s.errors) != (encoding, errors):
+            s.reconfigure(encoding=encoding, errors=errors)
 
 
 def _cwd():
@@ -767,8 +783,21 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("sys.stdin, sys.stdout and sys.stderr", lambda: _Same(getattr(sys, n, None) for n in _STREAMS),
              lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
              lambda was: _each(was, "name")),
-            ("sys.excepthook and sys.displayhook", lambda: _Same(getattr(sys, n, None) for n in _SYS_HOOKS),
+            ("sys.excepthook, displayhook, unraisablehook and breakpointhook",
+             lambda: _Same(getattr(sys, n, None) for n in _SYS_HOOKS),
              lambda was: [setattr(sys, n, f) for n, f in zip(_SYS_HOOKS, was)], lambda was: _each(was, "__name__")),
+            ("Python's trace and profile functions (sys's and threading's)",  # each runs at every later call
+             lambda: _Same((sys.gettrace(), sys.getprofile(), threading._trace_hook, threading._profile_hook)),
+             lambda was: [put(f) for put, f in zip((sys.settrace, sys.setprofile, threading.settrace, threading.setprofile), was)],
+             lambda was: _each(["none" if f is None else f for f in was], "__name__")),
+            ("the encoding and errors of Python's own stdout and stderr", _encodings, _put_encodings, str),
+            ("numpy's floating-point error handling", np.geterr, lambda was: np.seterr(**was), str),
+            ("Python's garbage collector and thread switch interval", lambda: (gc.isenabled(), sys.getswitchinterval()),
+             lambda was: (gc.enable() if was[0] else gc.disable(), sys.setswitchinterval(was[1])),
+             lambda was: f"{'on' if was[0] else 'off'}, every {was[1]} s"),
+            ("torch's autocast cache and view replay", lambda: (torch.is_autocast_cache_enabled(),
+                                                                 torch._C._is_view_replay_enabled()),
+             lambda was: (torch.set_autocast_cache_enabled(was[0]), torch._C._set_view_replay_enabled(was[1])), str),
             ("Python's warnings.showwarning, formatwarning, their hooks and the default action",
              lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
              lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
@@ -982,8 +1011,9 @@ def numpy_value(x):
     if _numpy_object(x):
         raise TypeError(f"a {_typename(x)} holds no number numpy can read")
     x = np.generic.item(x)
-    if isinstance(x, np.floating) and np.isfinite(x) and not math.isfinite(float(x)):  # a longdouble's item() is
-        raise TypeError(f"a {_typename(x)} past float64's range")  # itself: 1e4000 would be read as inf
+    for part in (x.real, x.imag) if isinstance(x, np.inexact) else ():  # a longdouble's item() is itself: 1e4000 would
+        if np.isfinite(part) and not math.isfinite(float(part)) or part != 0 and float(part) == 0:  # be read as inf,
+            raise TypeError(f"a {_typename(x)} outside float64's range")  # 1e-4000 as 0.0 (a clongdouble's parts too)
     return float(x) if isinstance(x, np.floating) else complex(x) if isinstance(x, np.complexfloating) else x
 
 

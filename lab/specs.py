@@ -396,6 +396,8 @@ def _value(x, depth: int = 0) -> list:
         cells = [_contents(c) for c in x.__closure__ or ()]
         return ["function", x.__module__, x.__qualname__, *_compiled(x), *_value([c for c in cells if c is not x], depth + 1),
                 *_value([x.__defaults__, x.__kwdefaults__, {k: v for k, v in vars(x).items() if k != "__wrapped__"}], depth + 1)]
+    if isinstance(x, (torch._ops.OpOverloadPacket, torch._ops.OperatorBase)):  # torch.ops.aten.add: by its name (its
+        return [type(x).__name__, str(x)]  # records' reprs hold addresses, another in every process)
     if inspect.ismodule(x) or inspect.isroutine(x) or inspect.isclass(x):
         try:
             return [f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"]
@@ -808,25 +810,42 @@ def _plain(x):
 _PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders of modules: namespace packages
 
 
-_IMPORTED = {}  # a policy file's resolved path -> (its bytes, its module), while that module is the one loaded
+_IMPORTED = {}  # a policy file's resolved path -> (what its key reads from disk, its module, the modules it holds)
+
+
+def _on_disk(path) -> str:
+    """What a policy file's key reads from disk: its code, its helpers' and the data files they name."""
+    code = harness.sources(path)
+    return harness.fingerprint(*code, *harness.data_files(*code))
+
+
+def _held(module) -> list:
+    """(name, module) for the module and each module it holds, by the name each was loaded under (a held object
+    that only claims to be a module, or an odd name, raises: the file is then imported again each time)."""
+    held = [m for m in (module, *vars(module).values()) if types.ModuleType in type(m).__mro__]
+    names = [types.ModuleType.__getattribute__(m, "__dict__").get("__name__") for m in held]
+    if not all(type(n) is str for n in names):
+        raise ValueError("a module of no name")
+    return list(zip(names, held))
 
 
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
-    module_spec = importlib.util.spec_from_file_location(f"user_policy_{path.stem}", path)
-    if shadows := [f"{n}{x}" for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
-                   if (path.parent / f"{n}{x}").exists() or (path.parent / n / f"__init__{x}").exists()]:
+    resolved = path.resolve()  # one file, one module name (a link to it too); two files of one name, two
+    name = f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(resolved)).hexdigest()[:8]}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
+                   for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()]:
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
     if str(path.parent.resolve()) not in sys.path:  # its own helpers import from beside it, as the key counts them;
         sys.path.append(str(path.parent.resolve()))  # last, so that a copy of policies.py there shadows nothing
-    # named again ('mine.py:fn', then 'mine.py:fn:k=3'), its bytes and the modules it holds unchanged: the same module
-    # (importing it again keyed the first policy anew, and a pooled sweep refused it as changed)
-    source, held = path.read_bytes(), _IMPORTED.get(str(path.resolve()))
-    if held and held[0] == source and all(sys.modules.get(m.__name__) is m for m in (
-            held[1], *(v for v in vars(held[1]).values() if isinstance(v, types.ModuleType)))):
+    # named again ('mine.py:fn', then 'mine.py:fn:k=3'), what its key reads from disk and the modules it holds
+    # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
+    disk, held = _on_disk(path), _IMPORTED.get(str(resolved))
+    if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
     else:
         module = importlib.util.module_from_spec(module_spec)
@@ -837,7 +856,10 @@ def _from_file(path, fname):
             raise
         except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None  # command's end
-        _IMPORTED[str(path.resolve())] = source, module
+        try:
+            _IMPORTED[str(resolved)] = disk, module, _held(module)
+        except Exception:  # what it holds cannot be read back safely: imported again when named again
+            _IMPORTED.pop(str(resolved), None)
     _own_helpers(path)
     try:
         fn = getattr(module, fname, None)

@@ -5221,7 +5221,7 @@ def test_round52_one_file_at_two_settings_compiled_shadows_and_paths(tmp_path):
     (tmp_path / "sub" / "mine.py").write_text("def mine(rows):\n    return rows.pos.double()\n")
     with pytest.raises(ValueError, match="holds lab.pyc"):
         specs.named(f"{tmp_path / 'sub' / 'mine.py'}:mine")
-    with pytest.raises(TypeError, match="past float64"):
+    with pytest.raises(TypeError, match="outside float64"):
         guards.numpy_value(np.longdouble("1e4000"))
     with pytest.raises(ValueError, match="a folder of texts"):
         train.training_sources(licenses="./")
@@ -5286,3 +5286,64 @@ def test_round53_the_current_folder_by_any_way_a_mark_read_as_another_code_a_hid
         assert len(said) == 1 and f"Python cannot read it ({says}" in said[0], said
     linear.write_bytes(b"# coding: latin-1\n# \xe9\n" + source)
     assert grade.problems(folder, ["t2r.linear"]) == [] and grade.blank(folder, "t2r/linear.py", "FeatureMaps.phi")
+
+
+def test_round53_a_reused_policy_file_reads_its_helpers_and_data_afresh_and_the_watch_sees_traces(tmp_path):
+    """Round 53: round 52's reuse of a policy file's module served its old data file (weights retrained beside it) and
+    its old helper (edited), and raised TypeError on a module of a list name; two files of one name in two folders
+    shared a module (a pooled sweep refused the first as changed); torch.ops.aten.add was keyed by an address; a
+    longdouble of 1e-4000 was read as 0.0 and a clongdouble past float64 as inf; a policy that left a profile or trace
+    function on (every later call slowed), replaced sys.unraisablehook, made stdout ASCII, set numpy to raise, or turned
+    the garbage collector off was never named."""
+    import sys
+    import threading
+    import numpy as np
+    from engine import guards
+    (tmp_path / "helper53.py").write_text("def score(rows):\n    return rows.pos[:, :1].double()\n")
+    (tmp_path / "w.txt").write_text("1.0")
+    (tmp_path / "pol.py").write_text("import pathlib\nimport types\nfrom helper53 import score\n"
+                                     "W = float((pathlib.Path(__file__).parent / 'w.txt').read_text())\n"
+                                     "ODD = types.ModuleType('odd')\nODD.__name__ = ['no', 'name']\n\n\n"
+                                     "def fn(rows, k=2):\n    return score(rows) * W\n")
+    at = f"{tmp_path / 'pol.py'}:fn"
+    first = specs.named(at)
+    assert specs.named(at + ":k=3").fn.func.__globals__["W"] == 1.0  # named again: no TypeError
+    (tmp_path / "w.txt").write_text("-1.0")
+    assert specs.named(at).fn.__globals__["W"] == -1.0 and specs.named(at).key != first.key
+    (tmp_path / "helper53.py").write_text("def score(rows):\n    return -rows.pos[:, :1].double()\n")
+    sys.modules.pop("helper53")
+    assert specs.named(at).fn.__globals__["score"].__code__.co_code != first.fn.__globals__["score"].__code__.co_code
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "policy.py").write_text(f"def fn(rows):\n    return rows.pos[:, :1].double() * {sub == 'a'}\n")
+    a = specs.named(f"{tmp_path / 'a' / 'policy.py'}:fn")
+    b = specs.named(f"{tmp_path / 'b' / 'policy.py'}:fn")
+    assert a.fn.__module__ != b.fn.__module__ and specs.named(f"{tmp_path / 'a' / 'policy.py'}:fn").key == a.key
+    (tmp_path / "link.py").symlink_to(tmp_path / "a" / "policy.py")
+    assert specs.named(f"{tmp_path / 'link.py'}:fn").fn.__module__ == a.fn.__module__
+    assert specs._value(torch.ops.aten.add) == ["OpOverloadPacket", "aten.add"]
+    for x in (np.longdouble("1e-4000"), np.clongdouble(np.longdouble("1e4000"))):
+        with pytest.raises(TypeError, match="outside float64"):
+            guards.numpy_value(x)
+    noop = lambda *a: None
+    unraisable = sys.unraisablehook
+    for change in (lambda: sys.setprofile(noop), lambda: sys.settrace(noop), lambda: threading.setprofile(noop),
+                   lambda: setattr(sys, "unraisablehook", noop), lambda: sys.__stdout__.reconfigure(errors="ignore")):
+        was = sys.gettrace(), sys.getprofile(), sys.__stdout__.errors
+        with pytest.raises(guards.PolicyError, match="a policy must not change global settings"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows, change=change: change() or policies.tova(rows), 4)
+        assert (sys.gettrace(), sys.getprofile(), sys.__stdout__.errors) == was and threading.getprofile() is None
+        assert sys.unraisablehook is unraisable
+    import gc
+    for change in (lambda: np.seterr(all="raise"), gc.disable, lambda: sys.setswitchinterval(1.0),
+                   lambda: torch.set_autocast_cache_enabled(False)):
+        with pytest.raises(guards.PolicyError, match="a policy must not change global settings"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows, change=change: change() or policies.tova(rows), 4)
+        assert np.geterr()["over"] == "warn" and gc.isenabled() and sys.getswitchinterval() < 1 and torch.is_autocast_cache_enabled()
+    shadow = tmp_path / "shadow"  # the compiled package is named by what is there; a folder named lab.py is no module
+    (shadow / "t2r").mkdir(parents=True)
+    (shadow / "t2r" / "__init__.pyc").write_bytes(b"")
+    (shadow / "lab.py").mkdir()
+    (shadow / "mine.py").write_text("def mine(rows):\n    return rows.pos[:, :1].double()\n")
+    with pytest.raises(ValueError, match=r"its folder holds t2r/__init__.pyc, which"):
+        specs.named(f"{shadow / 'mine.py'}:mine")
