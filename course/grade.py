@@ -422,6 +422,8 @@ def _unreadable(path, encoding):
         ast.parse(path.read_bytes(), str(path))
     except LookupError as e:  # a codec that is no text encoding (rot13, base64)
         return str(e)
+    except UnicodeError as e:  # 'undefined': a codec that reads nothing
+        return f"encoding problem: {encoding} ({e})"
     except SyntaxError as e:  # at line 0: the decoding (a byte-order mark beside another coding line)
         return None if e.lineno else e.msg
     except (RecursionError, MemoryError):  # the parse in problems says so

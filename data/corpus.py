@@ -77,6 +77,26 @@ BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as
 IGNORABLE = {0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)}  # unassigned, but reserved as drawn as nothing
 
 
+def _mark(data: bytes) -> bytes | None:
+    """The byte-order mark `data` starts with, if any. UTF-32 LE's starts as UTF-16 LE's and a U+0000 does: it is
+    UTF-32's where the whole reads as UTF-32."""
+    marks = [m for m in BOMS if data.startswith(m)]
+    if marks[:1] == [codecs.BOM_UTF32_LE]:
+        try:
+            data.decode("utf-32")
+        except UnicodeError:
+            marks = marks[1:]
+    return marks[0] if marks else None
+
+
+def _read_as_mark(mark: bytes, encoding: str) -> bool:
+    """Whether `encoding` reads a byte-order mark as one: dropped, or U+FEFF."""
+    try:
+        return mark.decode(encoding) in ("", "\ufeff")
+    except UnicodeError:
+        return False
+
+
 def _unseen(c) -> bool:
     """A character that is no text: a space, a mark, a control or format character, a surrogate, a blank-drawn letter,
     or a noncharacter (one newer than Python's Unicode, or of private use, is text)."""
@@ -103,25 +123,24 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
-    mark = next((m for m in BOMS if data.startswith(m)), None)
-    try:  # a byte-order mark is read as one (dropped) or as U+FEFF; read as anything else, the whole text is mojibake
-        if mark and mark.decode(encoding) not in ("", "\ufeff"):
-            raise UnicodeError
-    except UnicodeError:
-        raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: name "
-                         f"{BOMS[mark]}") from None
+    mark = _mark(data)
+    if mark and not _read_as_mark(mark, encoding):  # read as anything but a mark (dropped) or U+FEFF: all is mojibake
+        raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: "
+                         f"name {BOMS[mark]}")
     try:
         text = codecs.getincrementaldecoder(encoding)().decode(data, final=True)  # as open() reads: utf-16 needs a BOM
         text = text.replace("\r\n", "\n").removeprefix("\ufeff")
+        text = text if "\n" in text else text.replace("\r", "\n")  # old Mac line ends, as open() reads them
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
                          "convert it, or name its encoding (--encoding latin-1)") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
-    if not mark and codecs.lookup(encoding).name in ("utf-16-le", "utf-16-be") and \
-            sum(ord(c) > 0xFF and not ord(c) & 0xFF for c in text) > len(text) / 2:  # ASCII in the high byte: 'h' as U+6800
-        raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
+    if not mark and (name := codecs.lookup(encoding).name) in ("utf-16-le", "utf-16-be"):  # in the other byte order
+        other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
+        if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
+            raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

@@ -613,22 +613,41 @@ class _Filters(tuple):
 
 
 _STREAMS = ("stdin", "stdout", "stderr")
-_SYS_HOOKS = ("excepthook", "displayhook", "unraisablehook", "breakpointhook")
+_SYS_HOOKS = ("excepthook", "displayhook", "unraisablehook", "breakpointhook")  # sys's; and threading.excepthook
 _HOOKED = ("showwarning", "formatwarning", "_showwarnmsg", "_showwarnmsg_impl", "defaultaction", "onceregistry")  # each
 # silences or reroutes every later warning
 
 
+_STREAM_SETTINGS = ("encoding", "errors", "line_buffering", "write_through")
+
+
 def _encodings():
-    """(encoding, errors) of sys.__stdout__ and sys.__stderr__, which every later print ends in (None where absent)."""
-    out, err = sys.__stdout__, sys.__stderr__
-    return (getattr(out, "encoding", None), getattr(out, "errors", None), getattr(err, "encoding", None),
-            getattr(err, "errors", None))
+    """How sys.__stdout__ and sys.__stderr__ write, which every later print ends in (None where absent)."""
+    o, e = sys.__stdout__, sys.__stderr__
+    try:  # read straight: every policy call reads it twice
+        return o.encoding, o.errors, o.line_buffering, o.write_through, e.encoding, e.errors, e.line_buffering, e.write_through
+    except AttributeError:  # no stream (pythonw), or not a text one
+        return tuple(getattr(s, a, None) for s in (o, e) for a in _STREAM_SETTINGS)
+
+
+def _sys_hooks():
+    try:  # read straight, as _encodings
+        return _Same((sys.excepthook, sys.displayhook, sys.unraisablehook, sys.breakpointhook, threading.excepthook))
+    except AttributeError:  # one deleted
+        return _Same((*(getattr(sys, n, None) for n in _SYS_HOOKS), getattr(threading, "excepthook", None)))
+
+
+def _put_sys_hooks(was):
+    for n, f in zip(_SYS_HOOKS, was):
+        setattr(sys, n, f)
+    threading.excepthook = was[-1]
 
 
 def _put_encodings(was):
-    for s, encoding, errors in ((sys.__stdout__, *was[:2]), (sys.__stderr__, *was[2:])):
-        if isinstance(s, io.TextIOWrapper) and (s.encoding, s.errors) != (encoding, errors):
-            s.reconfigure(encoding=encoding, errors=errors)
+    n = len(_STREAM_SETTINGS)
+    for s, values in ((sys.__stdout__, was[:n]), (sys.__stderr__, was[n:])):
+        if isinstance(s, io.TextIOWrapper) and tuple(getattr(s, a) for a in _STREAM_SETTINGS) != values:
+            s.reconfigure(**dict(zip(_STREAM_SETTINGS, values)))
 
 
 def _cwd():
@@ -783,18 +802,18 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("sys.stdin, sys.stdout and sys.stderr", lambda: _Same(getattr(sys, n, None) for n in _STREAMS),
              lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
              lambda was: _each(was, "name")),
-            ("sys.excepthook, displayhook, unraisablehook and breakpointhook",
-             lambda: _Same(getattr(sys, n, None) for n in _SYS_HOOKS),
-             lambda was: [setattr(sys, n, f) for n, f in zip(_SYS_HOOKS, was)], lambda was: _each(was, "__name__")),
+            ("sys.excepthook, displayhook, unraisablehook and breakpointhook, and threading.excepthook",
+             _sys_hooks, _put_sys_hooks, lambda was: _each(was, "__name__")),
             ("Python's trace and profile functions (sys's and threading's)",  # each runs at every later call
              lambda: _Same((sys.gettrace(), sys.getprofile(), threading._trace_hook, threading._profile_hook)),
              lambda was: [put(f) for put, f in zip((sys.settrace, sys.setprofile, threading.settrace, threading.setprofile), was)],
              lambda was: _each(["none" if f is None else f for f in was], "__name__")),
-            ("the encoding and errors of Python's own stdout and stderr", _encodings, _put_encodings, str),
+            ("how Python's own stdout and stderr write (encoding, errors, buffering)", _encodings, _put_encodings, str),
             ("numpy's floating-point error handling", np.geterr, lambda was: np.seterr(**was), str),
-            ("Python's garbage collector and thread switch interval", lambda: (gc.isenabled(), sys.getswitchinterval()),
-             lambda was: (gc.enable() if was[0] else gc.disable(), sys.setswitchinterval(was[1])),
-             lambda was: f"{'on' if was[0] else 'off'}, every {was[1]} s"),
+            ("Python's garbage collector (on, thresholds, debug flags) and thread switch interval",
+             lambda: (gc.isenabled(), gc.get_threshold(), gc.get_debug(), sys.getswitchinterval()),
+             lambda was: (gc.enable() if was[0] else gc.disable(), gc.set_threshold(*was[1]), gc.set_debug(was[2]),
+                          sys.setswitchinterval(was[3])), str),
             ("torch's autocast cache and view replay", lambda: (torch.is_autocast_cache_enabled(),
                                                                  torch._C._is_view_replay_enabled()),
              lambda was: (torch.set_autocast_cache_enabled(was[0]), torch._C._set_view_replay_enabled(was[1])), str),
@@ -913,6 +932,30 @@ def kept():
         yield
     finally:
         was.put_back()
+
+
+class ImportChanged(ValueError):
+    """A policy file whose import changed a process-wide setting (put back)."""
+
+
+_LIBRARIES_DO = ("Python's warning filters", "torch's global random seed")  # at import, libraries add filters and
+# files seed their own draws: put back, not refused
+
+
+@contextlib.contextmanager
+def imported(path):
+    """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
+    (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
+    was = _Kept().snap()
+    try:
+        yield
+        changed = [what for (what, *_), a, b in zip(SETTINGS, was.settings, _settings()) if a != b and what not in _LIBRARIES_DO]
+        changed += ["modes"] if (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack()) != \
+            tuple(map(len, was.modes)) else []  # torch.set_default_device
+    finally:
+        said = was.put_back()
+    if changed:
+        raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
 class _Watched(_Kept):

@@ -354,6 +354,14 @@ DEEP = 12  # how far into nested values a key looks (a list holding itself twice
 _WALKED = None  # while a key is computed, what _value has keyed (_seen), by id
 
 
+def _plain_repr(x) -> str:
+    """repr of a plain value, a subclass's (numpy's float64) by its built-in type's repr: numpy's own follows print
+    options a policy may set (np.set_printoptions(legacy=...)), and the key would follow what ran before it."""
+    if type(x) in PLAIN:
+        return repr(x)
+    return f"{type(x).__qualname__}({next(t for t in PLAIN if isinstance(x, t)).__repr__(x)})"
+
+
 def _value(x, depth: int = 0) -> list:
     """A value as key parts, by its contents: a tensor or a numpy array by its bytes, a module by its
     weights, a list, tuple, set or dict item by item; a function, class or module by its name (its file is
@@ -404,7 +412,7 @@ def _value(x, depth: int = 0) -> list:
         except Exception:  # torch.classes answers any attribute by raising
             return [type(x).__qualname__]
     if plain:  # a subclass of float or str keeps its attributes beside its value (T.sign)
-        return [hex(x) if isinstance(x, int) and x.bit_length() > 10_000 else repr(x), *_own(x, depth)]  # 10**5000: no repr
+        return [hex(x) if isinstance(x, int) and x.bit_length() > 10_000 else _plain_repr(x), *_own(x, depth)]  # 10**5000
     if _installed(type(x)):
         try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
             reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
@@ -829,37 +837,55 @@ def _held(module) -> list:
     return list(zip(names, held))
 
 
+def _forget_helpers(path):
+    """Drop from sys.modules the modules loaded from files beside a policy file that its key reads (its helpers), so
+    that importing it again imports them again; the project's own modules (a policy in the repository's root) stay."""
+    beside = {f for f in harness.sources(path) if f.parent == path.parent and f != path and f.parent != harness.ROOT}
+    for name, m in list(sys.modules.items()):
+        try:  # sys.modules may hold anything; a module's own attributes are not trusted
+            file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
+            if type(file) is str and pathlib.Path(file).resolve() in beside:
+                del sys.modules[name]
+        except Exception:
+            continue
+
+
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
-    resolved = path.resolve()  # one file, one module name (a link to it too); two files of one name, two
-    name = f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(resolved)).hexdigest()[:8]}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
+    path = path.resolve()  # one file, one module (a link to it too: its helpers are the file's), two files of one name two
+    module_spec = importlib.util.spec_from_file_location(
+        f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}", path)
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()]:
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
-    if str(path.parent.resolve()) not in sys.path:  # its own helpers import from beside it, as the key counts them;
-        sys.path.append(str(path.parent.resolve()))  # last, so that a copy of policies.py there shadows nothing
+    if str(path.parent) not in sys.path:  # its own helpers import from beside it, as the key counts them;
+        sys.path.append(str(path.parent))  # last, so that a copy of policies.py there shadows nothing
     # named again ('mine.py:fn', then 'mine.py:fn:k=3'), what its key reads from disk and the modules it holds
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
-    disk, held = _on_disk(path), _IMPORTED.get(str(resolved))
+    disk, held = _on_disk(path), _IMPORTED.get(str(path))
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
     else:
+        if held:  # named before, changed since: its helpers beside it are imported afresh too (from helper import W
+            _forget_helpers(path)  # read the loaded helper, not the edited file)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         try:
-            module_spec.loader.exec_module(module)
-        except KeyboardInterrupt:  # the user's Ctrl-C (or the file's own: the two cannot be told apart)
-            raise
-        except BaseException as e:  # sys.exit() or a BaseException of its own at import: the file's failure, not the
-            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None  # command's end
+            with guards.imported(path):  # what its import changes is put back, and named
+                module_spec.loader.exec_module(module)
+        except BaseException as e:
+            sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find
+            if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the two
+                raise  # cannot be told apart); a setting it changed, named
+            # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
+            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         try:
-            _IMPORTED[str(resolved)] = disk, module, _held(module)
+            _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again
-            _IMPORTED.pop(str(resolved), None)
+            _IMPORTED.pop(str(path), None)
     _own_helpers(path)
     try:
         fn = getattr(module, fname, None)

@@ -16,6 +16,7 @@ import pathlib
 import re
 import sys
 import time
+import unicodedata
 
 import torch
 import torch.nn.functional as F
@@ -189,10 +190,13 @@ LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: pr
 def shingles(text: str, n: int = 12) -> set:
     """Every run of n words of `text` (whitespace and line breaks aside): two texts that share one share a
     passage; n = 12 words is a sentence no two unrelated texts write alike."""
-    if not text.isascii():  # what is drawn as nothing (a zero-width space after every word) hides no copy
-        text = "".join(" " if c.isspace() else "" if corpus._unseen(c) else c for c in text)
+    if not text.isascii():  # letters drawn alike (fullwidth, bold) are one, a zero-width space is a space, and what
+        text = "".join(" " if c.isspace() or c == "\u200b" else "" if corpus._unseen(c) else c  # is drawn as nothing
+                       for c in unicodedata.normalize("NFKC", text))  # (a control after every word) is none
+    text = re.sub(r"[\x00-\x08\x0e-\x1b\x7f]", "", text)  # ASCII's controls (the books end in DOS's \x1a)
     words = text.casefold().split()
-    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    runs = (words[i:i + n] for i in range(len(words) - n + 1))  # of words, not of a separator row of stars
+    return {" ".join(r) for r in runs if sum(any(map(str.isalpha, w)) for w in r) >= n // 2}
 
 
 def _here(path) -> bool:
@@ -208,9 +212,12 @@ def _here(path) -> bool:
 def _folder(path, what: str) -> pathlib.Path:
     """A folder's path from a str, bytes or PathLike of either ('~' expanded), or ValueError naming `what`."""
     try:
-        return pathlib.Path(os.fsdecode(path)).expanduser()
+        folder = pathlib.Path(os.fsdecode(path)).expanduser()
     except (RuntimeError, TypeError) as e:  # '~nosuchuser' has no home; __fspath__ gave no path
         raise ValueError(f"{what} {path!r}: {e}") from None
+    if "\0" in str(folder):  # accepted here, every file in it would fail later
+        raise ValueError(f"{what} {path!r} holds a NUL character, which no file system takes")
+    return folder
 
 
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
@@ -222,8 +229,10 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
         raise ValueError(f"training books are names of other books than the evaluation's ({', '.join(EVALUATED)}), each "
                          f"once; got {books}")  # evaluated on; a book twice weighs double
     sources = [corpus.book(b) for b in books]
-    if licenses is not None and (not isinstance(licenses, (str, os.PathLike)) or _here(licenses)):
-        raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")  # "": the current folder
+    if licenses is not None and not isinstance(licenses, (str, os.PathLike)):
+        raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")
+    if licenses is not None and licenses is not LICENSES and _here(licenses):  # "": the current folder
+        raise ValueError(f"licenses {licenses!r} is the current folder: name a folder of licence texts, or None")
     licenses = None if licenses is None else _folder(licenses, "licenses")
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")

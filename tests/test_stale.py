@@ -2790,7 +2790,7 @@ def test_round22_t2r_and_the_data(tmp_path, monkeypatch):
     texts.mkdir()
     (texts / "a.txt").write_text("x" + corpus.book("alice29"))
     for call, says in ((lambda: train.training_sources(["lcet10"], texts), r"holds an evaluation book, or a part of one: a.txt \(alice29\)"),
-                       (lambda: train.training_sources(["lcet10"], ""), "licenses is a folder"),
+                       (lambda: train.training_sources(["lcet10"], ""), "licenses .. is the current folder"),
                        (lambda: train.training_sources(["lcet10"], 5), "licenses is a folder"),
                        (lambda: train.training_sources([["lcet10"]], None), "names of other books"),
                        (lambda: corpus.chunks([1, 2.5, 3, 4], 2), "a list of whole numbers"),
@@ -5138,7 +5138,7 @@ def test_round50_t2r_forged_numpy_links_blank_paths_and_new_characters(tmp_path,
     class Blank(os.PathLike):
         def __fspath__(self):
             return ""
-    with pytest.raises(ValueError, match="a folder of texts"):
+    with pytest.raises(ValueError, match="is the current folder"):
         train.training_sources(licenses=Blank())
     with pytest.raises(argparse.ArgumentTypeError, match="a feature map is kind:r"):
         speed.map_spec("elu:")
@@ -5166,7 +5166,7 @@ def test_round51_t2r_numpy_objects_leading_zeros_dot_folders_and_noncharacters(t
     assert speed.map_spec("relu:064") == "relu:64"
     with pytest.raises(argparse.ArgumentTypeError):
         speed.map_spec("elu:")
-    with pytest.raises(ValueError, match="a folder of texts"):
+    with pytest.raises(ValueError, match="is the current folder"):
         train.training_sources(licenses=pathlib.Path(""))
     (tmp_path / "non.txt").write_text("\ufdd0\uffff\U0010ffff\n")
     with pytest.raises(ValueError, match="is empty"):
@@ -5223,7 +5223,7 @@ def test_round52_one_file_at_two_settings_compiled_shadows_and_paths(tmp_path):
         specs.named(f"{tmp_path / 'sub' / 'mine.py'}:mine")
     with pytest.raises(TypeError, match="outside float64"):
         guards.numpy_value(np.longdouble("1e4000"))
-    with pytest.raises(ValueError, match="a folder of texts"):
+    with pytest.raises(ValueError, match="is the current folder"):
         train.training_sources(licenses="./")
     (tmp_path / "le.txt").write_bytes("text in UTF-16\n".encode("utf-16"))
     with pytest.raises(ValueError, match="starts with utf-16.s byte-order mark but was named utf-16-.e: name utf-16"):
@@ -5250,7 +5250,7 @@ def test_round53_the_current_folder_by_any_way_a_mark_read_as_another_code_a_hid
     (here / "notes.txt").write_text("my own notes, no licence at all\n")
     monkeypatch.chdir(here)
     for spelled in ("../here", "sub/../../here", str(here)):
-        with pytest.raises(ValueError, match="a folder of texts"):
+        with pytest.raises(ValueError, match="is the current folder"):
             train.training_sources(books=("lcet10",), licenses=spelled)
     class Bytes:  # a PathLike of bytes
         def __fspath__(self):
@@ -5347,3 +5347,92 @@ def test_round53_a_reused_policy_file_reads_its_helpers_and_data_afresh_and_the_
     (shadow / "mine.py").write_text("def mine(rows):\n    return rows.pos[:, :1].double()\n")
     with pytest.raises(ValueError, match=r"its folder holds t2r/__init__.pyc, which"):
         specs.named(f"{shadow / 'mine.py'}:mine")
+
+
+def test_round54_t2r_other_scripts_in_the_other_byte_order_copies_in_disguise_and_an_undefined_codec(tmp_path, monkeypatch):
+    """Round 54: Russian in UTF-16 without a mark read in the other byte order was mojibake without a word; a copy of
+    an evaluation book with a control after each word, a zero-width space for each space, or in fullwidth letters was
+    trained on, and a licence with a row of spaced stars was called that book; old Mac line ends were kept as '\\r';
+    UTF-16 whose text starts with U+0000 was called UTF-32; the default licences folder was refused when it was the
+    current folder; a teacher's folder with a NUL was accepted and its cache dropped later; the grader died on
+    `# coding: undefined`."""
+    import codecs
+    import shutil
+    from data import corpus
+    from t2r import train
+    (tmp_path / "ru.txt").write_bytes(("Привет, мир! Это обычный русский текст.\n" * 3).encode("utf-16-le"))
+    with pytest.raises(ValueError, match="other byte order"):
+        corpus.read(tmp_path / "ru.txt", "utf-16-be")
+    assert corpus.read(tmp_path / "ru.txt", "utf-16-le").startswith("Привет")
+    (tmp_path / "cr.txt").write_bytes(b"line one\rline two\r")
+    assert corpus.read(tmp_path / "cr.txt") == "line one\nline two\n"
+    (tmp_path / "nul16.txt").write_bytes(codecs.BOM_UTF16_LE + "\x00hello world, a text.\n".encode("utf-16-le"))
+    assert corpus.read(tmp_path / "nul16.txt", "utf-16").endswith("hello world, a text.\n")
+    alice = corpus.book("alice29")
+    for copy in (alice.replace(" ", "\x7f "), alice.replace(" ", "\u200b"),
+                 "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in alice)):
+        folder = tmp_path / "licences"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        (folder / "COPY").write_text(copy)
+        with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+            train.training_sources(books=("lcet10",), licenses=folder)
+    (folder / "COPY").write_text("Permission is granted to copy this file.\n" + "*   " * 14 + "\nNo warranty.\n")
+    assert len(train.training_sources(books=("lcet10",), licenses=folder)) == 2
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(train, "LICENSES", folder)
+    assert len(train.training_sources(books=("lcet10",), licenses=train.LICENSES)) == 2  # the default, here
+    with pytest.raises(ValueError, match="holds a NUL"):
+        train.Teacher(random_model(tiny_config()), torch.zeros(1, 8, dtype=torch.long), folder="cache\x00")
+    from course import grade
+    work = tmp_path / "work"
+    shutil.copytree(grade.SKELETON, work)
+    linear = work / "t2r" / "linear.py"
+    linear.write_bytes(b"# coding: undefined\n" + linear.read_bytes())
+    said = grade.problems(work, ["t2r.linear"])
+    assert len(said) == 1 and "Python cannot read it (encoding problem: undefined" in said[0], said
+
+
+def test_round54_a_link_reads_its_files_helpers_an_edited_helper_is_read_again_imports_and_more_settings_watched(tmp_path):
+    """Round 54: a link to a policy file put the link's folder on sys.path (a helper beside the target was not found,
+    or one of the link's folder ran while the key hashed the target's) and its module kept the first name it was
+    named by; an edited helper named again in one process was the loaded one; a policy file's import that left a
+    profiler on, float64 as the default dtype or one thread was never named; gc's thresholds and debug flags,
+    threading.excepthook and stdout's buffering were not watched; numpy's print options changed a float64's key."""
+    import gc
+    import sys
+    import threading
+    import numpy as np
+    from engine import guards
+    target, other = tmp_path / "target", tmp_path / "other"
+    target.mkdir(), other.mkdir()
+    (target / "helper54.py").write_text("W = 1.0\n")
+    (other / "helper54.py").write_text("W = 5.0\n")
+    (target / "pol54.py").write_text("from helper54 import W\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * W\n")
+    (other / "link54.py").symlink_to(target / "pol54.py")
+    linked = specs.named(f"{other / 'link54.py'}:fn")
+    assert linked.fn.__globals__["W"] == 1.0 and linked.fn.__module__ == specs.named(f"{target / 'pol54.py'}:fn").fn.__module__
+    (target / "helper54.py").write_text("W = -1.0\n")
+    assert specs.named(f"{target / 'pol54.py'}:fn").fn.__globals__["W"] == -1.0  # no sys.modules.pop needed
+    for name, line in (("dtype54", "import torch\ntorch.set_default_dtype(torch.float64)"),
+                       ("prof54", "import sys\nsys.setprofile(lambda *a: None)"), ("threads54", "import torch\ntorch.set_num_threads(1)")):
+        (tmp_path / f"{name}.py").write_text(f"{line}\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+        threads = torch.get_num_threads()
+        with pytest.raises(ValueError, match=f"importing .*{name}.py changed .* a policy file must not change global settings"):
+            specs.named(f"{tmp_path / (name + '.py')}:fn")
+        assert torch.get_default_dtype() == torch.float32 and sys.getprofile() is None and torch.get_num_threads() == threads
+    (tmp_path / "seeded54.py").write_text("import torch\nimport warnings\nwarnings.simplefilter('ignore', DeprecationWarning)\n"
+                                          "torch.manual_seed(3)\nW = torch.randn(3)\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+    specs.named(f"{tmp_path / 'seeded54.py'}:fn")  # a file may seed its own draws and filter its warnings
+    threshold, hook = gc.get_threshold(), threading.excepthook
+    for change in (lambda: gc.set_threshold(0), lambda: gc.set_debug(gc.DEBUG_SAVEALL),
+                   lambda: setattr(threading, "excepthook", lambda args: None),
+                   lambda: sys.__stdout__.reconfigure(line_buffering=not sys.__stdout__.line_buffering)):
+        buffering = sys.__stdout__.line_buffering
+        with pytest.raises(guards.PolicyError, match="a policy must not change global settings"):
+            msrnn.run(MODEL, tokens(1, 8), lambda rows, change=change: change() or policies.tova(rows), 4)
+        assert gc.get_threshold() == threshold and gc.get_debug() == 0 and threading.excepthook is hook
+        assert sys.__stdout__.line_buffering == buffering
+    key = specs._value(np.float64(0.5))
+    with np.printoptions(legacy="1.25"):
+        assert specs._value(np.float64(0.5)) == key
