@@ -11,7 +11,7 @@ shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, H
 - Ties go against the oldest row: of equal lowest scores, the row of the smallest pos is dropped
   (msrnn.lowest), so a constant score is Window. Rows are in slot order, which after drops is not
   position order: the rule reads pos, never the slot.
-- Rows.score (attention received so far) starts at 0 for a row whose slot was just reused.
+- Rows.score (attention received so far) of the current token's row is its attention at this step alone.
 - Raising ValueError refuses a size or setting; the message reaches the user.
 - A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory
   but rows.prev, its own scores from its last call (NaN for a new row), which makes a recurrent

@@ -3,8 +3,8 @@
 Softmax attention weighs key j by exp(q·k_j/√d); T2R weighs it by φ(q)·φ(k_j), with one learned map
 φ(x) = ReLU(W x + b) for queries and keys alike. t2r/linear.py computes the same for every head at once,
 in blocks, with the successors' additions (exact rows, a decay, φ before RoPE) and a floor under the
-denominator (here a query with no feature on where z has one gives 0/0, NaN); tests/test_t2r.py holds it
-equal to these two functions in float64.
+denominator (here a query whose features are all off where z's are on, φ(q)·z = 0, gives 0/0: NaN);
+tests/test_t2r.py holds it equal to these two functions in float64.
 """
 import torch
 
