@@ -417,7 +417,7 @@ def first_line(message):
 def _unreadable(path, encoding):
     """Why Python cannot read the file at all, as import says it (its coding line or byte-order mark), or None."""
     try:
-        if not "#\n".encode(encoding).endswith(b"#\n"):  # import reads only codecs that keep ASCII as it is (not utf-16)
+        if b"#\n".decode(encoding) != "#\n":  # a codec that reads ASCII as something else (utf-16): the whole is mojibake
             return f"encoding problem: {encoding}"
         ast.parse(path.read_bytes(), str(path))
     except LookupError as e:  # a codec that is no text encoding (rot13, base64)
@@ -439,7 +439,8 @@ def problems(folder: pathlib.Path, modules):
     for m in modules:
         path = folder / FILES[m]
         if path.exists() and not path.is_file():
-            out.append(f"{path} is a folder, not a file: the part's code goes in that file (copy it from {SKELETON / FILES[m]})")
+            out.append(f"{path} is " + ("a folder" if path.is_dir() else "not a regular file (a device or a pipe)") +
+                       f", not a file: the part's code goes in that file (copy it from {SKELETON / FILES[m]})")
         elif path.parent.exists() and not path.parent.is_dir():
             out.append(f"{path.parent} is a file, not a folder: {FILES[m]} goes inside a folder of that name")
         elif not path.is_file():

@@ -77,11 +77,11 @@ BLANK = {0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800}  # letters and symbols drawn as
 IGNORABLE = {0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)}  # unassigned, but reserved as drawn as nothing
 
 
-def _mark(data: bytes) -> bytes | None:
-    """The byte-order mark `data` starts with, if any. UTF-32 LE's starts as UTF-16 LE's and a U+0000 does: it is
-    UTF-32's where the whole reads as UTF-32."""
+def _mark(data: bytes, encoding: str) -> bytes | None:
+    """The byte-order mark `data` starts with, if any. UTF-32 LE's starts as UTF-16 LE's and a U+0000 does: named
+    UTF-16, it is UTF-32's where the whole reads as UTF-32."""
     marks = [m for m in BOMS if data.startswith(m)]
-    if marks[:1] == [codecs.BOM_UTF32_LE]:
+    if marks[:1] == [codecs.BOM_UTF32_LE] and codecs.lookup(encoding).name.startswith("utf-16"):
         try:
             data.decode("utf-32")
         except UnicodeError:
@@ -123,14 +123,13 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
-    mark = _mark(data)
+    mark = _mark(data, encoding)
     if mark and not _read_as_mark(mark, encoding):  # read as anything but a mark (dropped) or U+FEFF: all is mojibake
         raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: "
                          f"name {BOMS[mark]}")
     try:
         text = codecs.getincrementaldecoder(encoding)().decode(data, final=True)  # as open() reads: utf-16 needs a BOM
-        text = text.replace("\r\n", "\n").removeprefix("\ufeff")
-        text = text if "\n" in text else text.replace("\r", "\n")  # old Mac line ends, as open() reads them
+        text = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")  # old Mac's too, as open() reads
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "

@@ -495,6 +495,9 @@ def _own_helpers(path):
             {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     for name in sorted(names):
         mine = folder / f"{name}.py" if (folder / f"{name}.py").is_file() else folder / name / "__init__.py"
+        if mine.is_file() and name in sys.builtin_module_names:  # built into Python: no file, and never the one beside
+            raise ValueError(f"{path} imports {name}, which is beside it, but Python's own {name} is built in: Python "
+                             f"would use that one; give the module beside {path.name} another name")
         loaded = getattr(sys.modules.get(name), "__file__", None)
         if mine.is_file() and loaded and pathlib.Path(loaded).resolve() != mine.resolve():
             raise ValueError(f"{path} imports {name}, which is beside it, but {name} is already loaded from {loaded}: "
@@ -837,14 +840,31 @@ def _held(module) -> list:
     return list(zip(names, held))
 
 
-def _forget_helpers(path):
-    """Drop from sys.modules the modules loaded from files beside a policy file that its key reads (its helpers), so
-    that importing it again imports them again; the project's own modules (a policy in the repository's root) stay."""
-    beside = {f for f in harness.sources(path) if f.parent == path.parent and f != path and f.parent != harness.ROOT}
+_ROOT_MODULES = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py")
+_HELPERS = {}  # a user's helper file -> the fingerprint of its bytes when a policy file beside it was last imported
+
+
+def _helpers(path) -> list:
+    """The files a policy file's key reads in its own folder and below (its helpers), but the project's own modules
+    (a policy in the repository's root imports msrnn and policies from beside it)."""
+    def theirs(f):
+        try:
+            rel = f.relative_to(harness.ROOT)
+        except ValueError:
+            return True
+        return not (len(rel.parts) == 1 and rel.name in _ROOT_MODULES or rel.parts[0] in _PACKAGES)
+    return [f for f in harness.sources(path) if f != path and f.is_relative_to(path.parent) and theirs(f)]
+
+
+def _forget_helpers(path, every: bool = False):
+    """Drop from sys.modules a policy file's helpers whose file changed since it was last imported (every one with
+    `every`), so that importing it again imports them again; a helper two policy files share and nobody changed
+    stays, one module for both."""
+    changed = {f for f in _helpers(path) if every or _HELPERS.get(f) != harness.fingerprint(f)}
     for name, m in list(sys.modules.items()):
         try:  # sys.modules may hold anything; a module's own attributes are not trusted
             file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
-            if type(file) is str and pathlib.Path(file).resolve() in beside:
+            if type(file) is str and pathlib.Path(file).resolve() in changed:
                 del sys.modules[name]
         except Exception:
             continue
@@ -869,19 +889,20 @@ def _from_file(path, fname):
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
     else:
-        if held:  # named before, changed since: its helpers beside it are imported afresh too (from helper import W
-            _forget_helpers(path)  # read the loaded helper, not the edited file)
+        _forget_helpers(path)  # an edited helper is imported afresh too (from helper import W read the loaded one)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         try:
             with guards.imported(path):  # what its import changes is put back, and named
                 module_spec.loader.exec_module(module)
         except BaseException as e:
-            sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find
+            sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
+            _forget_helpers(path, every=True)  # whose import failed or changed a setting left to pass the next time
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the two
                 raise  # cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
+        _HELPERS.update((f, harness.fingerprint(f)) for f in _helpers(path))
         try:
             _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again

@@ -648,7 +648,7 @@ def use_linear(path) -> None:
     global linear
     path = pathlib.Path(path)
     if not path.is_file():
-        raise SystemExit(f"error: --linear {path}: no such file")
+        raise SystemExit(f"error: --linear {path}: " + ("a folder, not a file" if path.is_dir() else "no such file"))
     if path.suffix != ".py":  # importlib finds no loader for another suffix
         raise SystemExit(f"error: --linear {path}: not a Python file (a copy of t2r/linear.py, ending .py)")
     if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose
@@ -725,7 +725,7 @@ def preflight(p: dict):
             raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: swapped returned shape {shapes[-1][0]}; llama."
                              f"forward needs the queries' {shapes[-1][1]} ({guards._typename(e)}: {guards._said(e)})") from None
         raise ValueError(f"{pathlib.Path(where.filename).name}: {where.name} " + (
-            "is not written yet (it raises NotImplementedError" if isinstance(e, NotImplementedError) else
+            "is not written yet (it raises NotImplementedError, " if isinstance(e, NotImplementedError) else
             f"raised {guards._typename(e)}: {guards._said(e)} (") + f"line {where.lineno}); the rows need it") from None
     if fast and (gap := max((a - b).abs().max().item() for a, b in zip(fast, blocked))) > 1e-8:
         raise ValueError(f"{getattr(linear, '__file__', 'linear.py')}: quadratic differs from attention by {gap:.1e} "

@@ -187,16 +187,15 @@ EVALUATED = ("alice29", "asyoulik")  # the books every T2R perplexity reads: nev
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
-def shingles(text: str, n: int = 12) -> set:
-    """Every run of n words of `text` (whitespace and line breaks aside): two texts that share one share a
-    passage; n = 12 words is a sentence no two unrelated texts write alike."""
-    if not text.isascii():  # letters drawn alike (fullwidth, bold) are one, a zero-width space is a space, and what
-        text = "".join(" " if c.isspace() or c == "\u200b" else "" if corpus._unseen(c) else c  # is drawn as nothing
-                       for c in unicodedata.normalize("NFKC", text))  # (a control after every word) is none
-    text = re.sub(r"[\x00-\x08\x0e-\x1b\x7f]", "", text)  # ASCII's controls (the books end in DOS's \x1a)
-    words = text.casefold().split()
-    runs = (words[i:i + n] for i in range(len(words) - n + 1))  # of words, not of a separator row of stars
-    return {" ".join(r) for r in runs if sum(any(map(str.isalpha, w)) for w in r) >= n // 2}
+def shingles(text: str, n: int = 60) -> set:
+    """Every run of n letters and digits of `text`, by its hash: two texts that share one share a passage (60 letters
+    are about 12 words, a sentence no two unrelated texts write alike). Read after NFKC and case folding, and with
+    everything else left out (spaces, punctuation, a row of stars, and what a copy may hide between its letters: a
+    zero-width space, a control, a blank drawn as a letter), so that a disguised copy is still a copy."""
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    letters = re.sub(r"[\W_]+", "", text.casefold())
+    return {hash(letters[i:i + n]) for i in range(len(letters) - n + 1)}
 
 
 def _here(path) -> bool:
@@ -231,9 +230,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     sources = [corpus.book(b) for b in books]
     if licenses is not None and not isinstance(licenses, (str, os.PathLike)):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")
-    if licenses is not None and licenses is not LICENSES and _here(licenses):  # "": the current folder
-        raise ValueError(f"licenses {licenses!r} is the current folder: name a folder of licence texts, or None")
-    licenses = None if licenses is None else _folder(licenses, "licenses")
+    given, licenses = licenses, None if licenses is None else _folder(licenses, "licenses")
+    if licenses is not None and licenses != LICENSES and _here(licenses):  # "": the current folder
+        raise ValueError(f"licenses {given!r} is the current folder: name a folder of licence texts, or None")
     if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
@@ -425,7 +424,7 @@ class Teacher:
 
     def feed(self, c: int, learn):
         if not (guards.integer(c) and 0 <= c < len(self.chunks)):
-            raise ValueError(f"chunk {c!r}: this Teacher holds chunks 0 to {len(self.chunks) - 1}")
+            raise ValueError(f"chunk {c!r}: this Teacher holds chunks 0 to {len(self.chunks) - 1}, by a Python int")
         if self.folder and self._versions() != self.versions:
             raise ValueError(f"the model (its weights, config or RoPE) or the chunks changed since this Teacher was made, "
                              f"so {self.folder} holds another's attention: make a new Teacher (Teacher.cached keys it by them)")

@@ -5436,3 +5436,73 @@ def test_round54_a_link_reads_its_files_helpers_an_edited_helper_is_read_again_i
     key = specs._value(np.float64(0.5))
     with np.printoptions(legacy="1.25"):
         assert specs._value(np.float64(0.5)) == key
+
+
+def test_round55_helpers_below_shared_or_built_in_copies_between_letters_and_line_ends(tmp_path, monkeypatch):
+    """Round 55: an edited helper in a sub-package ran its old value; two policy files sharing a helper imported each
+    other again for ever; a helper whose import changed a setting was refused once, then passed; a helper named like
+    a built-in module (time.py) was hashed while Python ran its own. T2R and the data: a copy of Alice with a
+    zero-width space after every letter, braille blanks for spaces or NEL inside words was trained on; CR and LF
+    mixed kept the CRs; a damaged UTF-32 file named utf-32 was told to be utf-16; the default licences folder by its
+    own path from inside it was the current folder; the grader refused `# coding: unicode_escape`, which Python
+    imports, and called a FIFO a folder; t2r.mini --linear on a folder said no such file."""
+    import os
+    import shutil
+    import sys
+    from data import corpus
+    from t2r import mini, train
+    (tmp_path / "pkg55").mkdir()
+    (tmp_path / "pkg55" / "__init__.py").write_text("")
+    (tmp_path / "pkg55" / "h.py").write_text("W = 1.0\n")
+    (tmp_path / "shared55.py").write_text("import torch\nN = 1\n")
+    for name in ("a55", "b55"):
+        (tmp_path / f"{name}.py").write_text("from pkg55.h import W\nimport shared55\n\n\ndef fn(rows):\n"
+                                             "    return rows.pos[:, :1].double() * W * shared55.N\n")
+    named = lambda name: specs.named(f"{tmp_path / name}.py:fn")
+    assert named("a55").fn.__globals__["W"] == 1.0
+    (tmp_path / "pkg55" / "h.py").write_text("W = -1.0\n")
+    a = named("a55")
+    assert a.fn.__globals__["W"] == -1.0
+    b = named("b55")
+    assert named("a55").fn.__globals__["shared55"] is b.fn.__globals__["shared55"]  # no import again: one module
+    assert named("a55").fn is a.fn
+    (tmp_path / "bad55.py").write_text("import torch\ntorch.set_num_threads(1)\n")
+    (tmp_path / "c55.py").write_text("import bad55\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+    threads = torch.get_num_threads()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="a policy file must not change global settings"):
+            named("c55")
+        assert torch.get_num_threads() == threads
+    (tmp_path / "time.py").write_text("X = 1\n")
+    (tmp_path / "d55.py").write_text("import time\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+    with pytest.raises(ValueError, match="Python's own time is built in"):
+        named("d55")
+    alice = corpus.book("alice29")
+    folder = tmp_path / "licences"
+    for copy in ("".join(c + "\u200b" for c in alice), alice.replace(" ", "\u2800"),
+                 " ".join(w[:2] + "\x85" + w[2:] for w in alice.split(" "))):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        (folder / "COPY").write_text(copy)
+        with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+            train.training_sources(books=("lcet10",), licenses=folder)
+    (tmp_path / "mixed.txt").write_bytes(b"one\rtwo\r\rthree\r\n")
+    assert corpus.read(tmp_path / "mixed.txt") == "one\ntwo\n\nthree\n"
+    (tmp_path / "u32.txt").write_bytes("\ufeffa text\n".encode("utf-32-le")[:-1])
+    with pytest.raises(ValueError, match="is not utf-32"):
+        corpus.read(tmp_path / "u32.txt", "utf-32")
+    (folder / "COPY").write_text("Permission is granted.\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(train, "LICENSES", folder)
+    assert len(train.training_sources(books=("lcet10",), licenses=str(folder))) == 2
+    from course import grade
+    work = tmp_path / "work"
+    shutil.copytree(grade.SKELETON, work)
+    linear = work / "t2r" / "linear.py"
+    linear.write_bytes(b"# coding: unicode_escape\n" + linear.read_bytes())
+    assert grade.problems(work, ["t2r.linear"]) == []
+    linear.unlink()
+    os.mkfifo(linear)
+    assert "is not a regular file (a device or a pipe)" in grade.problems(work, ["t2r.linear"])[0]
+    with pytest.raises(SystemExit, match="a folder, not a file"):
+        mini.use_linear(tmp_path)
