@@ -167,8 +167,7 @@ def _world(files: set, runs) -> list:
         if os.path.basename(file) not in called:
             return False
         path = pathlib.Path(file).resolve()
-        return path in files and not file.startswith(INSTALLED) and not (
-            path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT)
+        return path in files and not file.startswith(INSTALLED) and not _project(path)
 
     def settings(cls, seen=()):  # a class's settings, and those of the user's classes it holds (C.Cfg.SIGN, C.Cfg = make())
         return _fields(cls, data_only=True) + [p for k, v in sorted(vars(cls).items()) if inspect.isclass(v) and v not in seen
@@ -211,6 +210,11 @@ def _fields_of(x) -> dict:
 
 PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
            "engine", "lab", "t2r", "data", "course", "tests")  # the repository's own code: a policy file beside it is the user's
+
+
+def _project(path: pathlib.Path) -> bool:
+    """A resolved path of the repository's own code (PROJECT), not of the user's."""
+    return path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT
 
 
 def _compiled(f) -> list:
@@ -824,12 +828,6 @@ _PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders 
 _IMPORTED = {}  # a policy file's resolved path -> (what its key reads from disk, its module, the modules it holds)
 
 
-def _on_disk(path) -> str:
-    """What a policy file's key reads from disk: its code, its helpers' and the data files they name."""
-    code = harness.sources(path)
-    return harness.fingerprint(*code, *harness.data_files(*code))
-
-
 def _held(module) -> list:
     """(name, module) for the module and each module it holds, by the name each was loaded under (a held object
     that only claims to be a module, or an odd name, raises: the file is then imported again each time)."""
@@ -840,31 +838,15 @@ def _held(module) -> list:
     return list(zip(names, held))
 
 
-_ROOT_MODULES = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py")
 _HELPERS = {}  # a user's helper file -> the fingerprint of its bytes when a policy file beside it was last imported
 
 
-def _helpers(path) -> list:
-    """The files a policy file's key reads in its own folder and below (its helpers), but the project's own modules
-    (a policy in the repository's root imports msrnn and policies from beside it)."""
-    def theirs(f):
-        try:
-            rel = f.relative_to(harness.ROOT)
-        except ValueError:
-            return True
-        return not (len(rel.parts) == 1 and rel.name in _ROOT_MODULES or rel.parts[0] in _PACKAGES)
-    return [f for f in harness.sources(path) if f != path and f.is_relative_to(path.parent) and theirs(f)]
-
-
-def _forget_helpers(path, every: bool = False):
-    """Drop from sys.modules a policy file's helpers whose file changed since it was last imported (every one with
-    `every`), so that importing it again imports them again; a helper two policy files share and nobody changed
-    stays, one module for both."""
-    changed = {f for f in _helpers(path) if every or _HELPERS.get(f) != harness.fingerprint(f)}
+def _forget(files: set):
+    """Drop from sys.modules the modules loaded from `files`, so that the next import reads them afresh."""
     for name, m in list(sys.modules.items()):
         try:  # sys.modules may hold anything; a module's own attributes are not trusted
             file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
-            if type(file) is str and pathlib.Path(file).resolve() in changed:
+            if type(file) is str and pathlib.Path(file).resolve() in files:
                 del sys.modules[name]
         except Exception:
             continue
@@ -873,7 +855,7 @@ def _forget_helpers(path, every: bool = False):
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
-    path = path.resolve()  # one file, one module (a link to it too: its helpers are the file's), two files of one name two
+    path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
     module_spec = importlib.util.spec_from_file_location(
         f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}", path)
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
@@ -885,11 +867,15 @@ def _from_file(path, fname):
         sys.path.append(str(path.parent))  # last, so that a copy of policies.py there shadows nothing
     # named again ('mine.py:fn', then 'mine.py:fn:k=3'), what its key reads from disk and the modules it holds
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
-    disk, held = _on_disk(path), _IMPORTED.get(str(path))
+    code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
+    disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
-    else:
-        _forget_helpers(path)  # an edited helper is imported afresh too (from helper import W read the loaded one)
+    else:  # its helpers: the user's files it imports from its folder and below (a sub-package's too); an edited one
+        # is imported afresh (from helper import W read the loaded one), one two files share and nobody changed stays
+        helpers = {f: harness.fingerprint(f) for f in code
+                   if f != path and f.is_relative_to(path.parent) and not _project(f)}
+        _forget({f for f, p in helpers.items() if _HELPERS.get(f) != p})
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         try:
@@ -897,12 +883,12 @@ def _from_file(path, fname):
                 module_spec.loader.exec_module(module)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
-            _forget_helpers(path, every=True)  # whose import failed or changed a setting left to pass the next time
-            if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the two
-                raise  # cannot be told apart); a setting it changed, named
+            _forget(set(helpers))  # whose import failed or changed a setting left to pass the next time
+            if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
+                raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
-        _HELPERS.update((f, harness.fingerprint(f)) for f in _helpers(path))
+        _HELPERS.update(helpers)
         try:
             _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again
