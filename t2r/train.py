@@ -201,10 +201,10 @@ def shingles(text: str, n: int = 60) -> set:
 def _here(path) -> bool:
     """Whether a path names the current folder ('', '.', 'sub/..', '../here', a link to it, a PathLike of any): a
     folder never meant."""
-    text = os.fsdecode(path).strip()
     try:
+        text = os.fsdecode(path).strip()
         return os.path.normpath(text or ".") == "." or os.path.samefile(os.path.expanduser(text), ".")
-    except (OSError, ValueError):  # no such folder (yet)
+    except (OSError, TypeError, ValueError):  # no such folder (yet); a PathLike of no path (_folder names it)
         return False
 
 
