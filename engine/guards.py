@@ -4,7 +4,6 @@ and a bad input gets a message that names it rather than a wrong answer (a negat
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
 import collections
 import contextlib
-import contextvars
 from collections import abc
 import dataclasses
 import functools
@@ -651,26 +650,6 @@ def _put_encodings(was):
             s.reconfigure(**dict(zip(_STREAM_SETTINGS, values)))
 
 
-def _numpy_errors():
-    """(get, put, say) of numpy's error handling (np.seterr): read as the context variable numpy keeps it in, one
-    object whose identity says whether it changed (np.geterr builds a dict, 0.5 µs on every read); np.geterr where
-    numpy keeps it elsewhere."""
-    state = getattr(getattr(getattr(np, "_core", None), "_ufunc_config", None), "_extobj_contextvar", None)
-    if not isinstance(state, contextvars.ContextVar):
-        return np.geterr, lambda was: np.seterr(**was), str
-
-    def say(was):  # as np.geterr reads it, for a message
-        token = state.set(was)
-        try:
-            return str(np.geterr())
-        finally:
-            state.reset(token)
-    return state.get, state.set, say
-
-
-_NUMPY_ERRORS = _numpy_errors()
-
-
 def _cwd():
     try:
         return os.getcwd()
@@ -830,7 +809,7 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
              lambda was: [put(f) for put, f in zip((sys.settrace, sys.setprofile, threading.settrace, threading.setprofile), was)],
              lambda was: _each(["none" if f is None else f for f in was], "__name__")),
             ("how Python's own stdout and stderr write (encoding, errors, buffering)", _encodings, _put_encodings, str),
-            ("numpy's floating-point error handling", *_NUMPY_ERRORS),
+            ("numpy's floating-point error handling", np.geterr, lambda was: np.seterr(**was), str),
             ("Python's garbage collector (on, thresholds, debug flags) and thread switch interval",
              lambda: (gc.isenabled(), gc.get_threshold(), gc.get_debug(), sys.getswitchinterval()),
              lambda was: (gc.enable() if was[0] else gc.disable(), gc.set_threshold(*was[1]), gc.set_debug(was[2]),
