@@ -46,19 +46,10 @@ def lowest(scores, pos):
 
 @dataclass
 class MultiState:
-    """One layer's multi-state: its rows live in slots [0, n) of fixed buffers.
-
-    The slot invariant, which append, attend and evict rely on: while a state fills, slots [0, n)
-    hold its rows and the next row goes to slot n. Once a bounded state is full (size + 1 slots),
-    between steps every slot holds a row except one per sequence and KV head, `free`, which the
-    policy emptied at the last step (its pos is -1); the next token's row is written there. So during
-    a step all n slots hold rows, and a full state never moves a row. Which slot holds which row
-    depends on the history of drops: rows are in slot order, not position order. With size 3:
-
-        after t=3:  pos [0, 1, 2, 3]    4 = size + 1 slots in use; the policy drops position 1
-                    pos [0, -1, 2, 3]   free = 1
-        at t=4:     pos [0, 4, 2, 3]    row 4 takes slot 1; the policy drops position 0
-                    pos [-1, 4, 2, 3]   free = 0, for row 5
+    """One layer's multi-state: its rows live in slots [0, n) of fixed buffers, in slot order (not
+    position order). Bounded, it ends at size + 1 slots: at each step the new token's row is written
+    (`append`) into the slot the policy emptied at the last step (`free`, its pos -1), so a full
+    state never moves a row (`append`'s docstring draws an example).
     """
     k: torch.Tensor      # (B, Hkv, capacity, head_dim)
     v: torch.Tensor      # (B, Hkv, capacity, head_dim)
@@ -94,20 +85,6 @@ class MultiState:
             self.score[:, :, :self.n] += attn.sum(2)
             self.evict(attn, q, t, policy)
 
-    def append(self, k, v, t):
-        """Write the current token's row; return the rows to attend over (keys, values, positions)."""
-        self.make_room()
-        if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
-            i, self.n = self.n, self.n + 1
-            self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
-            self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1], self.prev[:, :, i:i + 1] = t, 0.0, math.nan
-        else:  # full: the slot the policy freed last step, chosen per KV head by a head-wise policy
-            slot = self._slots()                                     # [b, h, free[b, h]] for every (b, h)
-            self.k[slot], self.v[slot], self.pos[slot] = k, v, t
-            self.score[slot], self.prev[slot] = 0.0, math.nan  # a new row: no attention yet, never scored
-        n = self.n  # by the invariant, all n slots hold rows now
-        return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
-
     def evict(self, attn, q, t, policy):
         """Once the state holds size + 1 rows, let the policy score them and drop the lowest: its slot
         is where the next token goes, and -1 marks it empty until then."""
@@ -127,6 +104,34 @@ class MultiState:
         guards.check_scores(policy, rows, scores)                    # a float (B, 1 or Hkv, n), no NaN
         self.prev[:, :, :n] = scores.expand(*self.free.shape, n)
         return scores
+
+    # ---- where a row is written: the slots (speed and memory, not the paper; the list reference appends)
+
+    def append(self, k, v, t):
+        """Write the current token's row; return the rows to attend over (keys, values, positions).
+
+        The slot invariant, which attend and evict rely on: while a state fills, slots [0, n) hold its
+        rows and the next row goes to slot n. Once a bounded state is full (size + 1 slots), between
+        steps every slot holds a row except one per sequence and KV head, `free`, which the policy
+        emptied at the last step (its pos is -1); the next token's row is written there. So during a
+        step all n slots hold rows. Which slot holds which row depends on the history of drops. With size 3:
+
+            after t=3:  pos [0, 1, 2, 3]    4 = size + 1 slots in use; the policy drops position 1
+                        pos [0, -1, 2, 3]   free = 1
+            at t=4:     pos [0, 4, 2, 3]    row 4 takes slot 1; the policy drops position 0
+                        pos [-1, 4, 2, 3]   free = 0, for row 5
+        """
+        self.make_room()
+        if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
+            i, self.n = self.n, self.n + 1
+            self.k[:, :, i:i + 1], self.v[:, :, i:i + 1] = k[:, :, None], v[:, :, None]
+            self.pos[:, :, i:i + 1], self.score[:, :, i:i + 1], self.prev[:, :, i:i + 1] = t, 0.0, math.nan
+        else:  # full: the slot the policy freed last step, chosen per KV head by a head-wise policy
+            slot = self._slots()                                     # [b, h, free[b, h]] for every (b, h)
+            self.k[slot], self.v[slot], self.pos[slot] = k, v, t
+            self.score[slot], self.prev[slot] = 0.0, math.nan  # a new row: no attention yet, never scored
+        n = self.n  # by the invariant, all n slots hold rows now
+        return self.k[:, :, :n], self.v[:, :, :n], self.pos[:, :, :n]
 
     def _slots(self):
         """An index for the slot `free` names in each (sequence, KV head): x[self._slots()] is (B, Hkv, ...)."""

@@ -93,18 +93,6 @@ class MultiState:
             return
         raise NotImplementedError
 
-    def append(self, k, v, t):
-        """Parts 2 and 3. Write the current token's row (k, v (B, Hkv, hd) at position t); return the
-        rows to attend over: keys, values (B, Hkv, n, hd) and positions (B, Hkv, n).
-
-        First self.make_room() (given: it grows the buffers when needed). Part 2, while the state
-        fills (n below the capacity self.k.shape[2]): the row goes to slot n, the same for every head,
-        and n grows by one; its pos is t, its score 0, its prev NaN. Part 3, once a bounded state is
-        full: the row goes to the slot the policy freed at the last step, self.free[b, h] in each
-        sequence and KV head (self._slots() indexes it), again with score 0 and prev NaN. Never copy
-        or reallocate the buffers here."""
-        raise NotImplementedError
-
     def evict(self, attn, q, t, policy):
         """Part 3. Once the state holds size + 1 rows, score them (self.scores) and drop the lowest in
         each sequence (and KV head, for a head-wise policy's (B, Hkv, n) scores): its slot becomes
@@ -118,6 +106,20 @@ class MultiState:
         and check what it returned with guards.check_scores(policy, rows, scores) (guards.score_rows
         does both), and keep the scores, expanded to (B, Hkv, n), in self.prev for its next call
         (Rows.prev)."""
+        raise NotImplementedError
+
+    # ---- where a row is written: the slots (speed and memory, not the paper; the list reference appends)
+
+    def append(self, k, v, t):
+        """Parts 2 and 3. Write the current token's row (k, v (B, Hkv, hd) at position t); return the
+        rows to attend over: keys, values (B, Hkv, n, hd) and positions (B, Hkv, n).
+
+        First self.make_room() (given: it grows the buffers when needed). Part 2, while the state
+        fills (n below the capacity self.k.shape[2]): the row goes to slot n, the same for every head,
+        and n grows by one; its pos is t, its score 0, its prev NaN. Part 3, once a bounded state is
+        full: the row goes to the slot the policy freed at the last step, self.free[b, h] in each
+        sequence and KV head (self._slots() indexes it), again with score 0 and prev NaN. Never copy
+        or reallocate the buffers here."""
         raise NotImplementedError
 
     def _slots(self):
