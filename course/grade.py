@@ -439,10 +439,11 @@ def problems(folder: pathlib.Path, modules):
     for m in modules:
         path = folder / FILES[m]
         if path.exists() and not path.is_file():
-            out.append(f"{path} is " + ("a folder" if path.is_dir() else "not a regular file (a device or a pipe)") +
+            out.append(f"{path} is " + ("a folder" if path.is_dir() else "a device, a pipe or a socket") +
                        f", not a file: the part's code goes in that file (copy it from {SKELETON / FILES[m]})")
         elif path.parent.exists() and not path.parent.is_dir():
-            out.append(f"{path.parent} is a file, not a folder: {FILES[m]} goes inside a folder of that name")
+            out.append(f"{path.parent} is " + ("a file" if path.parent.is_file() else "a device, a pipe or a socket") +
+                       f", not a folder: {FILES[m]} goes inside a folder of that name")
         elif not path.is_file():
             out.append(f"{path} is missing (copy it from {SKELETON / FILES[m]})")
         if not path.is_file():
@@ -458,8 +459,9 @@ def problems(folder: pathlib.Path, modules):
             continue
         try:
             ast.parse(path.read_bytes().decode(encoding), str(path))
-        except SyntaxError as e:
-            out.append(f"{path}, line {e.lineno}: {e.msg}")
+        except SyntaxError as e:  # no line where the decoded text holds a NUL (a coding's escape made one)
+            out.append(f"{path}, line {e.lineno}: {e.msg}" if e.lineno else
+                       f"{path}: {e.msg} once decoded as {encoding}: save it as UTF-8, without a coding line")
         except UnicodeDecodeError as e:
             said = "UTF-8" if encoding.startswith("utf-8") else encoding
             out.append(f"{path} is not {said} text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): save it as UTF-8")

@@ -79,9 +79,9 @@ IGNORABLE = {0x2065, *range(0xFFF0, 0xFFF9), *range(0xE0000, 0xE1000)}  # unassi
 
 def _mark(data: bytes, encoding: str) -> bytes | None:
     """The byte-order mark `data` starts with, if any. UTF-32 LE's starts as UTF-16 LE's and a U+0000 does: named
-    UTF-16, it is UTF-32's where the whole reads as UTF-32."""
+    anything but UTF-32, it is UTF-32's where the whole reads as UTF-32."""
     marks = [m for m in BOMS if data.startswith(m)]
-    if marks[:1] == [codecs.BOM_UTF32_LE] and codecs.lookup(encoding).name.startswith("utf-16"):
+    if marks[:1] == [codecs.BOM_UTF32_LE] and not codecs.lookup(encoding).name.startswith("utf-32"):
         try:
             data.decode("utf-32")
         except UnicodeError:
@@ -129,7 +129,8 @@ def read(path, encoding: str = "utf-8") -> str:
                          f"name {BOMS[mark]}")
     try:
         text = codecs.getincrementaldecoder(encoding)().decode(data, final=True)  # as open() reads: utf-16 needs a BOM
-        text = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")  # old Mac's too, as open() reads
+        text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")  # old Mac's too, as open() reads;
+        # every leading mark: a file saved twice with one, or two such files joined, starts with two
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
@@ -140,6 +141,10 @@ def read(path, encoding: str = "utf-8") -> str:
         other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
             raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
+    if text.count("\0") > len(text) // 3:  # a NUL beside every letter: UTF-16 or UTF-32 read as a one-byte encoding
+        raise ValueError(f"text file {path} has a NUL in every second or fourth character: it is UTF-16 or UTF-32 text"
+                         + (" behind UTF-8's byte-order mark" if mark == codecs.BOM_UTF8 else f", not {encoding}")
+                         + ": convert it to UTF-8, or name its encoding")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

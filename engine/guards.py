@@ -17,8 +17,10 @@ import operator
 import os
 import re
 import sys
+import sysconfig
 import threading
 import traceback
+import types
 import warnings
 import weakref
 
@@ -945,15 +947,86 @@ _LIBRARIES_DO = ("Python's warning filters", "torch's global random seed")  # at
 # files seed their own draws: put back, not refused
 
 
+INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
+                          {sys.base_prefix, sys.base_exec_prefix}))  # where Python's own modules and installed packages live
+
+
+def _library(x) -> bool:
+    """x (a finder, a hook, a callback) is Python's or an installed package's: a library imported for the first time
+    may add its own (six adds a finder)."""
+    try:
+        owner = x if isinstance(x, (type, types.FunctionType, types.MethodType)) else type(x)
+        module = sys.modules.get(type.__getattribute__(owner, "__module__") if isinstance(owner, type) else owner.__module__)
+        file = types.ModuleType.__getattribute__(module, "__dict__").get("__file__") if module is not None else None
+        return type(file) is not str or file.startswith(INSTALLED)
+    except Exception:
+        return False
+
+
+def _hooks(owner, name):
+    """A list of hooks a module holds (sys.meta_path, sys.path_hooks, gc.callbacks), by identity: the list, then each
+    of its entries that is not a library's (the whole list kept beside, to be put back)."""
+    x = getattr(owner, name, None)
+    entries = list.copy(x) if list in type(x).__mro__ else []
+    made = _Same((x, *(e for e in entries if not _library(e))))
+    made.entries = entries
+    return made
+
+
+def _put_hooks(owner, name):
+    def put(was):  # the list and its entries as they were, and after them what a library added since
+        now = getattr(owner, name, None)
+        added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
+                 if _library(e) and not any(e is w for w in was.entries)]
+        setattr(owner, name, was[0])
+        if list in type(was[0]).__mro__:
+            list.__setitem__(was[0], slice(None), was.entries + added)
+    return put
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # read only by setting it
+    os.umask(mask)
+    return mask
+
+
+# What a policy file's import must leave as it was too, read only around imports (they cost more than a call may)
+IMPORT_SETTINGS = [
+    ("sys.path (where Python imports from)", lambda: _Same((sys.path, *(sys.path if list in type(sys.path).__mro__ else ()))),
+     lambda was: (setattr(sys, "path", was[0]), list.__setitem__(was[0], slice(None), list(was[1:]))),
+     lambda was: f"{len(was) - 1} folders"),  # a folder put first: a worker process imported its llama.py
+    *((f"sys.{n} (how Python finds modules)" if n != "callbacks" else "gc.callbacks (run at every collection)",
+       lambda o=o, n=n: _hooks(o, n), _put_hooks(o, n), lambda was: f"{len(was) - 1} of user code")
+      for o, n in ((sys, "meta_path"), (sys, "path_hooks"), (gc, "callbacks"))),
+    ("the file mode mask (umask)", _umask, os.umask, oct),  # every folder and file written after it
+    *((("the cores this process may run on", lambda: os.sched_getaffinity(0), lambda was: os.sched_setaffinity(0, was),
+        lambda was: "cores " + ", ".join(map(str, sorted(was)))),) if hasattr(os, "sched_getaffinity") else ()),  # every later pool and timing
+    ("torch's inter-op thread count", torch.get_num_interop_threads, torch.set_num_interop_threads, str)]
+
+
+def _import_settings(was) -> str:
+    """IMPORT_SETTINGS changed since `was` (their readings), put back, in words."""
+    changed = []
+    for (what, get, put, say), then in zip(IMPORT_SETTINGS, was):
+        if (now := get()) != then:
+            try:
+                put(then)
+                left = ""
+            except Exception as e:  # torch's inter-op threads are set once
+                left = f" (it could not be put back: {_typename(e)})"
+            changed.append(f"{what} from {_worded(say, then)} to {_worded(say, now)}{left}")
+    return ", ".join(changed)
+
+
 @contextlib.contextmanager
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was = _Kept().snap()
+    was, more = _Kept().snap(), [get() for _, get, _, _ in IMPORT_SETTINGS]
     try:
         yield
     finally:
-        said = was.put_back(quiet=_LIBRARIES_DO)
+        said = ", ".join(filter(None, (was.put_back(quiet=_LIBRARIES_DO), _import_settings(more))))
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 

@@ -15,7 +15,6 @@ import os
 import pathlib
 import re
 import sys
-import sysconfig
 import types
 import threading
 import tokenize
@@ -174,6 +173,13 @@ def _world(files: set, runs) -> list:
                                                and v.__module__ in names for p in (k, *settings(v, (*seen, cls)))]
     mods = sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__)
     names = {m.__name__ for m in mods}
+    # one module a file: a policy file another imports is loaded twice (as `b` by the other, and as its own
+    # user_policy_b_…); the one that holds the policy's functions, else the other's, whatever was named before
+    ours = {getattr(f, "__module__", None) for f in runs}
+    first = {}
+    for m in sorted(mods, key=lambda m: (m.__name__ not in ours, m.__name__.startswith("user_policy_"), m.__name__)):
+        first.setdefault(pathlib.Path(m.__file__).resolve() if isinstance(getattr(m, "__file__", None), str) else m, m)
+    mods = sorted(first.values(), key=lambda m: m.__name__)
     parts = []
     for m in mods:
         for n, x in sorted(vars(m).items()):
@@ -210,11 +216,16 @@ def _fields_of(x) -> dict:
 
 PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
            "engine", "lab", "t2r", "data", "course", "tests")  # the repository's own code: a policy file beside it is the user's
+PROJECT_MODULES = {p.removesuffix(".py") for p in PROJECT}
+
+
+COURSE_OWN = ("grade.py", "student.py", "skeleton", "__init__.py")  # course/'s own; course/work/ is the student's
 
 
 def _project(path: pathlib.Path) -> bool:
-    """A resolved path of the repository's own code (PROJECT), not of the user's."""
-    return path.is_relative_to(harness.ROOT) and path.relative_to(harness.ROOT).parts[0] in PROJECT
+    """A resolved path of the repository's own code (PROJECT), not of the user's (course/work/ is a student's)."""
+    parts = path.relative_to(harness.ROOT).parts if path.is_relative_to(harness.ROOT) else ()
+    return parts[:1] != () and parts[0] in PROJECT and (parts[0] != "course" or parts[1:2] == () or parts[1] in COURSE_OWN)
 
 
 def _compiled(f) -> list:
@@ -336,8 +347,7 @@ def _globals(f) -> tuple[list, list]:
     return parts, helpers
 
 
-INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
-                  {sys.base_prefix, sys.base_exec_prefix})  # where Python's own modules and installed packages live
+INSTALLED = guards.INSTALLED  # where Python's own modules and installed packages live
 
 
 def _users(f) -> bool:
@@ -838,18 +848,46 @@ def _held(module) -> list:
     return list(zip(names, held))
 
 
-_HELPERS = {}  # a user's helper file -> the fingerprint of its bytes when a policy file beside it was last imported
+_LOADED = {}  # a user's module by its name -> (the module, the fingerprint of its file when a policy file's import loaded it)
 
 
-def _forget(files: set):
-    """Drop from sys.modules the modules loaded from `files`, so that the next import reads them afresh."""
-    for name, m in list(sys.modules.items()):
-        try:  # sys.modules may hold anything; a module's own attributes are not trusted
-            file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
-            if type(file) is str and pathlib.Path(file).resolve() in files:
-                del sys.modules[name]
-        except Exception:
-            continue
+def _users_file(name, m) -> str | None:
+    """The file of a loaded module of the user's: one loaded from a file that is neither installed nor the
+    repository's own code, by a name that is none of the project's modules (the grader's students load their
+    llama.py as llama: never forgotten, or two llamas would meet), nor a policy file's own module (its functions
+    pickle by it), nor the program's __main__."""
+    try:  # sys.modules may hold anything; a module's own attributes are not trusted
+        file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
+    except Exception:
+        return None
+    if type(name) is not str or type(file) is not str or file.startswith(INSTALLED) or name == "__main__" \
+            or name.startswith("user_policy_") or name.split(".")[0] in PROJECT_MODULES:
+        return None
+    return None if _project(pathlib.Path(file).resolve()) else file
+
+
+def _print(file: str):
+    try:
+        return harness.fingerprint(pathlib.Path(file))
+    except OSError:  # gone
+        return None
+
+
+def _fresh(code: list):
+    """Make the user's modules a policy file imports what their files hold now. Where one of them (a file of its key,
+    `code`, or one a policy file's import loaded) was loaded by nobody this module watched, or its file changed,
+    went, or became a package's since, every one of them is forgotten, so that the next import reads them all afresh:
+    a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
+    target changed, a helper in the repository's root or in course/work. All at once: which of them read which
+    cannot be told from outside."""
+    names, files = {p.name for p in code}, {p.resolve() for p in code}  # a cheap first look: a basename
+    mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))
+            and (n in _LOADED or os.path.basename(f) in names and pathlib.Path(f).resolve() in files)}
+    if any(_LOADED.get(n, (None,))[0] is not m or _LOADED[n][1] != _print(f) for n, (m, f) in mine.items()) \
+            or any(n not in mine for n in _LOADED):
+        for n in {*mine, *_LOADED}:
+            sys.modules.pop(n, None)
+        _LOADED.clear()
 
 
 def _from_file(path, fname):
@@ -869,13 +907,11 @@ def _from_file(path, fname):
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
+    _fresh(code)  # its helpers as their files are now
+    before = set(sys.modules)
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
-    else:  # its helpers: the user's files it imports from its folder and below (a sub-package's too); an edited one
-        # is imported afresh (from helper import W read the loaded one), one two files share and nobody changed stays
-        helpers = {f: harness.fingerprint(f) for f in code
-                   if f != path and f.is_relative_to(path.parent) and not _project(f)}
-        _forget({f for f, p in helpers.items() if _HELPERS.get(f) != p})
+    else:
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         try:
@@ -883,12 +919,16 @@ def _from_file(path, fname):
                 module_spec.loader.exec_module(module)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
-            _forget(set(helpers))  # whose import failed or changed a setting left to pass the next time
+            for name in set(sys.modules) - before:  # whose import failed or changed a setting left to pass next time
+                if _users_file(name, sys.modules[name]):
+                    del sys.modules[name]
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
-        _HELPERS.update(helpers)
+        for name in set(sys.modules) - before:  # what it loaded of the user's, as its files are now
+            if file := _users_file(name, sys.modules[name]):
+                _LOADED[name] = sys.modules[name], _print(file)
         try:
             _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again

@@ -648,7 +648,8 @@ def use_linear(path) -> None:
     global linear
     path = pathlib.Path(path)
     if not path.is_file():
-        raise SystemExit(f"error: --linear {path}: " + ("a folder, not a file" if path.is_dir() else "no such file"))
+        raise SystemExit(f"error: --linear {path}: " + ("a folder, not a file" if path.is_dir() else
+                         "not a regular file (a device, a pipe or a socket)" if path.exists() else "no such file"))
     if path.suffix != ".py":  # importlib finds no loader for another suffix
         raise SystemExit(f"error: --linear {path}: not a Python file (a copy of t2r/linear.py, ending .py)")
     if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose

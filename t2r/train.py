@@ -187,24 +187,40 @@ EVALUATED = ("alice29", "asyoulik")  # the books every T2R perplexity reads: nev
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
-def shingles(text: str, n: int = 60) -> set:
-    """Every run of n letters and digits of `text`, by its hash: two texts that share one share a passage (60 letters
-    are about 12 words, a sentence no two unrelated texts write alike). Read after NFKC and case folding, and with
-    everything else left out (spaces, punctuation, a row of stars, and what a copy may hide between its letters: a
-    zero-width space, a control, a blank drawn as a letter), so that a disguised copy is still a copy."""
+def letters(text: str) -> str:
+    """The letters and digits of `text`, read after NFKC and case folding, with everything else left out (spaces,
+    punctuation, a row of stars, and what a copy may hide between its letters: a zero-width space, a control, a
+    blank drawn as a letter, corpus.BLANK), and each right-to-left override's span read as it is drawn (a line
+    stored backwards behind U+202E looks like the line): a copy in disguise reads as the copy."""
+    if "\u202e" in text:  # to the next embedding control or the line's end
+        text = re.sub("\u202e([^\u202a-\u202e\u2066-\u2069\n]*)", lambda m: m.group(1)[::-1], text)
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
-    letters = re.sub(r"[\W_]+", "", text.casefold())
-    return {hash(letters[i:i + n]) for i in range(len(letters) - n + 1)}
+    return re.sub(r"[\W_" + "".join(map(chr, corpus.BLANK)) + "]+", "", text.casefold())
+
+
+def shingles(text: str, n: int = 60) -> set:
+    """Every run of n of `letters(text)` by its hash: two texts that share one share a passage (60 letters are
+    about 12 words, a sentence no two unrelated texts write alike)."""
+    text = letters(text)
+    return {hash(text[i:i + n]) for i in range(len(text) - n + 1)}
 
 
 def _here(path) -> bool:
     """Whether a path names the current folder ('', '.', 'sub/..', '../here', a link to it, a PathLike of any): a
     folder never meant."""
     try:
-        text = os.fsdecode(path).strip()
+        text = os.fsdecode(path)  # ' ' is a folder of that name, not this one
         return os.path.normpath(text or ".") == "." or os.path.samefile(os.path.expanduser(text), ".")
     except (OSError, TypeError, ValueError):  # no such folder (yet); a PathLike of no path (_folder names it)
+        return False
+
+
+def _same(a: pathlib.Path, b: pathlib.Path) -> bool:
+    """Whether two paths name one folder (a link, '..' in it), or the same path where neither exists."""
+    try:
+        return a == b or os.path.samefile(a, b)
+    except (OSError, ValueError):
         return False
 
 
@@ -231,16 +247,17 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not isinstance(licenses, (str, os.PathLike)):
         raise ValueError(f"licenses is a folder of texts, or None; got {licenses!r}")
     given, licenses = licenses, None if licenses is None else _folder(licenses, "licenses")
-    if licenses is not None and licenses != LICENSES and _here(licenses):  # "": the current folder
+    default = licenses is not None and _same(licenses, LICENSES)  # by any spelling: read where it exists
+    if licenses is not None and not default and _here(licenses):  # "": the current folder
         raise ValueError(f"licenses {given!r} is the current folder: name a folder of licence texts, or None")
-    if licenses is not None and licenses != LICENSES and not licenses.is_dir():  # dropped without a word
+    if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
         seen = {}
         for f in sorted(licenses.iterdir()):
             if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends: one copy
-                seen.setdefault(" ".join(corpus.read(f).split()), f)
-        if not seen and licenses != LICENSES:  # a folder of sub-folders, or empty: it added nothing
+                seen.setdefault(letters(corpus.read(f)), f)  # a copy in other quotes, case or spacing too
+        if not seen and not default:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
         texts = [corpus.read(f) for f in seen.values()]
         if long := [f"{f.name} ({len(t):,} characters)" for f, t in zip(seen.values(), texts) if len(t) > 10**6]:
@@ -373,13 +390,15 @@ class Teacher:
     def __init__(self, model, chunks, folder=None, key=None):
         if not isinstance(model, llama.Model):
             raise ValueError(f"a teacher is a llama.Model (load_weights.load_model()), got {type(model).__name__}")
-        if folder is not None and (not isinstance(folder, (str, os.PathLike)) or _here(folder)):
+        given, folder = folder, None if folder is None or not isinstance(folder, (str, os.PathLike)) \
+            else _folder(folder, "the teacher's folder")  # read once: a PathLike may give another path next time
+        if given is not None and (folder is None or _here(folder)):
             raise ValueError(f"the teacher's folder is a path of its own (Path('') is the current folder), or None to "
-                             f"stream; got {folder!r}")
+                             f"stream; got {given!r}")
         if not (isinstance(chunks, torch.Tensor) and chunks.ndim == 2 and chunks.numel()):  # (T,): a chunk of each token
             raise ValueError(f"a Teacher reads training chunks (N, T) of token ids, got "
                              f"{tuple(chunks.shape) if isinstance(chunks, torch.Tensor) else type(chunks).__name__}")
-        self.model, self.chunks, self.folder = model, chunks, None if folder is None else _folder(folder, "the teacher's folder")
+        self.model, self.chunks, self.folder = model, chunks, folder
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
         if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
             raise ValueError(f"the teacher folder {self.folder} is a file, not a folder")

@@ -5505,6 +5505,116 @@ def test_round55_helpers_below_shared_or_built_in_copies_between_letters_and_lin
     assert grade.problems(work, ["t2r.linear"]) == []
     linear.unlink()
     os.mkfifo(linear)
-    assert "is not a regular file (a device or a pipe)" in grade.problems(work, ["t2r.linear"])[0]
+    assert "is a device, a pipe or a socket, not a file" in grade.problems(work, ["t2r.linear"])[0]
     with pytest.raises(SystemExit, match="a folder, not a file"):
         mini.use_linear(tmp_path)
+
+
+def test_round56_blank_letters_overrides_licence_copies_marks_and_names(tmp_path, monkeypatch):
+    """Round 56, T2R, the data and the course: a copy of Alice with a Hangul filler (a letter drawn blank) for every
+    space, or stored backwards behind right-to-left overrides, was trained on; a licence copied in curly quotes or
+    lower case was trained twice; two UTF-8 marks left one as text; UTF-16 starting with U+0000 was told to be
+    UTF-32; UTF-16 behind UTF-8's mark was read as text with NULs; a folder named ' ' was the current folder, and
+    the default licences folder spelled another way from inside it; a teacher's PathLike was read twice; the grader
+    said "line None" and called a FIFO a file; `t2r.mini --linear` on a FIFO said no such file."""
+    import codecs
+    import os
+    from conftest import random_model as model_of
+    from course import grade
+    from data import corpus
+    from t2r import mini, train
+    alice = corpus.book("alice29")
+    folder = tmp_path / "licences"
+    folder.mkdir()
+    for copy in (alice.replace(" ", "\u3164"), alice.replace(" ", "\uffa0"),
+                 "\n".join("\u202e" + line[::-1] + "\u202c" for line in alice.split("\n"))):
+        (folder / "COPY").write_text(copy)
+        with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+            train.training_sources(books=("lcet10",), licenses=folder)
+    text = "Permission is hereby granted, free of charge, to any person obtaining a copy of this software.\n" * 3
+    (folder / "COPY").write_text(text)
+    (folder / "COPY2").write_text(text.lower().replace(",", "\u201a"))
+    assert len(train.training_sources(books=("lcet10",), licenses=folder)) == 2  # the book, the licence once
+    (tmp_path / "two.txt").write_bytes(codecs.BOM_UTF8 * 2 + b"Some text here.\n")
+    assert corpus.read(tmp_path / "two.txt") == "Some text here.\n"
+    (tmp_path / "u16.txt").write_bytes(codecs.BOM_UTF16_LE + "\0Some text, a plain sentence.\n".encode("utf-16-le"))
+    with pytest.raises(ValueError, match="utf-16's byte-order mark but was named utf-8: name utf-16"):
+        corpus.read(tmp_path / "u16.txt")
+    (tmp_path / "u8u16.txt").write_bytes(codecs.BOM_UTF8 + "Some text, a plain sentence.\n".encode("utf-16-le"))
+    with pytest.raises(ValueError, match="UTF-16 or UTF-32 text behind UTF-8's byte-order mark"):
+        corpus.read(tmp_path / "u8u16.txt")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / " ").mkdir()
+    (tmp_path / " " / "MIT").write_text(text)
+    assert len(train.training_sources(books=("lcet10",), licenses=" ")) == 2
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(train, "LICENSES", folder)
+    assert len(train.training_sources(books=("lcet10",), licenses=f"{folder}/../{folder.name}")) == 2
+
+    class Flip:  # a path, then ''
+        n = 0
+
+        def __fspath__(self):
+            Flip.n += 1
+            return str(tmp_path / "teacher") if Flip.n == 1 else ""
+    teacher = train.Teacher(model_of(tiny_config()), torch.randint(0, 61, (2, 16)), folder=Flip())
+    assert teacher.folder == tmp_path / "teacher"
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "llama.py").write_bytes(b"# coding: unicode_escape\n# \\x00\nx = 1\n")
+    said = grade.problems(work, ["llama"])[0]
+    assert "line None" not in said and "once decoded as unicode_escape" in said, said
+    os.mkfifo(work / "t2r")
+    assert "t2r is a device, a pipe or a socket, not a folder" in grade.problems(work, ["t2r.linear"])[0]
+    os.mkfifo(tmp_path / "f.py")
+    with pytest.raises(SystemExit, match="not a regular file"):
+        mini.use_linear(tmp_path / "f.py")
+
+
+def test_round56_stale_helpers_one_module_a_file_and_what_an_import_may_not_change(tmp_path):
+    """Round 56, the core and the lab: an edited helper ran its old value when a package held it as an attribute
+    (`from pkg import h`), when it was a link whose target changed, when a helper that imports it was unchanged, or
+    when it sat in course/work (called the project's own); a deleted helper's module still ran; a policy file that
+    another imports keyed differently by what was named first; an import that changed the umask, sys.path (a worker
+    then imported the user's llama.py), gc's callbacks or Python's finders was accepted."""
+    import gc
+    import os
+    import sys
+    (tmp_path / "pkg56").mkdir()
+    (tmp_path / "pkg56" / "__init__.py").write_text("")
+    (tmp_path / "pkg56" / "h.py").write_text("W = 1.0\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "real56.py").write_text("W = 1.0\n")
+    os.symlink(tmp_path / "elsewhere" / "real56.py", tmp_path / "link56.py")
+    (tmp_path / "deep56.py").write_text("W = 1.0\n")
+    (tmp_path / "mid56.py").write_text("from deep56 import W\n")
+    (tmp_path / "p56.py").write_text("from pkg56 import h\nimport link56\nimport mid56\n\n\ndef fn(rows):\n"
+                                     "    return rows.pos[:, :1].double() * h.W * link56.W * mid56.W\n")
+    read = lambda: [specs.named(f"{tmp_path}/p56.py:fn").fn.__globals__[m].W for m in ("h", "link56", "mid56")]
+    assert read() == [1.0, 1.0, 1.0]
+    for i, f in enumerate(("pkg56/h.py", "elsewhere/real56.py", "deep56.py")):
+        (tmp_path / f).write_text("W = -1.0\n")
+        assert read() == [-1.0] * (i + 1) + [1.0] * (2 - i)
+    (tmp_path / "deep56.py").unlink()
+    with pytest.raises(ValueError, match="No module named 'deep56'"):
+        read()
+    assert not specs._project(harness.ROOT / "course" / "work" / "h.py") and specs._project(harness.ROOT / "course" / "grade.py")
+    (tmp_path / "b56.py").write_text("N = 1.0\n\n\ndef b(rows):\n    return rows.pos[:, :1].double() * N\n")
+    (tmp_path / "a56.py").write_text("import b56\n\n\ndef a(rows):\n    return -b56.b(rows)\n")
+    a = specs.named(f"{tmp_path}/a56.py:a").key
+    b = specs.named(f"{tmp_path}/b56.py:b").key
+    assert specs.key_of(specs.named(f"{tmp_path}/a56.py:a").fn) == specs.key_of(specs.named(f"{tmp_path}/a56.py:a").fn)
+    assert specs.named(f"{tmp_path}/a56.py:a").key == a and specs.named(f"{tmp_path}/b56.py:b").key == b
+    path, hooks, callbacks, mask = list(sys.path), list(sys.meta_path), list(gc.callbacks), os.umask(0o022)
+    os.umask(mask)
+    for i, (line, says) in enumerate((("import os\nos.umask(0o277)", "umask"),
+                                      ("import sys\nsys.path.insert(0, '/nowhere')", "sys.path"),
+                                      ("import gc\ngc.callbacks.append(lambda *a: None)", "gc.callbacks"),
+                                      ("import sys\nsys.meta_path.insert(0, type('F', (), {'find_spec': lambda *a: None})())",
+                                       "sys.meta_path"))):
+        (tmp_path / f"s56_{i}.py").write_text(f"{line}\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+        with pytest.raises(ValueError, match=f"changed .*{re.escape(says)}.*a policy file must not change global settings"):
+            specs.named(f"{tmp_path}/s56_{i}.py:fn")
+    now = os.umask(0o022)
+    os.umask(now)
+    assert (sys.path, sys.meta_path, gc.callbacks, now) == (path, hooks, callbacks, mask)
