@@ -541,8 +541,14 @@ def main(argv=None):
         ap.error("--reference grades the repository itself: give no folder")
     if args.init and (args.reference or args.only or args.model):  # dropped without a word, or "exists already"
         ap.error("--init copies the skeletons and grades nothing: run it alone, then grade (--only, --model)")
-    folder = (ROOT if args.reference else args.folder or WORK).resolve()
+    given = ROOT if args.reference else args.folder or WORK
+    try:
+        folder = given.resolve()
+    except (RuntimeError, OSError) as e:  # a link that leads back to itself
+        raise SystemExit(f"{given}: {e}: give a folder") from None
     if args.init:
+        if given.is_symlink() and not folder.exists():  # the skeletons went wherever the link pointed
+            raise SystemExit(f"{given} is a link to nothing: give a folder to copy the skeletons to")
         if folder.exists():
             raise SystemExit(f"{folder} exists already: your work is not overwritten (remove it to start again)")
         try:

@@ -43,7 +43,6 @@ def book(name: str) -> str:
     if not isinstance(name, str) or name not in BOOKS:
         raise ValueError(f"unknown book {name!r}; choose from {', '.join(BOOKS)}")
     folder = default_model.cache_root() / "texts"
-    file = folder / f"{name}.txt"
     members = {f"{name}.txt": (f"brotli-1.2.1/tests/testdata/{name}.txt", sha) for name, sha in BOOKS.items()}
     return read(_cached(folder, SDIST, SDIST_SHA256, members, f"{name}.txt"))
 
@@ -105,6 +104,20 @@ def _unseen(c) -> bool:
         or o & 0xFFFE == 0xFFFE or o in IGNORABLE  # or a code point kept for what is drawn as nothing
 
 
+def _wide(data: bytes) -> str | None:
+    """The UTF-16 or UTF-32 byte order that reads `data` as text (no control character but line ends and tabs, and a
+    space or a line end at least every hundred characters), if one does."""
+    for name in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
+        try:
+            text = data.decode(name)
+        except UnicodeError:
+            continue
+        if not any(c < " " and c not in "\n\t\r" or "\x7f" <= c <= "\x9f" for c in text) \
+                and sum(map(text.count, " \n\u3000")) >= len(text) / 100:  # spaced or in lines, as text is (bytes are not)
+            return name
+    return None
+
+
 def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
@@ -141,12 +154,14 @@ def read(path, encoding: str = "utf-8") -> str:
         other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
             raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
-    if text.count("\0") > len(text) // 3:  # a NUL beside every letter: UTF-16 or UTF-32 read as a one-byte encoding
-        raise ValueError(f"text file {path} has a NUL in every second or fourth character: it is UTF-16 or UTF-32 text"
-                         + (" behind UTF-8's byte-order mark" if mark == codecs.BOM_UTF8 else f", not {encoding}")
-                         + ": convert it to UTF-8, or name its encoding")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
+    if control > 0.01 * len(text) and not codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")):
+        if wide := _wide(data[len(mark or b""):]):  # UTF-16 or UTF-32 read a byte at a time: a NUL or a control each letter
+            raise ValueError(f"text file {path} reads as {wide} text" + (" behind UTF-8's byte-order mark" if mark else
+                             " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
+        if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
+            raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

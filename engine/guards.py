@@ -156,6 +156,14 @@ def check_training(epochs, minutes, **positive):
             raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
 
 
+def check_span(window, sinks, block=1):
+    """linear.attention's and quadratic's exact rows and block, called directly (FeatureMaps checks its own): a
+    negative window made every weight NaN, a block of 0 divided by zero."""
+    if not (integer(sinks) and sinks >= 0 and integer(window) and window >= 0 and integer(block) and block >= 1):
+        raise ValueError(f"window and sinks are numbers of rows, integers >= 0, and block an integer >= 1; got "
+                         f"window={window!r}, sinks={sinks!r}, block={block!r}")
+
+
 def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon, decay=False, rotated=True, seed=0):
     """t2r.linear.FeatureMaps' arguments, checked before anything is allocated: (the layers swapped, sorted;
     the dtype; the decay's starting horizon as a float64 tensor (n_layers, Hkv))."""
@@ -614,6 +622,105 @@ class _Filters(tuple):
         f"a {_typename(self.list)}, not a list"
 
 
+INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
+                          {sys.base_prefix, sys.base_exec_prefix}))  # where Python's own modules and installed packages live
+
+
+def _library(x) -> bool:
+    """x (a finder, a hook, a callback) is Python's or an installed package's: all the code it runs by (a function's,
+    a partial's, a method's; an object's or its class's find_spec, find_module, __call__) lies in Python itself or
+    in an installed file. A library imported for the first time may add its own (six adds a finder); a namespace
+    of the user's lambda, or a class that names another module as its own, is the user's."""
+    try:
+        codes = []
+        todo = [x]
+        while todo and len(codes) < 16:
+            f = todo.pop()
+            while type(f) is functools.partial:
+                f = f.func
+            f = getattr(f, "__func__", f)  # a bound method, a staticmethod or classmethod
+            if isinstance(f, types.FunctionType):
+                codes.append(f.__code__)
+            elif not isinstance(f, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
+                todo += [g for n in ("find_spec", "find_module", "__call__")
+                         for g in (inspect.getattr_static(f, n, None),) if g is not None and g is not f]
+        return all(c.co_filename.startswith(("<", *INSTALLED)) for c in codes)
+    except Exception:
+        return False
+
+
+def _hooks(owner, name):
+    """A list of hooks a module holds (sys.meta_path, sys.path_hooks, gc.callbacks), by identity: the list, then each
+    of its entries that is not a library's (the whole list kept beside, to be put back)."""
+    x = getattr(owner, name, None)
+    entries = list.copy(x) if list in type(x).__mro__ else []
+    made = _Same((x, *(e for e in entries if not _library(e))))
+    made.entries = entries
+    return made
+
+
+def _put_hooks(owner, name):
+    def put(was):  # the list and its entries as they were, and after them what a library added since
+        now = getattr(owner, name, None)
+        added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
+                 if _library(e) and not any(e is w for w in was.entries)]
+        setattr(owner, name, was[0])
+        if list in type(was[0]).__mro__:
+            list.__setitem__(was[0], slice(None), was.entries + added)
+    return put
+
+
+class _Path(_Same):
+    """sys.path by identity, where a folder a library adds of its own (under INSTALLED: setuptools' _vendor) leaves it
+    the same."""
+    def __eq__(self, other):
+        if _Same.__eq__(self, other):
+            return True
+        if type(other) is not _Path or other[0] is not self[0]:
+            return False
+        was, now = sorted((self, other), key=len)  # either way round: list's != asks the newer reading
+        kept = [e for e in now[1:] if any(e is w for w in was[1:]) or not (type(e) is str and e.startswith(INSTALLED))]
+        return len(kept) == len(was) - 1 and all(map(operator.is_, kept, was[1:]))
+
+    __ne__ = lambda self, other: not self == other
+    __hash__ = tuple.__hash__
+
+
+def _put_path(was):  # the list and its folders as they were, and after them what a library added since
+    now = sys.path
+    added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
+             if type(e) is str and e.startswith(INSTALLED) and not any(e is w for w in was[1:])]
+    sys.path = was[0]
+    if list in type(was[0]).__mro__:
+        list.__setitem__(was[0], slice(None), list(was[1:]) + added)
+
+
+def _cache():
+    """sys.path_importer_cache by identity: the dict, then each folder and finder that is not a library's (Python's
+    import fills it with its own finders as it goes: those are kept)."""
+    x = sys.path_importer_cache
+    items = list(dict.items(x)) if dict in type(x).__mro__ else []
+    made = _Same((x, *(y for k, v in items if v is not None and not _library(v) for y in (k, v))))
+    made.items = items
+    return made
+
+
+def _put_cache(was):  # the dict and its entries as they were, and what Python or a library filled in since
+    now = sys.path_importer_cache
+    added = [(k, v) for k, v in (list(dict.items(now)) if dict in type(now).__mro__ else ())
+             if (v is None or _library(v)) and not any(k == w for w, _ in was.items)]
+    sys.path_importer_cache = was[0]
+    if dict in type(was[0]).__mro__:
+        dict.clear(was[0])
+        dict.update(was[0], was.items + added)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # read only by setting it
+    os.umask(mask)
+    return mask
+
+
 _STREAMS = ("stdin", "stdout", "stderr")
 _SYS_HOOKS = ("excepthook", "displayhook", "unraisablehook", "breakpointhook")  # sys's; and threading.excepthook
 _HOOKED = ("showwarning", "formatwarning", "_showwarnmsg", "_showwarnmsg_impl", "defaultaction", "onceregistry")  # each
@@ -819,6 +926,9 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's autocast cache and view replay", lambda: (torch.is_autocast_cache_enabled(),
                                                                  torch._C._is_view_replay_enabled()),
              lambda was: (torch.set_autocast_cache_enabled(was[0]), torch._C._set_view_replay_enabled(was[1])), str),
+            ("sys.path (where Python imports from)", lambda: _Path((sys.path, *(sys.path if list in type(sys.path).__mro__ else ()))),
+             _put_path, lambda was: f"{len(was) - 1} folders"),  # a folder put first: a worker imported its llama.py
+            ("the file mode mask (umask)", _umask, os.umask, oct),  # every folder and file written after it
             ("Python's warnings.showwarning, formatwarning, their hooks and the default action",
              lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
              lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
@@ -947,58 +1057,12 @@ _LIBRARIES_DO = ("Python's warning filters", "torch's global random seed")  # at
 # files seed their own draws: put back, not refused
 
 
-INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
-                          {sys.base_prefix, sys.base_exec_prefix}))  # where Python's own modules and installed packages live
-
-
-def _library(x) -> bool:
-    """x (a finder, a hook, a callback) is Python's or an installed package's: a library imported for the first time
-    may add its own (six adds a finder)."""
-    try:
-        owner = x if isinstance(x, (type, types.FunctionType, types.MethodType)) else type(x)
-        module = sys.modules.get(type.__getattribute__(owner, "__module__") if isinstance(owner, type) else owner.__module__)
-        file = types.ModuleType.__getattribute__(module, "__dict__").get("__file__") if module is not None else None
-        return type(file) is not str or file.startswith(INSTALLED)
-    except Exception:
-        return False
-
-
-def _hooks(owner, name):
-    """A list of hooks a module holds (sys.meta_path, sys.path_hooks, gc.callbacks), by identity: the list, then each
-    of its entries that is not a library's (the whole list kept beside, to be put back)."""
-    x = getattr(owner, name, None)
-    entries = list.copy(x) if list in type(x).__mro__ else []
-    made = _Same((x, *(e for e in entries if not _library(e))))
-    made.entries = entries
-    return made
-
-
-def _put_hooks(owner, name):
-    def put(was):  # the list and its entries as they were, and after them what a library added since
-        now = getattr(owner, name, None)
-        added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
-                 if _library(e) and not any(e is w for w in was.entries)]
-        setattr(owner, name, was[0])
-        if list in type(was[0]).__mro__:
-            list.__setitem__(was[0], slice(None), was.entries + added)
-    return put
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # read only by setting it
-    os.umask(mask)
-    return mask
-
-
 # What a policy file's import must leave as it was too, read only around imports (they cost more than a call may)
 IMPORT_SETTINGS = [
-    ("sys.path (where Python imports from)", lambda: _Same((sys.path, *(sys.path if list in type(sys.path).__mro__ else ()))),
-     lambda was: (setattr(sys, "path", was[0]), list.__setitem__(was[0], slice(None), list(was[1:]))),
-     lambda was: f"{len(was) - 1} folders"),  # a folder put first: a worker process imported its llama.py
+    ("sys.path_importer_cache (the finder of each folder)", _cache, _put_cache, lambda was: f"{(len(was) - 1) // 2} of user code"),
     *((f"sys.{n} (how Python finds modules)" if n != "callbacks" else "gc.callbacks (run at every collection)",
        lambda o=o, n=n: _hooks(o, n), _put_hooks(o, n), lambda was: f"{len(was) - 1} of user code")
       for o, n in ((sys, "meta_path"), (sys, "path_hooks"), (gc, "callbacks"))),
-    ("the file mode mask (umask)", _umask, os.umask, oct),  # every folder and file written after it
     *((("the cores this process may run on", lambda: os.sched_getaffinity(0), lambda was: os.sched_setaffinity(0, was),
         lambda was: "cores " + ", ".join(map(str, sorted(was)))),) if hasattr(os, "sched_getaffinity") else ()),  # every later pool and timing
     ("torch's inter-op thread count", torch.get_num_interop_threads, torch.set_num_interop_threads, str)]

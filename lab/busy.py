@@ -9,7 +9,6 @@ rounds, so the ratios are measured in one run. --tour also times `python demo.py
 defaults, idle and loaded (5 to 10 minutes more). engine/threads.py holds the default it chooses.
 """
 import argparse
-import json
 import math
 import os
 import statistics

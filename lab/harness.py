@@ -32,7 +32,10 @@ from engine.guards import digest, sealed  # noqa: F401  (a results file's seal: 
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 # next to the code, wherever it is run from; MSRNN_RESULTS elsewhere (the course's runs go to course/work/)
-RESULTS = pathlib.Path(os.environ.get("MSRNN_RESULTS", "").strip() or ROOT / "results").expanduser().resolve()
+try:
+    RESULTS = pathlib.Path(os.environ.get("MSRNN_RESULTS", "").strip() or ROOT / "results").expanduser().resolve()
+except (RuntimeError, OSError) as e:  # a link that leads back to itself: every command would end in a traceback
+    raise SystemExit(f"error: MSRNN_RESULTS={os.environ.get('MSRNN_RESULTS')!r}: {e}; set it to a folder") from None
 
 
 @contextlib.contextmanager

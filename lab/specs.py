@@ -508,7 +508,8 @@ def _own_helpers(path):
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
             {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     for name in sorted(names):
-        mine = folder / f"{name}.py" if (folder / f"{name}.py").is_file() else folder / name / "__init__.py"
+        mine = folder / name / "__init__.py" if (folder / name / "__init__.py").is_file() else folder / f"{name}.py"  # as
+        # Python looks: a package before a module of its name
         if mine.is_file() and name in sys.builtin_module_names:  # built into Python: no file, and never the one beside
             raise ValueError(f"{path} imports {name}, which is beside it, but Python's own {name} is built in: Python "
                              f"would use that one; give the module beside {path.name} another name")
@@ -867,25 +868,45 @@ def _users_file(name, m) -> str | None:
 
 
 def _print(file: str):
+    """The fingerprint of a module's file as an import would read it now: None where it went, or where a package of
+    its name now stands beside it (Python imports that one)."""
+    path = pathlib.Path(file)
+    if path.name != "__init__.py" and (path.parent / path.name.split(".")[0] / "__init__.py").is_file():
+        return None
     try:
-        return harness.fingerprint(pathlib.Path(file))
+        return harness.fingerprint(path)
     except OSError:  # gone
         return None
 
 
+def _namespace(name, m) -> bool:
+    """A namespace package of the user's (a folder of modules without __init__.py): it holds its modules as
+    attributes, so `from ns import h` reads an edited h's old module until the package is forgotten too."""
+    try:
+        d = types.ModuleType.__getattribute__(m, "__dict__")
+        folders = list(d.get("__path__", None) or ()) if d.get("__file__") is None else []
+    except Exception:
+        return False
+    return type(name) is str and not name.startswith("user_policy_") and name.split(".")[0] not in PROJECT_MODULES \
+        and bool(folders) and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)
+
+
 def _fresh(code: list):
     """Make the user's modules a policy file imports what their files hold now. Where one of them (a file of its key,
-    `code`, or one a policy file's import loaded) was loaded by nobody this module watched, or its file changed,
-    went, or became a package's since, every one of them is forgotten, so that the next import reads them all afresh:
+    `code`, or one loaded since) changed, went, or became a package's since it was first seen, every one of them is
+    forgotten, and the user's namespace packages with them, so that the next import reads them all afresh:
     a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
     target changed, a helper in the repository's root or in course/work. All at once: which of them read which
     cannot be told from outside."""
     names, files = {p.name for p in code}, {p.resolve() for p in code}  # a cheap first look: a basename
     mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))
             and (n in _LOADED or os.path.basename(f) in names and pathlib.Path(f).resolve() in files)}
-    if any(_LOADED.get(n, (None,))[0] is not m or _LOADED[n][1] != _print(f) for n, (m, f) in mine.items()) \
+    for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now
+        if n not in _LOADED:
+            _LOADED[n] = m, _print(f)
+    if any(_LOADED[n][0] is not m or _LOADED[n][1] != _print(f) for n, (m, f) in mine.items()) \
             or any(n not in mine for n in _LOADED):
-        for n in {*mine, *_LOADED}:
+        for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
             sys.modules.pop(n, None)
         _LOADED.clear()
 
@@ -897,7 +918,9 @@ def _from_file(path, fname):
     module_spec = importlib.util.spec_from_file_location(
         f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}", path)
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
-                   for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()]:
+                   for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \
+            [f"{n}/" for n in _PACKAGES if path.parent != harness.ROOT and (path.parent / n).is_dir()  # a folder joins it
+             and not any((path.parent / n / f"__init__{x}").is_file() for x in importlib.machinery.all_suffixes())]:
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
@@ -920,15 +943,15 @@ def _from_file(path, fname):
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
             for name in set(sys.modules) - before:  # whose import failed or changed a setting left to pass next time
-                if _users_file(name, sys.modules[name]):
-                    del sys.modules[name]
+                if _users_file(name, sys.modules.get(name)):
+                    sys.modules.pop(name, None)
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         for name in set(sys.modules) - before:  # what it loaded of the user's, as its files are now
-            if file := _users_file(name, sys.modules[name]):
-                _LOADED[name] = sys.modules[name], _print(file)
+            if file := _users_file(name, sys.modules.get(name)):
+                _LOADED[name] = sys.modules.get(name), _print(file)
         try:
             _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again

@@ -328,7 +328,7 @@ def experiment(p: dict, folder, log=print, by_source=None, extra_tests=None, job
         f"({len(chunks)} chunks of {chunks.shape[1]}), dev {dev.numel():,} (curves on {len(dev_curve)} chunks), "
         + ", ".join(f"{name} {t.numel():,}" for name, t in tests.items()))
     cfg = config(p, tok.get_vocab_size())
-    P, Fs = p["pretrain_steps"], p["finetune_steps"]
+    P = p["pretrain_steps"]
     at = sorted({round(f * P) for f in p["conversions"]})  # the teacher's earlier checkpoints to convert
 
     base, _, pre = fit(init_model(cfg, 0), None, chunks, dev_curve, steps=P, peak=LR["pretrain"], batch=p["batch"],
@@ -652,8 +652,11 @@ def use_linear(path) -> None:
                          "not a regular file (a device, a pipe or a socket)" if path.exists() else "no such file"))
     if path.suffix != ".py":  # importlib finds no loader for another suffix
         raise SystemExit(f"error: --linear {path}: not a Python file (a copy of t2r/linear.py, ending .py)")
-    if os.environ.get("MSRNN_RESULTS"):  # the folder the user chose
-        results = pathlib.Path(os.environ["MSRNN_RESULTS"]).expanduser().resolve()
+    if chosen := os.environ.get("MSRNN_RESULTS", "").strip():  # the folder the user chose, as harness reads it
+        try:
+            results = pathlib.Path(chosen).expanduser().resolve()
+        except (RuntimeError, OSError) as e:  # a link that leads back to itself
+            raise SystemExit(f"error: MSRNN_RESULTS={chosen!r}: {e}; set it to a folder") from None
     elif path.resolve().parent.name == "t2r":  # the course's layout: course/work/t2r/linear.py -> course/work/results
         results = path.resolve().parent.parent / "results"
     else:

@@ -187,23 +187,48 @@ EVALUATED = ("alice29", "asyoulik")  # the books every T2R perplexity reads: nev
 LICENSES = pathlib.Path("/usr/share/common-licenses")  # Debian's base-files: prose on every Debian machine
 
 
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"  # what orders text, drawn as nothing
+PARAGRAPH = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2029"  # what ends a paragraph, and with it every override
+
+
+def _drawn(text: str) -> str:
+    """`text` as a right-to-left override (U+202E) draws it: in each paragraph, from its first override on, each line
+    (U+2028 parts lines, not paragraphs) reversed, the ordering controls left out. A reading, not Unicode's whole
+    algorithm (a line's plain text after a PDF comes out reversed): read beside the text as stored, it finds a copy
+    stored backwards however the overrides are broken up."""
+    out = []
+    for para in re.split(f"[{PARAGRAPH}]", text):
+        at = para.find("\u202e")
+        lines = para[at:].split("\u2028") if at >= 0 else []
+        out.append(para if at < 0 else para[:at] + "\u2028".join(re.sub(f"[{BIDI}]", "", line)[::-1] for line in lines))
+    return "\n".join(out)
+
+
 def letters(text: str) -> str:
     """The letters and digits of `text`, read after NFKC and case folding, with everything else left out (spaces,
     punctuation, a row of stars, and what a copy may hide between its letters: a zero-width space, a control, a
-    blank drawn as a letter, corpus.BLANK), and each right-to-left override's span read as it is drawn (a line
-    stored backwards behind U+202E looks like the line): a copy in disguise reads as the copy."""
-    if "\u202e" in text:  # to the next embedding control or the line's end
-        text = re.sub("\u202e([^\u202a-\u202e\u2066-\u2069\n]*)", lambda m: m.group(1)[::-1], text)
+    blank drawn as a letter, corpus.BLANK): a copy in disguise reads as the copy."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
     return re.sub(r"[\W_" + "".join(map(chr, corpus.BLANK)) + "]+", "", text.casefold())
 
 
 def shingles(text: str, n: int = 60) -> set:
-    """Every run of n of `letters(text)` by its hash: two texts that share one share a passage (60 letters are
-    about 12 words, a sentence no two unrelated texts write alike)."""
-    text = letters(text)
-    return {hash(text[i:i + n]) for i in range(len(text) - n + 1)}
+    """Every run of n of `letters(text)` by its hash, of the text as stored and, where it holds a right-to-left
+    override, as drawn (`_drawn`): two texts that share one share a passage (60 letters are about 12 words, a
+    sentence no two unrelated texts write alike)."""
+    runs = set()
+    for reading in (text, _drawn(text)) if "\u202e" in text else (text,):
+        reading = letters(reading)
+        runs |= {hash(reading[i:i + n]) for i in range(len(reading) - n + 1)}
+    return runs
+
+
+def _licence(text: str) -> str:
+    """A licence text by what makes it that licence: NFKC, case folded, its letters, digits and symbols ($ and €, +
+    and −), without spacing, punctuation (other quotes) or what is drawn as nothing: copies read once."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(c for c in text if (c.isalnum() or unicodedata.category(c)[0] == "S") and ord(c) not in corpus.BLANK)
 
 
 def _here(path) -> bool:
@@ -255,17 +280,22 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and licenses.is_dir():
         seen = {}
         for f in sorted(licenses.iterdir()):
-            if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends: one copy
-                seen.setdefault(letters(corpus.read(f)), f)  # a copy in other quotes, case or spacing too
+            if f.is_symlink() and not f.exists():  # dropped without a word, a licence never trained on
+                raise ValueError(f"licenses {licenses}: {f.name} is a link to nothing (or a loop)")
+            if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends or quotes: one copy
+                text = corpus.read(f)
+                if not _licence(text):
+                    raise ValueError(f"licenses {licenses}: {f.name} holds no letter, digit or symbol: no licence text")
+                seen.setdefault(_licence(text), (f, text))
         if not seen and not default:  # a folder of sub-folders, or empty: it added nothing
             raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
-        texts = [corpus.read(f) for f in seen.values()]
-        if long := [f"{f.name} ({len(t):,} characters)" for f, t in zip(seen.values(), texts) if len(t) > 10**6]:
+        texts = [t for _, t in seen.values()]
+        if long := [f"{f.name} ({len(t):,} characters)" for f, t in seen.values() if len(t) > 10**6]:
             raise ValueError(f"licenses {licenses}: {', '.join(long)} is no licence text (Debian's longest, GPL-3, "
                              "is 35,149 characters); a book?")  # the tokenizer's probe reads a text as long, in memory
         sources += texts
         runs = {b: shingles(corpus.book(b)) for b in (*EVALUATED, *books)}  # the books' own folder, a copy, a part,
-        if held := sorted({f"{f.name} ({b})" for f, t in zip(seen.values(), sources[len(books):])  # rewrapped: tested on
+        if held := sorted({f"{f.name} ({b})" for f, t in seen.values()  # rewrapped: tested on
                            for b in runs if runs[b] & shingles(t)}):  # and trained on, or trained on twice
             evaluated = any(f"({b})" in h for b in EVALUATED for h in held)
             raise ValueError(f"licenses {licenses} holds " + ("an evaluation book" if evaluated else "a training book "
@@ -400,8 +430,11 @@ class Teacher:
                              f"{tuple(chunks.shape) if isinstance(chunks, torch.Tensor) else type(chunks).__name__}")
         self.model, self.chunks, self.folder = model, chunks, folder
         self.writing = self.folder is not None  # False once a write failed (a full disk): the rest is streamed
+        if self.folder is not None and self.folder.is_symlink() and not self.folder.exists():  # its writes failed later
+            raise ValueError(f"the teacher folder {self.folder} is a link to nothing (or a loop)")
         if self.folder is not None and self.folder.exists() and not self.folder.is_dir():
-            raise ValueError(f"the teacher folder {self.folder} is a file, not a folder")
+            raise ValueError(f"the teacher folder {self.folder} is " + ("a file" if self.folder.is_file() else
+                             "a device, a pipe or a socket") + ", not a folder")
         if self.folder is not None:  # a folder another model or other chunks filled was read back as this one's
             self.key = key or self.of(model, chunks)
             self.versions = self._versions()  # weights changed in place later would be read back as these

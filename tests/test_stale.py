@@ -5541,7 +5541,7 @@ def test_round56_blank_letters_overrides_licence_copies_marks_and_names(tmp_path
     with pytest.raises(ValueError, match="utf-16's byte-order mark but was named utf-8: name utf-16"):
         corpus.read(tmp_path / "u16.txt")
     (tmp_path / "u8u16.txt").write_bytes(codecs.BOM_UTF8 + "Some text, a plain sentence.\n".encode("utf-16-le"))
-    with pytest.raises(ValueError, match="UTF-16 or UTF-32 text behind UTF-8's byte-order mark"):
+    with pytest.raises(ValueError, match="reads as utf-16-le text behind UTF-8.s byte-order mark"):
         corpus.read(tmp_path / "u8u16.txt")
     monkeypatch.chdir(tmp_path)
     (tmp_path / " ").mkdir()
@@ -5618,3 +5618,125 @@ def test_round56_stale_helpers_one_module_a_file_and_what_an_import_may_not_chan
     now = os.umask(0o022)
     os.umask(now)
     assert (sys.path, sys.meta_path, gc.callbacks, now) == (path, hooks, callbacks, mask)
+
+
+def test_round57_namespaces_packages_disguised_hooks_and_settings_at_call_time(tmp_path):
+    """Round 57, the core and the lab: an edited module of a namespace package of the user's, and a package put beside
+    a module of its name, ran the old code; a folder named like the project's data/ beside a policy joined the
+    project's package; a finder, path hook or gc callback whose code is the user's passed for a library's (a
+    namespace of lambdas, a partial, a class naming another module), and finders in sys.path_importer_cache were not
+    watched; sys.path (a worker then imported the user's llama.py) or the umask changed at call time passed; a
+    library's own folder on sys.path (setuptools' _vendor) was refused as the policy file's."""
+    import gc
+    import os
+    import sys
+    from engine import guards
+    (tmp_path / "ns57").mkdir()
+    (tmp_path / "ns57" / "h.py").write_text("W = 1.0\n")
+    (tmp_path / "hs57.py").write_text("W = 1.0\n")
+    (tmp_path / "p57.py").write_text("from ns57 import h\nimport hs57\n\n\ndef fn(rows):\n"
+                                     "    return rows.pos[:, :1].double() * h.W * hs57.W\n")
+    read = lambda: [specs.named(f"{tmp_path}/p57.py:fn").fn.__globals__[m].W for m in ("h", "hs57")]
+    assert read() == [1.0, 1.0]
+    (tmp_path / "ns57" / "h.py").write_text("W = -1.0\n")
+    assert read() == [-1.0, 1.0]
+    (tmp_path / "hs57").mkdir()
+    (tmp_path / "hs57" / "__init__.py").write_text("W = -1.0\n")
+    assert read() == [-1.0, -1.0]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data").mkdir()
+    (tmp_path / "other" / "q57.py").write_text("def fn(rows):\n    return rows.pos[:, :1].double()\n")
+    with pytest.raises(ValueError, match="its folder holds data/"):
+        specs.named(f"{tmp_path}/other/q57.py:fn")
+    path, hooks, cache, callbacks = list(sys.path), list(sys.meta_path), dict(sys.path_importer_cache), list(gc.callbacks)
+    for i, (line, says) in enumerate((
+            ("import sys, types\nsys.meta_path.insert(0, types.SimpleNamespace(find_spec=lambda *a: None))", "sys.meta_path"),
+            ("import gc, functools\ndef cb(*a):\n    pass\ngc.callbacks.append(functools.partial(cb, 1))", "gc.callbacks"),
+            ("import sys\nclass F:\n    __module__ = 'sys'\n    def find_spec(self, *a):\n        return None\n"
+             "sys.meta_path.insert(0, F())", "sys.meta_path"),
+            ("import sys\nclass F:\n    def find_spec(self, *a):\n        return None\n"
+             "sys.path_importer_cache['/nowhere57'] = F()", "sys.path_importer_cache"))):
+        (tmp_path / f"s57_{i}.py").write_text(f"{line}\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+        with pytest.raises(ValueError, match=f"changed .*{re.escape(says)}.*a policy file must not change global settings"):
+            specs.named(f"{tmp_path}/s57_{i}.py:fn")
+    assert (sys.path, sys.meta_path, gc.callbacks) == (path, hooks, callbacks) and "/nowhere57" not in sys.path_importer_cache
+    assert all(sys.path_importer_cache.get(k) is v for k, v in cache.items())
+    x = tokens(1, 12)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    for change, says in ((lambda: sys.path.insert(0, str(tmp_path)), "sys.path"), (lambda: os.umask(0o277), "umask")):
+        with pytest.raises(guards.PolicyError, match=re.escape(says)):
+            msrnn.run(MODEL, x, lambda rows: change() or policies.tova(rows), 4)
+    now = os.umask(0o022)
+    os.umask(now)
+    assert sys.path == path and now == mask
+    (tmp_path / "lib57.py").write_text("import sys, sysconfig\nsys.path.insert(1, sysconfig.get_paths()['purelib'] + '/x57')\n"
+                                       "\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+    try:
+        specs.named(f"{tmp_path}/lib57.py:fn")  # a folder of the installed packages': a library's own, kept
+    finally:
+        sys.path[:] = path
+
+
+def test_round57_overrides_broken_up_licences_by_symbols_nul_readings_and_links(tmp_path, monkeypatch):
+    """Round 57, T2R, the data and the course: a copy of Alice stored backwards behind overrides broken up by empty
+    isolates or embeddings, a lone PDI, U+2028 lines or paragraph ends was trained on; licences that differ in a
+    symbol ($ and €) were read as one; a dangling link among them was dropped without a word; UTF-8 padded with NULs
+    was called UTF-16, and UTF-16 of Russian without its mark was read as controls; linear.attention took a negative
+    window (NaN) and a block of 0; a teacher's folder that is a FIFO was "a file", a link loop accepted; a link loop
+    in MSRNN_RESULTS or as the grader's folder ended in a traceback, and --init followed a dangling link."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from data import corpus
+    from t2r import linear, train
+    lines = textwrap.wrap(" ".join(corpus.book("alice29").split()), 50)
+    cut = lambda line: [line[::-1][i:i + 10] for i in range(0, len(line), 10)]
+    folder = tmp_path / "licences"
+    folder.mkdir()
+    for copy in ("\n".join("\u202e" + "\u2066\u2069".join(cut(line)) for line in lines),
+                 "\n".join("\u202e" + "\u202a\u202c".join(cut(line)) for line in lines),
+                 "\n".join("\u202e" + "\u2069".join(cut(line)) for line in lines),
+                 "\u202e" + "\u2028".join(line[::-1] for line in lines),
+                 "\u2029".join("\u202e" + line[::-1] if i % 2 == 0 else line for i, line in enumerate(lines)),
+                 "\x85".join("\u202e" + line[::-1] if i % 2 == 0 else line for i, line in enumerate(lines))):
+        (folder / "COPY").write_text(copy)
+        with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+            train.training_sources(books=("lcet10",), licenses=folder)
+    (folder / "COPY").write_text("The fee is $100 per copy. " * 30)
+    (folder / "COPY2").write_text("The fee is €100 per copy. " * 30)
+    assert len(train.training_sources(books=("lcet10",), licenses=folder)) == 3
+    os.symlink(tmp_path / "nowhere", folder / "MIT")
+    with pytest.raises(ValueError, match="MIT is a link to nothing"):
+        train.training_sources(books=("lcet10",), licenses=folder)
+    text = "Permission is hereby granted, free of charge, to any person obtaining a copy.\n" * 5
+    (tmp_path / "pad.txt").write_bytes(text.encode() + b"\0" * 2000)
+    with pytest.raises(ValueError, match="ends in 2,000 NUL characters"):
+        corpus.read(tmp_path / "pad.txt")
+    (tmp_path / "ru.txt").write_bytes("Настоящим предоставляется разрешение любому лицу.\n".encode("utf-16-le") * 5)
+    with pytest.raises(ValueError, match="reads as utf-16-le text without its byte-order mark"):
+        corpus.read(tmp_path / "ru.txt")
+    q, k, v = (torch.randn(1, 2, 2, 5, 8) for _ in range(3))
+    fq, fk = (torch.rand(1, 2, 2, 5, 4) + 0.1 for _ in range(2))
+    for bad in ({"window": -1}, {"block": 0}, {"sinks": 2.5}):
+        with pytest.raises(ValueError, match="integers >= 0, and block an integer >= 1"):
+            linear.attention(q, k, v, fq, fk, **bad)
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("fifo")
+    os.symlink("loop", "loop")
+    chunks = torch.randint(0, 61, (2, 16))
+    with pytest.raises(ValueError, match="fifo is a device, a pipe or a socket, not a folder"):
+        train.Teacher(MODEL, chunks, folder="fifo")
+    with pytest.raises(ValueError, match="loop is a link to nothing"):
+        train.Teacher(MODEL, chunks, folder="loop")
+    root = pathlib.Path(__file__).parents[1]
+    run = lambda *args, **env: subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=root,
+                                              env={**os.environ, **env}, timeout=120)
+    said = run("demo.py", "t2r", "--help", MSRNN_RESULTS=str(tmp_path / "loop"))
+    assert said.returncode != 0 and "MSRNN_RESULTS" in said.stderr and "Traceback" not in said.stderr, said.stderr
+    said = run("-m", "course.grade", str(tmp_path / "loop"))
+    assert said.returncode != 0 and "give a folder" in said.stderr + said.stdout and "Traceback" not in said.stderr
+    os.symlink(tmp_path / "nowhere" / "x", tmp_path / "dangling")
+    said = run("-m", "course.grade", "--init", str(tmp_path / "dangling"))
+    assert "a link to nothing" in said.stderr + said.stdout and not (tmp_path / "nowhere").exists()
