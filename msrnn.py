@@ -49,7 +49,12 @@ class MultiState:
     """One layer's multi-state: its rows live in slots [0, n) of fixed buffers, in slot order (not
     position order). Bounded, it ends at size + 1 slots: at each step the new token's row is written
     (`append`) into the slot the policy emptied at the last step (`free`, its pos -1), so a full
-    state never moves a row (`append`'s docstring draws an example).
+    state never moves a row. With size 3:
+
+        after t=3:  pos [0, 1, 2, 3]    4 = size + 1 slots in use; the policy drops position 1
+                    pos [0, -1, 2, 3]   free = 1
+        at t=4:     pos [0, 4, 2, 3]    row 4 takes slot 1; the policy drops position 0
+                    pos [-1, 4, 2, 3]   free = 0, for row 5
     """
     k: torch.Tensor      # (B, Hkv, capacity, head_dim)
     v: torch.Tensor      # (B, Hkv, capacity, head_dim)
@@ -114,13 +119,8 @@ class MultiState:
         rows and the next row goes to slot n. Once a bounded state is full (size + 1 slots), between
         steps every slot holds a row except one per sequence and KV head, `free`, which the policy
         emptied at the last step (its pos is -1); the next token's row is written there. So during a
-        step all n slots hold rows. Which slot holds which row depends on the history of drops. With size 3:
-
-            after t=3:  pos [0, 1, 2, 3]    4 = size + 1 slots in use; the policy drops position 1
-                        pos [0, -1, 2, 3]   free = 1
-            at t=4:     pos [0, 4, 2, 3]    row 4 takes slot 1; the policy drops position 0
-                        pos [-1, 4, 2, 3]   free = 0, for row 5
-        """
+        step all n slots hold rows. Which slot holds which row depends on the history of drops (the
+        class's docstring draws one)."""
         self.make_room()
         if self.n < self.k.shape[2]:  # still filling: the next unused slot, the same for every head
             i, self.n = self.n, self.n + 1

@@ -2,24 +2,17 @@
 
 The contract. Every policy has one signature:  policy(rows: msrnn.Rows) -> float tensor of scores,
 shape (B, 1, n) for the whole layer (every KV head keeps the same rows) or (B, Hkv, n) per KV head.
-- The lowest-scored row is dropped: one per step (the paper's MSRNN), or, in the one-shot regime
-  (engine/oneshot.py),
-  all but the `size` best at once, after a prompt read with full attention.
-- A policy is called only when the layer holds more rows than `size`: size + 1 at a step, every
-  prompt row at a one-shot cut. The current token (pos == t) is one of them and may be dropped;
-  give it inf to protect it.
+- It is called when the layer holds size + 1 rows, the current token's (pos == t) among them, and the
+  lowest-scored row is dropped (give the current token inf to protect it).
 - Ties go against the oldest row: of equal lowest scores, the row of the smallest pos is dropped
-  (msrnn.lowest), so a constant score is Window. Rows are in slot order, which after drops is not
-  position order: the rule reads pos, never the slot.
+  (msrnn.lowest), so a constant score is Window. Rows are in slot order, not position order.
 - Rows.score (attention received so far) of the current token's row is its attention at this step alone.
-- Raising ValueError refuses a size or setting; the message reaches the user.
-- A policy must be a pure function of `rows`: nothing random, no writes into rows, and no memory
-  but rows.prev, its own scores from its last call (NaN for a new row), which makes a recurrent
-  policy possible (zoo.py); `python demo.py check mine.py:fn` tests all three. The engine shows the
-  call copies (guards.policy_call), so a write never reaches the state.
-TOVA is a score in the paper; Window, Window+i and H2O are rules about what to keep, written here
-as scores too, so that one definition serves both regimes. Add one by writing a function (here, or in your own file:
---policy mine.py:fn), optionally with a display name, @label("...").
+- A policy is a pure function of `rows`: nothing random, no writes into rows, no memory but rows.prev
+  (its own scores at its last call, NaN for a new row).
+TOVA is a score in the paper; Window, Window+i and H2O are rules about what to keep, written here as scores
+too. Beyond the paper: in the one-shot regime (engine/oneshot.py) the policy sees every prompt row at once
+and all but the `size` best go; raising ValueError refuses a size or setting; `python demo.py check
+mine.py:fn` tests the contract; @label("...") gives a policy its display name.
 """
 import inspect
 import math

@@ -547,8 +547,10 @@ def main(argv=None):
     except (RuntimeError, OSError) as e:  # a link that leads back to itself
         raise SystemExit(f"{given}: {e}: give a folder") from None
     if args.init:
-        if given.is_symlink() and not folder.exists():  # the skeletons went wherever the link pointed
-            raise SystemExit(f"{given} is a link to nothing: give a folder to copy the skeletons to")
+        if dangling := next((p for p in (given, *given.parents) if p.is_symlink() and not p.exists()), None):
+            raise SystemExit(f"{dangling} is a link to nothing: give a folder to copy the skeletons to")  # went where it
+        if folder.is_relative_to(SKELETON.resolve()):  # pointed; into the skeletons themselves, for ever
+            raise SystemExit(f"{folder} is inside the skeletons' own folder: give a folder of your own")
         if folder.exists():
             raise SystemExit(f"{folder} exists already: your work is not overwritten (remove it to start again)")
         try:

@@ -112,9 +112,11 @@ def _wide(data: bytes) -> str | None:
             text = data.decode(name)
         except UnicodeError:
             continue
-        if not any(c < " " and c not in "\n\t\r" or "\x7f" <= c <= "\x9f" for c in text) \
-                and sum(map(text.count, " \n\u3000")) >= len(text) / 100:  # spaced or in lines, as text is (bytes are not)
-            return name
+        if not any(c < " " and c not in "\n\t\r" or "\x7f" <= c <= "\x9f" for c in text) and (
+                sum(map(text.count, " \n\u3000")) >= len(text) / 100  # spaced or in lines, as text is (bytes are not)
+                or sum(0x3000 <= ord(c) <= 0x9fff or 0xac00 <= ord(c) <= 0xd7a3 or 0xff00 <= ord(c) <= 0xffef
+                       for c in text) >= 0.95 * len(text) and sum(map(text.count, "\u3002\uff0c\u3001")) >= len(text) / 500):
+            return name  # or Chinese, Japanese, Korean, which need no spaces: its own full stops and commas
     return None
 
 

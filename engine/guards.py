@@ -156,12 +156,28 @@ def check_training(epochs, minutes, **positive):
             raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
 
 
-def check_span(window, sinks, block=1):
-    """linear.attention's and quadratic's exact rows and block, called directly (FeatureMaps checks its own): a
-    negative window made every weight NaN, a block of 0 divided by zero."""
+def check_span(window, sinks, block=1, gamma=None, features=()):
+    """The linear attentions' arguments, called directly (FeatureMaps checks its own): a negative window made every
+    weight NaN, a block of 0 divided by zero, a decay above 1 or below 0 blew the state up, negative or integer
+    features gave outputs of 1e7 or zeros."""
     if not (integer(sinks) and sinks >= 0 and integer(window) and window >= 0 and integer(block) and block >= 1):
         raise ValueError(f"window and sinks are numbers of rows, integers >= 0, and block an integer >= 1; got "
                          f"window={window!r}, sinks={sinks!r}, block={block!r}")
+    if gamma is not None and not (isinstance(gamma, torch.Tensor) and gamma.is_floating_point()
+                                  and bool(((gamma > 0) & (gamma <= 1)).all())):
+        raise ValueError(f"a decay gamma is a float tensor of values in (0, 1], one per KV head; got {gamma!r:.80}")
+    for f in features:
+        if not (isinstance(f, torch.Tensor) and f.is_floating_point()) or bool((f < 0).any()):
+            raise ValueError("features φ(q), φ(k) are float tensors >= 0 (a feature map's output: ReLU, softmax, ELU+1); "
+                             f"got {f.dtype if isinstance(f, torch.Tensor) else type(f).__name__}"
+                             + (" with negative values" if isinstance(f, torch.Tensor) and f.is_floating_point() else ""))
+
+
+def check_layer(maps, i):
+    """A layer index of the maps' (0 .. n_layers - 1): Python's negative index read another layer's maps."""
+    n = maps.cfg.n_layers
+    if not (integer(i) and 0 <= i < n):
+        raise ValueError(f"layer {i!r}: the maps have layers 0 to {n - 1}")
 
 
 def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon, decay=False, rotated=True, seed=0):
@@ -627,47 +643,109 @@ INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdl
 
 
 def _library(x) -> bool:
-    """x (a finder, a hook, a callback) is Python's or an installed package's: all the code it runs by (a function's,
-    a partial's, a method's; an object's or its class's find_spec, find_module, __call__) lies in Python itself or
-    in an installed file. A library imported for the first time may add its own (six adds a finder); a namespace
-    of the user's lambda, or a class that names another module as its own, is the user's."""
+    """x (a finder, a hook) is Python's or an installed package's: it runs by code (a function's, a partial's, a
+    method's; an object's or its class's find_spec, find_module or __call__, a property's getter), all of it in
+    Python's frozen import system or an installed file. A library imported for the first time may add its own (six
+    adds a finder); a namespace of the user's lambdas, a class that names another module as its own, code made by
+    exec, or an object whose code cannot be found statically is the user's."""
     try:
-        codes = []
-        todo = [x]
-        while todo and len(codes) < 16:
-            f = todo.pop()
+        codes, todo, seen = [], [x], 0
+        while todo and seen < 16:
+            f, seen = todo.pop(), seen + 1
             while type(f) is functools.partial:
                 f = f.func
-            f = getattr(f, "__func__", f)  # a bound method, a staticmethod or classmethod
+            if isinstance(f, (types.MethodType, staticmethod, classmethod)):
+                f = f.__func__
+            if isinstance(f, property):
+                f = f.fget
             if isinstance(f, types.FunctionType):
                 codes.append(f.__code__)
-            elif not isinstance(f, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
-                todo += [g for n in ("find_spec", "find_module", "__call__")
+            elif isinstance(f, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
+                continue  # C's own: no Python code of anyone's
+            else:
+                found = [g for n in ("find_spec", "find_module", "__call__")
                          for g in (inspect.getattr_static(f, n, None),) if g is not None and g is not f]
-        return all(c.co_filename.startswith(("<", *INSTALLED)) for c in codes)
+                if not found and not isinstance(f, type):
+                    return False
+                todo += found
+        return bool(codes) and all(c.co_filename.startswith(("<frozen ", *INSTALLED)) for c in codes)
     except Exception:
         return False
 
 
+class _Hooks(_Same):
+    """A list of hooks (sys.meta_path, sys.path_hooks) by identity, where an entry a library adds (six's finder)
+    leaves it the same: on a difference, only the user's entries are compared."""
+    def __eq__(self, other):
+        if _Same.__eq__(self, other):
+            return True
+        if type(other) is not _Hooks or other[0] is not self[0]:
+            return False
+        a, b = ([e for e in r[1:] if not _library(e)] for r in (self, other))
+        return len(a) == len(b) and all(map(operator.is_, a, b))
+
+    __ne__ = lambda self, other: not self == other
+    __hash__ = tuple.__hash__
+
+
 def _hooks(owner, name):
-    """A list of hooks a module holds (sys.meta_path, sys.path_hooks, gc.callbacks), by identity: the list, then each
-    of its entries that is not a library's (the whole list kept beside, to be put back)."""
-    x = getattr(owner, name, None)
-    entries = list.copy(x) if list in type(x).__mro__ else []
-    made = _Same((x, *(e for e in entries if not _library(e))))
-    made.entries = entries
-    return made
+    def get():
+        x = getattr(owner, name, None)
+        return _Hooks((x, *(list.copy(x) if list in type(x).__mro__ else ())))
+    return get
 
 
 def _put_hooks(owner, name):
     def put(was):  # the list and its entries as they were, and after them what a library added since
         now = getattr(owner, name, None)
         added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
-                 if _library(e) and not any(e is w for w in was.entries)]
+                 if not any(e is w for w in was[1:]) and _library(e)]
         setattr(owner, name, was[0])
         if list in type(was[0]).__mro__:
-            list.__setitem__(was[0], slice(None), was.entries + added)
+            list.__setitem__(was[0], slice(None), list(was[1:]) + added)
     return put
+
+
+class _Cached(_Same):
+    """sys.path_importer_cache by identity (the dict, then each folder and its finder), where the finders Python's
+    import or a library fills in leave it the same: on a difference, only the user's finders are compared."""
+    def __eq__(self, other):
+        if _Same.__eq__(self, other):
+            return True
+        if type(other) is not _Cached or other[0] is not self[0]:
+            return False
+        a, b = ({k: v for k, v in zip(r[1::2], r[2::2]) if v is not None and not _library(v)} for r in (self, other))
+        return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
+
+    __ne__ = lambda self, other: not self == other
+    __hash__ = tuple.__hash__
+
+
+def _cached():
+    x = sys.path_importer_cache
+    return _Cached((x, *(y for pair in (dict.items(x) if dict in type(x).__mro__ else ()) for y in pair)))
+
+
+def _put_cached(was):  # the dict and its entries as they were, and what Python or a library filled in since
+    now = sys.path_importer_cache
+    old = dict(zip(was[1::2], was[2::2]))
+    added = {k: v for k, v in (dict.items(now) if dict in type(now).__mro__ else ()) if k not in old and (v is None or _library(v))}
+    sys.path_importer_cache = was[0]
+    if dict in type(was[0]).__mro__:
+        dict.clear(was[0])
+        dict.update(was[0], {**old, **added})
+
+
+_INSTALLED_REAL = tuple(os.path.realpath(p) for p in INSTALLED)
+
+
+def _installed(folder) -> bool:
+    """A folder inside an installed package's (setuptools' _vendor), as the file system resolves it ('..', links)."""
+    try:
+        real = os.path.realpath(folder)
+        return type(folder) is str and any(os.path.commonpath([real, root]) == root for root in _INSTALLED_REAL)
+    except (TypeError, ValueError, OSError):
+        return False
 
 
 class _Path(_Same):
@@ -679,8 +757,13 @@ class _Path(_Same):
         if type(other) is not _Path or other[0] is not self[0]:
             return False
         was, now = sorted((self, other), key=len)  # either way round: list's != asks the newer reading
-        kept = [e for e in now[1:] if any(e is w for w in was[1:]) or not (type(e) is str and e.startswith(INSTALLED))]
-        return len(kept) == len(was) - 1 and all(map(operator.is_, kept, was[1:]))
+        i = 1
+        for e in now[1:]:  # the folders that were there, in their order, and only installed ones after the first
+            if i < len(was) and e is was[i]:
+                i += 1
+            elif i == 1 < len(was) or not _installed(e):  # before the program's own folder: it shadows the project
+                return False
+        return i == len(was)
 
     __ne__ = lambda self, other: not self == other
     __hash__ = tuple.__hash__
@@ -688,31 +771,10 @@ class _Path(_Same):
 
 def _put_path(was):  # the list and its folders as they were, and after them what a library added since
     now = sys.path
-    added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
-             if type(e) is str and e.startswith(INSTALLED) and not any(e is w for w in was[1:])]
+    added = [e for e in (list.copy(now) if list in type(now).__mro__ else ()) if _installed(e) and not any(e is w for w in was[1:])]
     sys.path = was[0]
     if list in type(was[0]).__mro__:
         list.__setitem__(was[0], slice(None), list(was[1:]) + added)
-
-
-def _cache():
-    """sys.path_importer_cache by identity: the dict, then each folder and finder that is not a library's (Python's
-    import fills it with its own finders as it goes: those are kept)."""
-    x = sys.path_importer_cache
-    items = list(dict.items(x)) if dict in type(x).__mro__ else []
-    made = _Same((x, *(y for k, v in items if v is not None and not _library(v) for y in (k, v))))
-    made.items = items
-    return made
-
-
-def _put_cache(was):  # the dict and its entries as they were, and what Python or a library filled in since
-    now = sys.path_importer_cache
-    added = [(k, v) for k, v in (list(dict.items(now)) if dict in type(now).__mro__ else ())
-             if (v is None or _library(v)) and not any(k == w for w, _ in was.items)]
-    sys.path_importer_cache = was[0]
-    if dict in type(was[0]).__mro__:
-        dict.clear(was[0])
-        dict.update(was[0], was.items + added)
 
 
 def _umask() -> int:
@@ -929,6 +991,11 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("sys.path (where Python imports from)", lambda: _Path((sys.path, *(sys.path if list in type(sys.path).__mro__ else ()))),
              _put_path, lambda was: f"{len(was) - 1} folders"),  # a folder put first: a worker imported its llama.py
             ("the file mode mask (umask)", _umask, os.umask, oct),  # every folder and file written after it
+            *((f"sys.{n} (how Python finds modules)", _hooks(sys, n), _put_hooks(sys, n),
+               lambda was: f"{len(was) - 1} entries") for n in ("meta_path", "path_hooks")),  # every later import
+            ("gc.callbacks (run at every collection)", lambda: _Same((gc.callbacks, *gc.callbacks)),
+             lambda was: (setattr(gc, "callbacks", was[0]), list.__setitem__(was[0], slice(None), list(was[1:]))),
+             lambda was: f"{len(was) - 1} callbacks"),
             ("Python's warnings.showwarning, formatwarning, their hooks and the default action",
              lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
              lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
@@ -1059,10 +1126,8 @@ _LIBRARIES_DO = ("Python's warning filters", "torch's global random seed")  # at
 
 # What a policy file's import must leave as it was too, read only around imports (they cost more than a call may)
 IMPORT_SETTINGS = [
-    ("sys.path_importer_cache (the finder of each folder)", _cache, _put_cache, lambda was: f"{(len(was) - 1) // 2} of user code"),
-    *((f"sys.{n} (how Python finds modules)" if n != "callbacks" else "gc.callbacks (run at every collection)",
-       lambda o=o, n=n: _hooks(o, n), _put_hooks(o, n), lambda was: f"{len(was) - 1} of user code")
-      for o, n in ((sys, "meta_path"), (sys, "path_hooks"), (gc, "callbacks"))),
+    ("sys.path_importer_cache (the finder of each folder)", _cached, _put_cached,  # a hundred entries: not read at
+     lambda was: f"{(len(was) - 1) // 2} folders"),  # every call
     *((("the cores this process may run on", lambda: os.sched_getaffinity(0), lambda was: os.sched_setaffinity(0, was),
         lambda was: "cores " + ", ".join(map(str, sorted(was)))),) if hasattr(os, "sched_getaffinity") else ()),  # every later pool and timing
     ("torch's inter-op thread count", torch.get_num_interop_threads, torch.set_num_interop_threads, str)]

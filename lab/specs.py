@@ -17,6 +17,7 @@ import re
 import sys
 import types
 import threading
+import time
 import tokenize
 import unicodedata
 import weakref
@@ -88,11 +89,13 @@ class Named:
                              for f, code in zip(runs, codes))
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
+        probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
+        # imports when called is then loaded when the world is read, at its first naming as at every later one
         held += _world({p for code in codes for p in code}, runs)
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
-        bound += harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""
+        bound += probed
         digest = hashlib.sha1((source + bound + self.label).encode()).hexdigest()[:8]
         slug = "".join(c if c.isalnum() else "_" for c in self.label).strip("_").lower()[:60]  # a file name's bound
         return f"{slug}-{digest}"
@@ -867,6 +870,16 @@ def _users_file(name, m) -> str | None:
     return None if _project(pathlib.Path(file).resolve()) else file
 
 
+_LOOKED = time.time()  # when _fresh last looked at the user's modules
+
+
+def _mtime(file: str) -> float:
+    try:
+        return os.stat(file).st_mtime
+    except OSError:
+        return math.inf
+
+
 def _print(file: str):
     """The fingerprint of a module's file as an import would read it now: None where it went, or where a package of
     its name now stands beside it (Python imports that one)."""
@@ -901,9 +914,11 @@ def _fresh(code: list):
     names, files = {p.name for p in code}, {p.resolve() for p in code}  # a cheap first look: a basename
     mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))
             and (n in _LOADED or os.path.basename(f) in names and pathlib.Path(f).resolve() in files)}
-    for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now
-        if n not in _LOADED:
-            _LOADED[n] = m, _print(f)
+    global _LOOKED
+    for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
+        if n not in _LOADED:  # unless its file changed since the last look (it may have been loaded before the change)
+            _LOADED[n] = m, None if _mtime(f) >= _LOOKED else _print(f)
+    _LOOKED = time.time()
     if any(_LOADED[n][0] is not m or _LOADED[n][1] != _print(f) for n, (m, f) in mine.items()) \
             or any(n not in mine for n in _LOADED):
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
@@ -937,9 +952,11 @@ def _from_file(path, fname):
     else:
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
-        try:
+        writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ file for its helpers: one
+        try:  # edited to the same size within a second, Python reads the old file; and its own, the bytes its key hashed
+            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
             with guards.imported(path):  # what its import changes is put back, and named
-                module_spec.loader.exec_module(module)
+                exec(code, module.__dict__)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
             for name in set(sys.modules) - before:  # whose import failed or changed a setting left to pass next time
@@ -949,6 +966,8 @@ def _from_file(path, fname):
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
+        finally:
+            sys.dont_write_bytecode = writes
         for name in set(sys.modules) - before:  # what it loaded of the user's, as its files are now
             if file := _users_file(name, sys.modules.get(name)):
                 _LOADED[name] = sys.modules.get(name), _print(file)

@@ -127,7 +127,7 @@ def quadratic(q, k, v, fq, fk, window: int = 0, sinks: int = 0, gamma=None):
     φ(q_i)·φ(k_j) γ^(i - j - window): row j is folded into the state at step j + window (plain T2R:
     window 0, at once) and shrinks by γ at every step after. One normalisation for both parts.
     """
-    guards.check_span(window, sinks)
+    guards.check_span(window, sinks, 1, gamma, (fq, fk))
     T = q.shape[3]
     j = torch.arange(T, device=q.device)
     d = j[:, None] - j                                               # (T, T) query position i - key position j
@@ -154,7 +154,7 @@ def attention(q, k, v, fq, fk, window: int = 0, block: int = 64, sinks: int = 0,
     Queries go in blocks of m >= window: a block sees its own and the previous block's keys one by one,
     older blocks through their running sums (S, z), so time and memory are O(T m) rather than O(T²).
     """
-    guards.check_span(window, sinks, block)
+    guards.check_span(window, sinks, block, gamma, (fq, fk))
     T, m = q.shape[3], max(block, window)
     n = -(-T // m)                                                   # blocks
     pos = lambda n: torch.arange(n, device=q.device)
@@ -218,6 +218,7 @@ def decayed_cumsum(x, gamma, dim: int):
 def swapped(maps: FeatureMaps, i: int, q, k, v, block: int | None = 64):
     """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it, in
     blocks of `block` queries, or `quadratic` with block None (the fastest for a few hundred tokens)."""
+    guards.check_layer(maps, i)                                      # a negative i read another layer's maps
     pos = torch.arange(q.shape[3])
     fq, fk = maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos)
     if block is None:

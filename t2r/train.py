@@ -204,6 +204,19 @@ def _drawn(text: str) -> str:
     return "\n".join(out)
 
 
+def _spans(text: str) -> str:
+    """`text` with each right-to-left override's span reversed on its own (from U+202E to its PDF, or to the line's
+    end), once the controls that change nothing (an empty isolate or embedding, a lone PDI) and the isolates are left
+    out: a copy stored word by word backwards, each word in its own override."""
+    while True:
+        shorter = re.sub("[\u2066-\u2068]\u2069|[\u202a-\u202e]\u202c", "", text)
+        if shorter == text:
+            break
+        text = shorter
+    text = re.sub("[\u061c\u200e\u200f\u202a\u202b\u202d\u2066-\u2069]", "", text)
+    return re.sub(f"\u202e([^\u202c\u202e{PARAGRAPH}\u2028]*)", lambda m: m.group(1)[::-1], text)
+
+
 def letters(text: str) -> str:
     """The letters and digits of `text`, read after NFKC and case folding, with everything else left out (spaces,
     punctuation, a row of stars, and what a copy may hide between its letters: a zero-width space, a control, a
@@ -215,20 +228,23 @@ def letters(text: str) -> str:
 
 def shingles(text: str, n: int = 60) -> set:
     """Every run of n of `letters(text)` by its hash, of the text as stored and, where it holds a right-to-left
-    override, as drawn (`_drawn`): two texts that share one share a passage (60 letters are about 12 words, a
+    override, as drawn (`_drawn` line by line, `_spans` span by span): two texts that share one share a passage (60 letters are about 12 words, a
     sentence no two unrelated texts write alike)."""
     runs = set()
-    for reading in (text, _drawn(text)) if "\u202e" in text else (text,):
+    for reading in (text, _drawn(text), _spans(text)) if "\u202e" in text else (text,):
         reading = letters(reading)
         runs |= {hash(reading[i:i + n]) for i in range(len(reading) - n + 1)}
     return runs
 
 
 def _licence(text: str) -> str:
-    """A licence text by what makes it that licence: NFKC, case folded, its letters, digits and symbols ($ and €, +
-    and −), without spacing, punctuation (other quotes) or what is drawn as nothing: copies read once."""
+    """A licence text by what makes it that licence: NFKC, case folded, its letters, marks (a Hindi vowel sign),
+    digits, symbols ($ and €, + and −) and the punctuation between two digits (1.1 and 11), without spacing, other
+    punctuation or what is drawn as nothing: copies in other quotes, commas, case or spacing read once."""
     text = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(c for c in text if (c.isalnum() or unicodedata.category(c)[0] == "S") and ord(c) not in corpus.BLANK)
+    return "".join(c for i, c in enumerate(text) if ord(c) not in corpus.BLANK and (
+        unicodedata.category(c)[0] in "LMNS" or unicodedata.category(c)[0] == "P" and 0 < i < len(text) - 1
+        and text[i - 1].isdigit() and text[i + 1].isdigit()))
 
 
 def _here(path) -> bool:

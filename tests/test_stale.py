@@ -5740,3 +5740,98 @@ def test_round57_overrides_broken_up_licences_by_symbols_nul_readings_and_links(
     os.symlink(tmp_path / "nowhere" / "x", tmp_path / "dangling")
     said = run("-m", "course.grade", "--init", str(tmp_path / "dangling"))
     assert "a link to nothing" in said.stderr + said.stdout and not (tmp_path / "nowhere").exists()
+
+
+def test_round58_library_code_paths_pycache_and_lazy_helpers(tmp_path, monkeypatch):
+    """Round 58, the core and the lab: a hook made by exec, a builtin gc callback, a finder whose find_spec is a
+    property or comes from __getattr__, or whose class forges __func__, passed for a library's; meta_path and gc
+    callbacks changed at call time were left; a folder spelled under site-packages with '..' and put first on
+    sys.path at call time passed as a library's (a worker then imported the user's llama.py); a helper imported
+    inside the policy and edited between namings ran its old value; a policy file edited to the same size within a
+    second ran its old bytecode; a policy that imports its helper when called keyed differently at its first naming."""
+    import gc
+    import sys
+    import sysconfig
+    from engine import guards
+    finder = "import sys\nclass F:\n    @property\n    def find_spec(self):\n        return lambda *a: None\nsys.meta_path.insert(0, F())"
+    for i, (line, says) in enumerate((("import sys\nexec('sys.path_hooks.insert(0, lambda p: None)')", "sys.path_hooks"),
+                                      ("import gc\ngc.callbacks.append(print)", "gc.callbacks"),
+                                      (finder, "sys.meta_path"),
+                                      ("import sys\nclass F:\n    def __getattr__(self, n):\n        return lambda *a: None\n"
+                                       "sys.meta_path.insert(0, F())", "sys.meta_path"))):
+        (tmp_path / f"h58_{i}.py").write_text(f"{line}\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double()\n")
+        with pytest.raises(ValueError, match=f"changed .*{re.escape(says)}.*a policy file must not change global settings"):
+            specs.named(f"{tmp_path}/h58_{i}.py:fn")
+    x = tokens(1, 12)
+    sneaky = sysconfig.get_paths()["purelib"] + "/../../../../.." + str(tmp_path)
+    for change, says in ((lambda: sys.path.insert(0, sneaky), "sys.path"),
+                         (lambda: sys.meta_path.insert(0, type("F", (), {"find_spec": lambda *a: None})()), "sys.meta_path"),
+                         (lambda: gc.callbacks.append(lambda *a: None), "gc.callbacks")):
+        with pytest.raises(guards.PolicyError, match=re.escape(says)):
+            msrnn.run(MODEL, x, lambda rows: change() or policies.tova(rows), 4)
+    (tmp_path / "lazy58.py").write_text("W = 1.0\n")
+    (tmp_path / "c58.py").write_text("def fn(rows):\n    import lazy58\n    return rows.pos[:, :1].double() * lazy58.W\n")
+    keys = [specs.named(f"{tmp_path}/c58.py:fn").key for _ in range(3)]
+    assert len(set(keys)) == 1, keys
+    (tmp_path / "lazy58.py").write_text("W = 9.0\n")
+    fn = specs.named(f"{tmp_path}/c58.py:fn").fn
+    fn(msrnn.Rows(**{f: torch.zeros(1, 1, 1) for f in ("attn", "pos", "score", "keys", "values", "query", "prev")},
+                  t=0, size=1, layer=0))
+    assert sys.modules["lazy58"].W == 9.0
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    (tmp_path / "same58.py").write_text("W = 1.0\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * W\n")
+    assert specs.named(f"{tmp_path}/same58.py:fn").fn.__globals__["W"] == 1.0
+    (tmp_path / "same58.py").write_text("W = 9.0\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * W\n")
+    assert specs.named(f"{tmp_path}/same58.py:fn").fn.__globals__["W"] == 9.0
+    assert not (tmp_path / "__pycache__").exists()
+
+
+def test_round58_overrides_word_by_word_licence_marks_and_the_linear_arguments(tmp_path):
+    """Round 58, T2R, the data and the course: Alice stored word by word backwards, each word in its own override
+    (and in an isolate), was trained on; licences that differ in a Hindi vowel sign or in '1.1' and '11' were read as
+    one; Chinese as UTF-16 without its mark passed as Latin-1; linear.attention and quadratic took a decay of 2 or
+    NaN, negative or integer features; swapped read layer -1 as the last; tail.drops took a size of -3;
+    the grader's --init followed a dangling link above the folder, and copied the skeletons into themselves."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from data import corpus
+    from t2r import linear, tail, train
+    words = " ".join(corpus.book("alice29").split()).split(" ")
+    folder = tmp_path / "licences"
+    folder.mkdir()
+    for copy in (" ".join("\u202e" + w[::-1] + "\u202c" for w in words),
+                 " ".join("\u2067\u202e" + w[::-1] + "\u202c\u2069" for w in words),
+                 " ".join("\u202e" + " ".join(words[i:i + 5])[::-1] + "\u202c" for i in range(0, len(words), 5))):
+        (folder / "COPY").write_text("\n".join(textwrap.wrap(copy, 70)))
+        with pytest.raises(ValueError, match=r"an evaluation book, or a part of one: COPY \(alice29\)"):
+            train.training_sources(books=("lcet10",), licenses=folder)
+    (folder / "COPY").write_text("अनुमति दी जाती है संस्करण 1.1 " * 20)
+    (folder / "COPY2").write_text("अनुमति दी जाती हैं संस्करण 11 " * 20)
+    assert len(train.training_sources(books=("lcet10",), licenses=folder)) == 3
+    (tmp_path / "zh.txt").write_bytes(("本许可证授予任何获得本软件副本的人免费许可。" * 40).encode("utf-16-le"))
+    with pytest.raises(ValueError, match="reads as utf-16-le text without its byte-order mark, not latin-1"):
+        corpus.read(tmp_path / "zh.txt", "latin-1")
+    q, k, v = (torch.randn(1, 2, 2, 5, 8) for _ in range(3))
+    fq, fk = (torch.rand(1, 2, 2, 5, 4) + 0.1 for _ in range(2))
+    for bad, says in (({"gamma": torch.tensor([2.0, 0.5])}, "decay gamma"), ({"gamma": torch.tensor([float("nan")] * 2)},
+                                                                              "decay gamma"),
+                      ({"fq": -fq}, "features"), ({"fk": fk.long()}, "features")):
+        args = {"fq": fq, "fk": fk} | bad
+        for view in (linear.attention, linear.quadratic):
+            with pytest.raises(ValueError, match=says):
+                view(q, k, v, **args)
+    maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
+    with pytest.raises(ValueError, match="layer -1: the maps have layers 0 to"):
+        linear.swapped(maps, -1, q, k, v)
+    with pytest.raises(ValueError, match="a size >= 1"):
+        tail.drops(MODEL, 0, q, k, v, policies.tova, -3)
+    root = pathlib.Path(__file__).parents[1]
+    os.symlink(tmp_path / "nowhere", tmp_path / "dl")
+    said = subprocess.run([sys.executable, "-m", "course.grade", "--init", str(tmp_path / "dl" / "sub")], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert "is a link to nothing" in said.stderr + said.stdout and not (tmp_path / "nowhere").exists()
+    said = subprocess.run([sys.executable, "-m", "course.grade", "--init", "course/skeleton/t2r/x"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert "inside the skeletons' own folder" in said.stderr + said.stdout and not (root / "course/skeleton/t2r/x").exists()
