@@ -16,6 +16,7 @@ import math
 import operator
 import os
 import re
+import site
 import sys
 import sysconfig
 import threading
@@ -164,8 +165,8 @@ def check_span(window, sinks, block=1, gamma=None, features=()):
         raise ValueError(f"window and sinks are numbers of rows, integers >= 0, and block an integer >= 1; got "
                          f"window={window!r}, sinks={sinks!r}, block={block!r}")
     if gamma is not None and not (isinstance(gamma, torch.Tensor) and gamma.is_floating_point()
-                                  and bool(((gamma > 0) & (gamma <= 1)).all())):
-        raise ValueError(f"a decay gamma is a float tensor of values in (0, 1], one per KV head; got {gamma!r:.80}")
+                                  and bool(((gamma >= 0) & (gamma <= 1)).all())):  # 0: a horizon so short it underflows
+        raise ValueError(f"a decay gamma is a float tensor of values in [0, 1], one per KV head; got {gamma!r:.80}")
     for f in features:
         if not (isinstance(f, torch.Tensor) and f.is_floating_point()) or bool((f < 0).any()):
             raise ValueError("features φ(q), φ(k) are float tensors >= 0 (a feature map's output: ReLU, softmax, ELU+1); "
@@ -173,11 +174,16 @@ def check_span(window, sinks, block=1, gamma=None, features=()):
                              + (" with negative values" if isinstance(f, torch.Tensor) and f.is_floating_point() else ""))
 
 
-def check_layer(maps, i):
-    """A layer index of the maps' (0 .. n_layers - 1): Python's negative index read another layer's maps."""
-    n = maps.cfg.n_layers
-    if not (integer(i) and 0 <= i < n):
-        raise ValueError(f"layer {i!r}: the maps have layers 0 to {n - 1}")
+def check_layer(maps, i) -> int:
+    """One of the layers the maps swap, as an int (numpy's and torch's integers too): Python's negative index read
+    another layer's maps, and a layer the maps do not swap its untrained ones."""
+    try:
+        at = operator.index(i) if not isinstance(i, bool) else None
+    except TypeError:
+        at = None
+    if at is None or at not in maps.layers:
+        raise ValueError(f"layer {i!r}: the maps swap layers {maps.layers}")
+    return at
 
 
 def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizon, decay=False, rotated=True, seed=0):
@@ -639,7 +645,10 @@ class _Filters(tuple):
 
 
 INSTALLED = tuple(sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} |
-                          {sys.base_prefix, sys.base_exec_prefix}))  # where Python's own modules and installed packages live
+                         {*site.getsitepackages(), site.getusersitepackages(), os.path.dirname(os.__file__),
+                          os.path.dirname(os.path.dirname(torch.__file__))}))  # where Python's own modules and
+# installed packages live, as configured and where they were found (not the whole prefix: Debian's Python has /usr,
+# and a project in /usr/src is the user's)
 
 
 def _library(x) -> bool:

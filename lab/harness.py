@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 import torch
 
@@ -512,7 +513,9 @@ def _code_of(text: bytes) -> tuple[tuple, tuple]:
     """(the modules a file's imports name, its string constants), parsed once per contents: a key reads the
     repository's files at every policy and every training run (2 s a student's key, parsed afresh)."""
     try:
-        tree = ast.parse(text)  # as Python reads it: a coding line, a byte-order mark
+        with warnings.catch_warnings():  # an invalid escape's warning is Python's to give at the import, with its line
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)  # as Python reads it: a coding line, a byte-order mark
     except (SyntaxError, ValueError, RecursionError):
         return (), ()
     names, strings = [], []
@@ -593,7 +596,6 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     """Run an entry point's main(): a user gets one line per problem. Our errors (ValueError, OSError,
     MemoryError, RuntimeError: they name the file, field or argument) are shown as they are, anything
     else with its type; --debug on the command line shows the traceback of either."""
-    import warnings
     warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
     try:
         main()

@@ -20,6 +20,7 @@ import threading
 import time
 import tokenize
 import unicodedata
+import warnings
 import weakref
 
 import numpy as np
@@ -507,7 +508,9 @@ def _own_helpers(path):
     """Refuse a policy file whose import of a module beside it found another folder's module of that name
     (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
     folder = path.parent.resolve()
-    tree = ast.parse(path.read_bytes())  # as Python reads it: a coding line, a byte-order mark
+    with warnings.catch_warnings():  # an invalid escape's warning is Python's to give at the import, with its line
+        warnings.simplefilter("ignore")
+        tree = ast.parse(path.read_bytes())  # as Python reads it: a coding line, a byte-order mark
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
             {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     for name in sorted(names):
@@ -865,12 +868,23 @@ def _users_file(name, m) -> str | None:
     except Exception:
         return None
     if type(name) is not str or type(file) is not str or file.startswith(INSTALLED) or name == "__main__" \
-            or name.startswith("user_policy_") or name.split(".")[0] in PROJECT_MODULES:
+            or name.startswith("user_policy_") or name.split(".")[0] in PROJECT_MODULES | sys.stdlib_module_names:
         return None
     return None if _project(pathlib.Path(file).resolve()) else file
 
 
-_LOOKED = time.time()  # when _fresh last looked at the user's modules
+def _started() -> float:
+    """When this process started (Linux's /proc), or 0 where it cannot be told: a module first seen whose file changed
+    after it may have been imported before the change."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/stat") as boot:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks after boot
+            return next(int(line.split()[1]) for line in boot if line.startswith("btime")) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return 0.0
+
+
+_LOOKED = _started()  # when _fresh last looked at the user's modules (first: when the process started)
 
 
 def _mtime(file: str) -> float:
@@ -911,9 +925,8 @@ def _fresh(code: list):
     a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
     target changed, a helper in the repository's root or in course/work. All at once: which of them read which
     cannot be told from outside."""
-    names, files = {p.name for p in code}, {p.resolve() for p in code}  # a cheap first look: a basename
-    mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))
-            and (n in _LOADED or os.path.basename(f) in names and pathlib.Path(f).resolve() in files)}
+    mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every one: a helper loaded
+    # at another policy's call and edited is first seen here, not at that policy's next naming
     global _LOOKED
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
         if n not in _LOADED:  # unless its file changed since the last look (it may have been loaded before the change)
@@ -923,6 +936,11 @@ def _fresh(code: list):
             or any(n not in mine for n in _LOADED):
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
             sys.modules.pop(n, None)
+        for m, f in mine.values():  # and their bytecode: edited to the same size within a second, Python reads the old
+            try:
+                os.remove(importlib.util.cache_from_source(f))
+            except (OSError, ValueError, NotImplementedError):
+                pass
         _LOADED.clear()
 
 

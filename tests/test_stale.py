@@ -5815,7 +5815,8 @@ def test_round58_overrides_word_by_word_licence_marks_and_the_linear_arguments(t
         corpus.read(tmp_path / "zh.txt", "latin-1")
     q, k, v = (torch.randn(1, 2, 2, 5, 8) for _ in range(3))
     fq, fk = (torch.rand(1, 2, 2, 5, 4) + 0.1 for _ in range(2))
-    for bad, says in (({"gamma": torch.tensor([2.0, 0.5])}, "decay gamma"), ({"gamma": torch.tensor([float("nan")] * 2)},
+    for bad, says in (({"gamma": torch.tensor([2.0, 0.5])}, "decay gamma"), ({"gamma": torch.tensor([-0.5, 0.5])}, "decay gamma"),
+                      ({"gamma": torch.tensor([float("nan")] * 2)},
                                                                               "decay gamma"),
                       ({"fq": -fq}, "features"), ({"fk": fk.long()}, "features")):
         args = {"fq": fq, "fk": fk} | bad
@@ -5823,8 +5824,14 @@ def test_round58_overrides_word_by_word_licence_marks_and_the_linear_arguments(t
             with pytest.raises(ValueError, match=says):
                 view(q, k, v, **args)
     maps = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype)
-    with pytest.raises(ValueError, match="layer -1: the maps have layers 0 to"):
+    with pytest.raises(ValueError, match=r"layer -1: the maps swap layers \[0, 1\]"):
         linear.swapped(maps, -1, q, k, v)
+    import numpy as np
+    wq, wk, wv = (x.to(MODEL.dtype) for x in (q, k, v))
+    assert torch.equal(linear.swapped(maps, np.int64(1), wq, wk, wv), linear.swapped(maps, 1, wq, wk, wv))
+    one = linear.FeatureMaps(MODEL.config, 4, "relu", dtype=MODEL.dtype, layers=[1])
+    with pytest.raises(ValueError, match=r"layer 0: the maps swap layers \[1\]"):
+        linear.swapped(one, 0, q, k, v)
     with pytest.raises(ValueError, match="a size >= 1"):
         tail.drops(MODEL, 0, q, k, v, policies.tova, -3)
     root = pathlib.Path(__file__).parents[1]
@@ -5835,3 +5842,43 @@ def test_round58_overrides_word_by_word_licence_marks_and_the_linear_arguments(t
     said = subprocess.run([sys.executable, "-m", "course.grade", "--init", "course/skeleton/t2r/x"], cwd=root,
                           capture_output=True, text=True, timeout=120)
     assert "inside the skeletons' own folder" in said.stderr + said.stdout and not (root / "course/skeleton/t2r/x").exists()
+
+
+def test_round59_helpers_loaded_before_or_beside_and_their_bytecode(tmp_path, monkeypatch):
+    """Round 59, the core and the lab: a helper the user's own code imported before lab.specs was (a notebook), or
+    one imported at another policy's call, then edited, ran its old value (first seen "as it is"); a helper's
+    bytecode written by an earlier import was read after an edit of the same size within the same second; the
+    installed folders were the whole prefix (Debian's /usr: a project in /usr/src was "installed"); a decay of
+    exactly 0 (a horizon that underflows) was refused; a layer as numpy's integer was refused, and a layer the maps
+    do not swap ran their untrained maps."""
+    import subprocess
+    import sys
+    (tmp_path / "nb59.py").write_text("W = 1.0\n")
+    (tmp_path / "p59.py").write_text("import nb59\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * nb59.W\n")
+    script = (f"import sys, pathlib; sys.path[:0] = [{str(tmp_path)!r}, {str(pathlib.Path(__file__).parents[1])!r}]\n"
+              "import nb59\n"  # the notebook's own import, before the project's
+              f"pathlib.Path({str(tmp_path / 'nb59.py')!r}).write_text('W = 9.0\\n')\n"
+              "from lab import specs\n"
+              f"print(specs.named({str(tmp_path / 'p59.py') + ':fn'!r}).fn.__globals__['nb59'].W)\n")
+    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONDONTWRITEBYTECODE": ""})
+    assert said.stdout.strip() == "9.0", said.stdout + said.stderr
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    (tmp_path / "hz59.py").write_text("W = 1.0\n")
+    (tmp_path / "c59.py").write_text("def fn(rows):\n    import hz59\n    return rows.pos[:, :1].double() * hz59.W\n")
+    (tmp_path / "q59.py").write_text("def fn(rows):\n    return rows.pos[:, :1].double()\n")
+    assert specs.named(f"{tmp_path}/c59.py:fn").key
+    assert sys.modules["hz59"].W == 1.0
+    (tmp_path / "hz59.py").write_text("W = 9.0\n")  # the same size, within the second
+    specs.named(f"{tmp_path}/q59.py:fn")  # another policy named in between
+    fn = specs.named(f"{tmp_path}/c59.py:fn").fn
+    fn(msrnn.Rows(**{f: torch.zeros(1, 1, 1) for f in ("attn", "pos", "score", "keys", "values", "query", "prev")},
+                  t=0, size=1, layer=0))
+    assert sys.modules["hz59"].W == 9.0
+    from engine import guards
+    assert "/usr" not in guards.INSTALLED
+    from t2r import linear
+    q, k, v = (torch.randn(1, 2, 2, 5, 8) for _ in range(3))
+    fq, fk = (torch.rand(1, 2, 2, 5, 4) + 0.1 for _ in range(2))
+    assert torch.allclose(linear.attention(q, k, v, fq, fk, gamma=torch.zeros(2)),
+                          linear.quadratic(q, k, v, fq, fk, gamma=torch.zeros(2)), atol=1e-6)

@@ -156,7 +156,7 @@ def decayed_cumsum(x, gamma, dim: int):
 def swapped(maps: FeatureMaps, i: int, q, k, v, block: int | None = 64):
     """Layer i's attention with the maps' φ, window, sinks and decay: `attention` as the maps set it, in
     blocks of `block` queries, or `quadratic` with block None (the fastest for a few hundred tokens)."""
-    guards.check_layer(maps, i)                                      # a negative i read another layer's maps
+    i = guards.check_layer(maps, i)                                  # a negative i read another layer's maps
     pos = torch.arange(q.shape[3])
     fq, fk = maps.phi(i, q, "q", pos), maps.phi(i, k, "k", pos)
     if block is None:
