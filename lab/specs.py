@@ -918,10 +918,10 @@ def _namespace(name, m) -> bool:
         and bool(folders) and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)
 
 
-def _fresh(code: list):
-    """Make the user's modules a policy file imports what their files hold now. Where one of them (a file of its key,
-    `code`, or one loaded since) changed, went, or became a package's since it was first seen, every one of them is
-    forgotten, and the user's namespace packages with them, so that the next import reads them all afresh:
+def _fresh():
+    """Make the user's modules a policy file imports what their files hold now. Where one of the user's loaded modules
+    changed, went, or became a package's since it was first seen, every one of them is forgotten, and the user's
+    namespace packages with them, so that the next import reads them all afresh:
     a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
     target changed, a helper in the repository's root or in course/work. All at once: which of them read which
     cannot be told from outside."""
@@ -963,7 +963,7 @@ def _from_file(path, fname):
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
-    _fresh(code)  # its helpers as their files are now
+    _fresh()  # its helpers as their files are now
     before = set(sys.modules)
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
