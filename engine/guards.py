@@ -682,39 +682,6 @@ def _library(x) -> bool:
         return False
 
 
-class _Hooks(_Same):
-    """A list of hooks (sys.meta_path, sys.path_hooks) by identity, where an entry a library adds (six's finder)
-    leaves it the same: on a difference, only the user's entries are compared."""
-    def __eq__(self, other):
-        if _Same.__eq__(self, other):
-            return True
-        if type(other) is not _Hooks or other[0] is not self[0]:
-            return False
-        a, b = ([e for e in r[1:] if not _library(e)] for r in (self, other))
-        return len(a) == len(b) and all(map(operator.is_, a, b))
-
-    __ne__ = lambda self, other: not self == other
-    __hash__ = tuple.__hash__
-
-
-def _hooks(owner, name):
-    def get():
-        x = getattr(owner, name, None)
-        return _Hooks((x, *(list.copy(x) if list in type(x).__mro__ else ())))
-    return get
-
-
-def _put_hooks(owner, name):
-    def put(was):  # the list and its entries as they were, and after them what a library added since
-        now = getattr(owner, name, None)
-        added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
-                 if not any(e is w for w in was[1:]) and _library(e)]
-        setattr(owner, name, was[0])
-        if list in type(was[0]).__mro__:
-            list.__setitem__(was[0], slice(None), list(was[1:]) + added)
-    return put
-
-
 class _Cached(_Same):
     """sys.path_importer_cache by identity (the dict, then each folder and its finder), where the finders Python's
     import or a library fills in leave it the same: on a difference, only the user's finders are compared."""
@@ -757,20 +724,24 @@ def _installed(folder) -> bool:
         return False
 
 
-class _Path(_Same):
-    """sys.path by identity, where a folder a library adds of its own (under INSTALLED: setuptools' _vendor) leaves it
-    the same."""
+class _Grown(_Same):
+    """A list a module holds (sys.path, sys.meta_path, sys.path_hooks, gc.callbacks) by identity: the list, then its
+    entries. It reads the same where the entries that were there are there, in their order, and only entries a
+    library adds of its own came in between (`allowed`: setuptools' _vendor folder, six's finder), none before the
+    first where `pinned` (sys.path's first folder, the program's own: one before it shadows the project)."""
+    allowed, pinned = staticmethod(lambda e: False), False
+
     def __eq__(self, other):
         if _Same.__eq__(self, other):
             return True
-        if type(other) is not _Path or other[0] is not self[0]:
+        if type(other) is not type(self) or other[0] is not self[0]:
             return False
         was, now = sorted((self, other), key=len)  # either way round: list's != asks the newer reading
         i = 1
-        for e in now[1:]:  # the folders that were there, in their order, and only installed ones after the first
+        for e in now[1:]:
             if i < len(was) and e is was[i]:
                 i += 1
-            elif i == 1 < len(was) or not _installed(e):  # before the program's own folder: it shadows the project
+            elif self.pinned and i == 1 < len(was) or not self.allowed(e):
                 return False
         return i == len(was)
 
@@ -778,12 +749,23 @@ class _Path(_Same):
     __hash__ = tuple.__hash__
 
 
-def _put_path(was):  # the list and its folders as they were, and after them what a library added since
-    now = sys.path
-    added = [e for e in (list.copy(now) if list in type(now).__mro__ else ()) if _installed(e) and not any(e is w for w in was[1:])]
-    sys.path = was[0]
-    if list in type(was[0]).__mro__:
-        list.__setitem__(was[0], slice(None), list(was[1:]) + added)
+def _grown(owner, name, allowed=None, pinned=False):
+    """(read, put back, in words) of a list `owner` holds, as _Grown compares it: put back is the list and its entries
+    as they were, and after them what a library added since."""
+    kind = type(f"_Grown_{name}", (_Grown,), {"pinned": pinned} | ({"allowed": staticmethod(allowed)} if allowed else {}))
+
+    def read():
+        x = getattr(owner, name, None)
+        return kind((x, *(list.copy(x) if list in type(x).__mro__ else ())))
+
+    def put(was):
+        now = getattr(owner, name, None)
+        added = [e for e in (list.copy(now) if list in type(now).__mro__ else ())
+                 if not any(e is w for w in was[1:]) and kind.allowed(e)]
+        setattr(owner, name, was[0])
+        if list in type(was[0]).__mro__:
+            list.__setitem__(was[0], slice(None), list(was[1:]) + added)
+    return read, put, lambda was: f"{len(was) - 1} entries"
 
 
 def _umask() -> int:
@@ -997,14 +979,11 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             ("torch's autocast cache and view replay", lambda: (torch.is_autocast_cache_enabled(),
                                                                  torch._C._is_view_replay_enabled()),
              lambda was: (torch.set_autocast_cache_enabled(was[0]), torch._C._set_view_replay_enabled(was[1])), str),
-            ("sys.path (where Python imports from)", lambda: _Path((sys.path, *(sys.path if list in type(sys.path).__mro__ else ()))),
-             _put_path, lambda was: f"{len(was) - 1} folders"),  # a folder put first: a worker imported its llama.py
+            ("sys.path (where Python imports from)", *_grown(sys, "path", _installed, pinned=True)),  # a folder put
+            # first: a worker process imported its llama.py
             ("the file mode mask (umask)", _umask, os.umask, oct),  # every folder and file written after it
-            *((f"sys.{n} (how Python finds modules)", _hooks(sys, n), _put_hooks(sys, n),
-               lambda was: f"{len(was) - 1} entries") for n in ("meta_path", "path_hooks")),  # every later import
-            ("gc.callbacks (run at every collection)", lambda: _Same((gc.callbacks, *gc.callbacks)),
-             lambda was: (setattr(gc, "callbacks", was[0]), list.__setitem__(was[0], slice(None), list(was[1:]))),
-             lambda was: f"{len(was) - 1} callbacks"),
+            *((f"sys.{n} (how Python finds modules)", *_grown(sys, n, _library)) for n in ("meta_path", "path_hooks")),
+            ("gc.callbacks (run at every collection)", *_grown(gc, "callbacks")),
             ("Python's warnings.showwarning, formatwarning, their hooks and the default action",
              lambda: _Same(getattr(warnings, n, None) for n in _HOOKED),
              lambda was: [setattr(warnings, n, f) for n, f in zip(_HOOKED, was)],
@@ -1012,10 +991,6 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
 
 
 _GETS = tuple(get for _, get, _, _ in SETTINGS)
-
-
-def _settings() -> list:
-    return list(map(operator.call, _GETS))  # about 2 µs: read twice a call
 
 
 def _modes() -> tuple:
@@ -1047,12 +1022,17 @@ class _Kept:
     """The process-wide settings as they were (torch's modes and default device, SETTINGS, the random state), and
     put_back, which restores them."""
 
+    WATCHED, _GETS = SETTINGS, _GETS  # what it reads and puts back, and how each is read
+
+    def _read(self) -> list:
+        return list(map(operator.call, self._GETS))  # about 2 µs: read twice a call
+
     def snap(self):
         # torch.set_default_device enters a mode: the count of modes is cheap to read, the device itself is not
         self.modes = _modes() if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack() else ([], [])
         self.device = (getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None), torch.utils._device.CURRENT_DEVICE) \
             if self.modes[0] else (None, None)  # no mode: no default device set
-        self.settings = _settings()  # the other process-wide settings
+        self.settings = self._read()  # the other process-wide settings
         self.random = torch.get_rng_state()  # under a microsecond
         return self
 
@@ -1073,9 +1053,9 @@ class _Kept:
                 changed.append(f"torch's modes (it left {', '.join(added)} on)")
             elif now == home:
                 changed.append("torch's stack of modes")
-        if _settings() != self.settings:  # one comparison on every call; each setting apart only when one changed
+        if self._read() != self.settings:  # one comparison on every call; each setting apart only when one changed
             put_back = []
-            for (what, get, put, say), was in zip(SETTINGS, self.settings):
+            for (what, get, put, say), was in zip(self.WATCHED, self.settings):
                 if (now := get()) != was:
                     try:  # each apart: one that fails (a module's function deleted) leaves the others to be put back
                         torch.set_rng_state(self.random) if put is None else put(was)
@@ -1142,29 +1122,20 @@ IMPORT_SETTINGS = [
     ("torch's inter-op thread count", torch.get_num_interop_threads, torch.set_num_interop_threads, str)]
 
 
-def _import_settings(was) -> str:
-    """IMPORT_SETTINGS changed since `was` (their readings), put back, in words."""
-    changed = []
-    for (what, get, put, say), then in zip(IMPORT_SETTINGS, was):
-        if (now := get()) != then:
-            try:
-                put(then)
-                left = ""
-            except Exception as e:  # torch's inter-op threads are set once
-                left = f" (it could not be put back: {_typename(e)})"
-            changed.append(f"{what} from {_worded(say, then)} to {_worded(say, now)}{left}")
-    return ", ".join(changed)
+class _ImportKept(_Kept):
+    WATCHED = SETTINGS + IMPORT_SETTINGS
+    _GETS = tuple(get for _, get, _, _ in WATCHED)
 
 
 @contextlib.contextmanager
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was, more = _Kept().snap(), [get() for _, get, _, _ in IMPORT_SETTINGS]
+    was = _ImportKept().snap()
     try:
         yield
     finally:
-        said = ", ".join(filter(None, (was.put_back(quiet=_LIBRARIES_DO), _import_settings(more))))
+        said = was.put_back(quiet=_LIBRARIES_DO)
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 

@@ -1,6 +1,5 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
-import ast
 import collections
 import contextvars
 from collections import abc
@@ -20,7 +19,6 @@ import threading
 import time
 import tokenize
 import unicodedata
-import warnings
 import weakref
 
 import numpy as np
@@ -508,11 +506,7 @@ def _own_helpers(path):
     """Refuse a policy file whose import of a module beside it found another folder's module of that name
     (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
     folder = path.parent.resolve()
-    with warnings.catch_warnings():  # an invalid escape's warning is Python's to give at the import, with its line
-        warnings.simplefilter("ignore")
-        tree = ast.parse(path.read_bytes())  # as Python reads it: a coding line, a byte-order mark
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | \
-            {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    names = {n.split(".")[0] for n in harness._code_of(path.read_bytes())[0] if n}  # the imports its key read
     for name in sorted(names):
         mine = folder / name / "__init__.py" if (folder / name / "__init__.py").is_file() else folder / f"{name}.py"  # as
         # Python looks: a package before a module of its name
@@ -858,17 +852,26 @@ def _held(module) -> list:
 _LOADED = {}  # a user's module by its name -> (the module, the fingerprint of its file when a policy file's import loaded it)
 
 
-def _users_file(name, m) -> str | None:
-    """The file of a loaded module of the user's: one loaded from a file that is neither installed nor the
-    repository's own code, by a name that is none of the project's modules (the grader's students load their
-    llama.py as llama: never forgotten, or two llamas would meet), nor a policy file's own module (its functions
+def _users_name(name) -> bool:
+    """A module name the user's modules may have: none of the project's (the grader's students load their llama.py as
+    llama: never forgotten, or two llamas would meet) or Python's own, nor a policy file's own module (its functions
     pickle by it), nor the program's __main__."""
+    return type(name) is str and name != "__main__" and not name.startswith("user_policy_") \
+        and name.split(".")[0] not in PROJECT_MODULES | sys.stdlib_module_names
+
+
+def _module_dict(m) -> dict:
     try:  # sys.modules may hold anything; a module's own attributes are not trusted
-        file = types.ModuleType.__getattribute__(m, "__dict__").get("__file__")
+        return types.ModuleType.__getattribute__(m, "__dict__")
     except Exception:
-        return None
-    if type(name) is not str or type(file) is not str or file.startswith(INSTALLED) or name == "__main__" \
-            or name.startswith("user_policy_") or name.split(".")[0] in PROJECT_MODULES | sys.stdlib_module_names:
+        return {}
+
+
+def _users_file(name, m) -> str | None:
+    """The file of a loaded module of the user's: by a user's name (`_users_name`), from a file that is neither
+    installed nor the repository's own code."""
+    file = _module_dict(m).get("__file__")
+    if not _users_name(name) or type(file) is not str or file.startswith(INSTALLED):
         return None
     return None if _project(pathlib.Path(file).resolve()) else file
 
@@ -909,13 +912,12 @@ def _print(file: str):
 def _namespace(name, m) -> bool:
     """A namespace package of the user's (a folder of modules without __init__.py): it holds its modules as
     attributes, so `from ns import h` reads an edited h's old module until the package is forgotten too."""
+    d = _module_dict(m)
     try:
-        d = types.ModuleType.__getattribute__(m, "__dict__")
         folders = list(d.get("__path__", None) or ()) if d.get("__file__") is None else []
-    except Exception:
+    except Exception:  # a __path__ of the user's own that raises
         return False
-    return type(name) is str and not name.startswith("user_policy_") and name.split(".")[0] not in PROJECT_MODULES \
-        and bool(folders) and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)
+    return _users_name(name) and bool(folders) and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)
 
 
 def _fresh():
@@ -928,11 +930,12 @@ def _fresh():
     mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every one: a helper loaded
     # at another policy's call and edited is first seen here, not at that policy's next naming
     global _LOOKED
+    now = {n: _print(f) for n, (m, f) in mine.items()}  # each file read once
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
         if n not in _LOADED:  # unless its file changed since the last look (it may have been loaded before the change)
-            _LOADED[n] = m, None if _mtime(f) >= _LOOKED else _print(f)
+            _LOADED[n] = m, None if _mtime(f) >= _LOOKED else now[n]
     _LOOKED = time.time()
-    if any(_LOADED[n][0] is not m or _LOADED[n][1] != _print(f) for n, (m, f) in mine.items()) \
+    if any(_LOADED[n][0] is not m or _LOADED[n][1] != now[n] for n, (m, _) in mine.items()) \
             or any(n not in mine for n in _LOADED):
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
             sys.modules.pop(n, None)
@@ -942,6 +945,11 @@ def _fresh():
             except (OSError, ValueError, NotImplementedError):
                 pass
         _LOADED.clear()
+
+
+def _loaded(before: set) -> dict:
+    """{name: file} of the user's modules loaded since sys.modules held `before`."""
+    return {n: f for n in set(sys.modules) - before if (f := _users_file(n, sys.modules.get(n)))}
 
 
 def _from_file(path, fname):
@@ -977,18 +985,16 @@ def _from_file(path, fname):
                 exec(code, module.__dict__)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
-            for name in set(sys.modules) - before:  # whose import failed or changed a setting left to pass next time
-                if _users_file(name, sys.modules.get(name)):
-                    sys.modules.pop(name, None)
+            for name in _loaded(before):  # whose import failed or changed a setting left to pass the next time
+                sys.modules.pop(name, None)
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         finally:
             sys.dont_write_bytecode = writes
-        for name in set(sys.modules) - before:  # what it loaded of the user's, as its files are now
-            if file := _users_file(name, sys.modules.get(name)):
-                _LOADED[name] = sys.modules.get(name), _print(file)
+        for name, file in _loaded(before).items():  # what it loaded of the user's, as its files are now
+            _LOADED[name] = sys.modules.get(name), _print(file)
         try:
             _IMPORTED[str(path)] = disk, module, _held(module)
         except Exception:  # what it holds cannot be read back safely: imported again when named again

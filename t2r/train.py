@@ -213,7 +213,7 @@ def _spans(text: str) -> str:
         if shorter == text:
             break
         text = shorter
-    text = re.sub("[\u061c\u200e\u200f\u202a\u202b\u202d\u2066-\u2069]", "", text)
+    text = re.sub("[" + BIDI.replace("\u202c", "").replace("\u202e", "") + "]", "", text)  # but RLO and PDF
     return re.sub(f"\u202e([^\u202c\u202e{PARAGRAPH}\u2028]*)", lambda m: m.group(1)[::-1], text)
 
 
