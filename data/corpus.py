@@ -115,9 +115,18 @@ def _wide(data: bytes) -> str | None:
         if not any(c < " " and c not in "\n\t\r" or "\x7f" <= c <= "\x9f" for c in text) and (
                 sum(map(text.count, " \n\u3000")) >= len(text) / 100  # spaced or in lines, as text is (bytes are not)
                 or sum(0x3000 <= ord(c) <= 0x9fff or 0xac00 <= ord(c) <= 0xd7a3 or 0xff00 <= ord(c) <= 0xffef
+                       or 0x2000 <= ord(c) <= 0x206f or c == "\u00b7"  # its quotes “ ”, … and —, and ·
                        for c in text) >= 0.95 * len(text) and sum(map(text.count, "\u3002\uff0c\u3001")) >= len(text) / 500):
             return name  # or Chinese, Japanese, Korean, which need no spaces: its own full stops and commas
     return None
+
+
+def _utf8(data: bytes) -> bool:
+    """Whether the bytes are valid UTF-8."""
+    try:
+        return bool(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return False
 
 
 def read(path, encoding: str = "utf-8") -> str:
@@ -152,6 +161,9 @@ def read(path, encoding: str = "utf-8") -> str:
                          "convert it, or name its encoding (--encoding latin-1)") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
+    if not codecs.lookup(encoding).name.startswith("utf") and max(data, default=0) >= 0x80 and _utf8(data):
+        raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
+                         "name utf-8")  # another 8-bit text is UTF-8 only in odd pairs (an accented capital, a symbol)
     if not mark and (name := codecs.lookup(encoding).name) in ("utf-16-le", "utf-16-be"):  # in the other byte order
         other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words

@@ -38,6 +38,16 @@ try:
 except (RuntimeError, OSError) as e:  # a link that leads back to itself: every command would end in a traceback
     raise SystemExit(f"error: MSRNN_RESULTS={os.environ.get('MSRNN_RESULTS')!r}: {e}; set it to a folder") from None
 
+PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
+           "engine", "lab", "t2r", "data", "course", "tests")  # the repository's own code: a policy file beside it is the user's
+COURSE_OWN = ("grade.py", "student.py", "skeleton", "__init__.py")  # course/'s own; course/work/ is the student's
+
+
+def ours(path: pathlib.Path) -> bool:
+    """A resolved path of the repository's own code (PROJECT), not of the user's (course/work/ is a student's)."""
+    parts = path.relative_to(ROOT).parts if path.is_relative_to(ROOT) else ()
+    return parts[:1] != () and parts[0] in PROJECT and (parts[0] != "course" or parts[1:2] == () or parts[1] in COURSE_OWN)
+
 
 @contextlib.contextmanager
 def atomic(path: pathlib.Path):
@@ -596,7 +606,7 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     """Run an entry point's main(): a user gets one line per problem. Our errors (ValueError, OSError,
     MemoryError, RuntimeError: they name the file, field or argument) are shown as they are, anything
     else with its type; --debug on the command line shows the traceback of either."""
-    warnings.formatwarning = lambda message, *_, **__: f"warning: {message}\n"
+    warnings.formatwarning = _one_line
     try:
         main()
     except KeyboardInterrupt:
@@ -610,6 +620,16 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
         if type(e).__name__ != "PanicException" or "--debug" in sys.argv:
             raise
         raise SystemExit(f"error: the tokenizer crashed (its Rust code panicked: {e}); is tokenizer.json this model's?")
+
+
+def _one_line(message, category, filename, lineno, *_, **__):
+    """A warning in one line: the project's name their cause; anyone else's (a policy file's, a library's) also say
+    where they were raised, as Python's own format does."""
+    try:
+        project = ours(pathlib.Path(filename).resolve())
+    except (OSError, ValueError, TypeError):
+        project = False
+    return f"warning: {message}\n" if project else f"warning: {filename}:{lineno}: {message}\n"
 
 
 DEBUG_HELP = "on an error, show the full traceback rather than one line"

@@ -168,7 +168,7 @@ def _world(files: set, runs) -> list:
         if os.path.basename(file) not in called:
             return False
         path = pathlib.Path(file).resolve()
-        return path in files and not file.startswith(INSTALLED) and not _project(path)
+        return path in files and not file.startswith(INSTALLED) and not harness.ours(path)
 
     def settings(cls, seen=()):  # a class's settings, and those of the user's classes it holds (C.Cfg.SIGN, C.Cfg = make())
         return _fields(cls, data_only=True) + [p for k, v in sorted(vars(cls).items()) if inspect.isclass(v) and v not in seen
@@ -216,18 +216,7 @@ def _fields_of(x) -> dict:
     return {**{s: getattr(x, s, None) for s in slots}, **getattr(x, "__dict__", {})}
 
 
-PROJECT = ("llama.py", "msrnn.py", "policies.py", "load_weights.py", "demo.py", "test_equivalence.py", "conftest.py",
-           "engine", "lab", "t2r", "data", "course", "tests")  # the repository's own code: a policy file beside it is the user's
-PROJECT_MODULES = {p.removesuffix(".py") for p in PROJECT}
-
-
-COURSE_OWN = ("grade.py", "student.py", "skeleton", "__init__.py")  # course/'s own; course/work/ is the student's
-
-
-def _project(path: pathlib.Path) -> bool:
-    """A resolved path of the repository's own code (PROJECT), not of the user's (course/work/ is a student's)."""
-    parts = path.relative_to(harness.ROOT).parts if path.is_relative_to(harness.ROOT) else ()
-    return parts[:1] != () and parts[0] in PROJECT and (parts[0] != "course" or parts[1:2] == () or parts[1] in COURSE_OWN)
+PROJECT_MODULES = {p.removesuffix(".py") for p in harness.PROJECT}
 
 
 def _compiled(f) -> list:
@@ -873,7 +862,7 @@ def _users_file(name, m) -> str | None:
     file = _module_dict(m).get("__file__")
     if not _users_name(name) or type(file) is not str or file.startswith(INSTALLED):
         return None
-    return None if _project(pathlib.Path(file).resolve()) else file
+    return None if harness.ours(pathlib.Path(file).resolve()) else file
 
 
 def _started() -> float:

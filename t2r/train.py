@@ -694,7 +694,7 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
     then Adam steps, the run's meta counts them and the seconds, report(run, last) logs, evaluate() ->
     dict goes on the curve every eval_every steps and at the end (not counted as training time), and the
     run is saved every save_every steps and at the end. Stops after `total` steps or `minutes`."""
-    t0, done_s = time.time(), run["seconds"]
+    t0, done_s, resumed = time.time(), run["seconds"], run["step"] > 0
     # a resumed run already past this budget under another: served, it would be a longer run's weights under this one's
     if minutes and done_s >= 60 * minutes and run.get("minutes", minutes) != minutes:
         raise ValueError(f"{checkpoint}: a run of {done_s / 60:.1f} minutes (its budget {run['minutes']}), past the "
@@ -710,8 +710,11 @@ def _train(run, step, total, minutes, params, opt, report, evaluate, eval_every,
         if not all(math.isfinite(x) for x in (loss if isinstance(loss, list) else [loss])) or \
                 not all(torch.isfinite(p).all() for p in params.values()):  # not saved, so a rerun starts where it was sound
             raise ValueError(f"training diverged at step {run['step'] + 1}: the loss or the weights are NaN or infinite "
-                             f"(nothing saved): " + (f"is {checkpoint} damaged, or " if checkpoint else "is ") +
-                             "the learning rate too high?")
+                             f"(nothing saved): " + (f"is {checkpoint} damaged, or " if resumed else "is ") +
+                             "the learning rate too high?" + ("" if all(p.dtype != torch.float16 for p in params.values())
+                                                              else " In float16 Adam's epsilon (1e-8) rounds to 0, so a "
+                                                              "weight whose gradient is 0 (a dead ReLU's) steps by 0/0: "
+                                                              "train the maps in float32 or bfloat16"))
         run["step"] += 1
         run["tokens"] += tokens
         run["losses"].append(loss)

@@ -5598,7 +5598,7 @@ def test_round56_stale_helpers_one_module_a_file_and_what_an_import_may_not_chan
     (tmp_path / "deep56.py").unlink()
     with pytest.raises(ValueError, match="No module named 'deep56'"):
         read()
-    assert not specs._project(harness.ROOT / "course" / "work" / "h.py") and specs._project(harness.ROOT / "course" / "grade.py")
+    assert not harness.ours(harness.ROOT / "course" / "work" / "h.py") and harness.ours(harness.ROOT / "course" / "grade.py")
     (tmp_path / "b56.py").write_text("N = 1.0\n\n\ndef b(rows):\n    return rows.pos[:, :1].double() * N\n")
     (tmp_path / "a56.py").write_text("import b56\n\n\ndef a(rows):\n    return -b56.b(rows)\n")
     a = specs.named(f"{tmp_path}/a56.py:a").key
@@ -5882,3 +5882,49 @@ def test_round59_helpers_loaded_before_or_beside_and_their_bytecode(tmp_path, mo
     fq, fk = (torch.rand(1, 2, 2, 5, 4) + 0.1 for _ in range(2))
     assert torch.allclose(linear.attention(q, k, v, fq, fk, gamma=torch.zeros(2)),
                           linear.quadratic(q, k, v, fq, fk, gamma=torch.zeros(2)), atol=1e-6)
+
+
+def test_round60_a_users_warning_says_where(tmp_path, capsys, monkeypatch):
+    """Round 59's left case: on the command line a warning raised in a user's policy file lost its file and line
+    (`harness.command` printed every warning as the project's, by its message alone); the project's own keep one line
+    naming their cause."""
+    import importlib.util
+    import warnings
+    (tmp_path / "noisy60.py").write_text("import warnings\n\n\ndef run():\n    warnings.warn('my policy is unsure')\n")
+    spec = importlib.util.spec_from_file_location("noisy60", tmp_path / "noisy60.py")
+    noisy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(noisy)
+    ours = lambda: warnings.warn_explicit("the project's own", UserWarning, str(harness.ROOT / "msrnn.py"), 1)
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    monkeypatch.setattr(warnings, "showwarning", lambda m, c, f, n, file=None, line=None:  # as Python shows one
+                        __import__("sys").stderr.write(warnings.formatwarning(m, c, f, n, line)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        harness.command(noisy.run)
+        harness.command(ours)
+    err = capsys.readouterr().err
+    assert f"warning: {tmp_path / 'noisy60.py'}:5: my policy is unsure\n" in err, err
+    assert "warning: the project's own\n" in err, err
+
+
+def test_round60_texts_and_training_name_their_cause(tmp_path):
+    """Round 59's left cases, T2R: Chinese dialogue in UTF-16 (its quotes “ ” and … are not CJK) read as latin-1 was
+    mojibake with a warning; a UTF-8 text read as latin-1 likewise (French silently); float16 ReLU maps diverged at
+    their first step, Adam's epsilon being 0 in float16, and the message asked whether a file never written was
+    damaged, or the rate too high."""
+    from data import corpus
+    from t2r import linear, train
+    (tmp_path / "zh.txt").write_bytes(("他说：“你今天去哪里了？”她回答：“我去了图书馆，借了三本书……”" * 40).encode("utf-16-le"))
+    with pytest.raises(ValueError, match="reads as utf-16-le text without its byte-order mark, not latin-1"):
+        corpus.read(tmp_path / "zh.txt", "latin-1")
+    for name, text in (("fr", "Le café est très bon, à côté de l'église.\n"), ("ru", "Привет, как дела? Хорошо.\n")):
+        (tmp_path / f"{name}.txt").write_text(text * 20, encoding="utf-8")
+        with pytest.raises(ValueError, match="reads as UTF-8 .*, not latin-1: name utf-8"):
+            corpus.read(tmp_path / f"{name}.txt", "latin-1")
+    (tmp_path / "latin.txt").write_bytes("Le café est très bon.\n".encode("latin-1"))
+    assert corpus.read(tmp_path / "latin.txt", "latin-1") == "Le café est très bon.\n"
+    model = random_model(tiny_config(), dtype=torch.float16)
+    maps = linear.FeatureMaps(model.config, r=8, kind="relu", dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"rate too high\? In float16 Adam's epsilon \(1e-8\) rounds to 0"):
+        train.transfer(model, maps, (torch.arange(64) % 61).repeat(3, 1), epochs=1, log=None,
+                       checkpoint=tmp_path / "never.safetensors")
