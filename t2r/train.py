@@ -299,7 +299,13 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
             if f.is_symlink() and not f.exists():  # dropped without a word, a licence never trained on
                 raise ValueError(f"licenses {licenses}: {f.name} is a link to nothing (or a loop)")
             if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends or quotes: one copy
-                text = corpus.read(f)
+                try:
+                    text = corpus.read(f)
+                except ValueError as e:  # its advice to name an encoding is a --text's: licences are read as UTF-8
+                    if "--encoding" not in str(e):
+                        raise
+                    raise ValueError(f"{str(e).split('; ')[0]}; licences are read as UTF-8: convert it, or leave it "
+                                     f"out of {licenses}") from None
                 if not _licence(text):
                     raise ValueError(f"licenses {licenses}: {f.name} holds no letter, digit or symbol: no licence text")
                 seen.setdefault(_licence(text), (f, text))

@@ -5911,7 +5911,7 @@ def test_round60_texts_and_training_name_their_cause(tmp_path):
     """Round 59's left cases, T2R: Chinese dialogue in UTF-16 (its quotes “ ” and … are not CJK) read as latin-1 was
     mojibake with a warning; a UTF-8 text read as latin-1 likewise (French silently); float16 ReLU maps diverged at
     their first step, Adam's epsilon being 0 in float16, and the message asked whether a file never written was
-    damaged, or the rate too high."""
+    damaged, or the rate too high; a licence not in UTF-8 was told to name its encoding, which licences cannot."""
     from data import corpus
     from t2r import linear, train
     (tmp_path / "zh.txt").write_bytes(("他说：“你今天去哪里了？”她回答：“我去了图书馆，借了三本书……”" * 40).encode("utf-16-le"))
@@ -5923,6 +5923,10 @@ def test_round60_texts_and_training_name_their_cause(tmp_path):
             corpus.read(tmp_path / f"{name}.txt", "latin-1")
     (tmp_path / "latin.txt").write_bytes("Le café est très bon.\n".encode("latin-1"))
     assert corpus.read(tmp_path / "latin.txt", "latin-1") == "Le café est très bon.\n"
+    (tmp_path / "licences").mkdir()
+    (tmp_path / "licences" / "L").write_bytes("Licence of a café, to be kept.\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="is not utf-8 .*; licences are read as UTF-8: convert it, or leave it out"):
+        train.training_sources(licenses=tmp_path / "licences")
     model = random_model(tiny_config(), dtype=torch.float16)
     maps = linear.FeatureMaps(model.config, r=8, kind="relu", dtype=torch.float16)
     with pytest.raises(ValueError, match=r"rate too high\? In float16 Adam's epsilon \(1e-8\) rounds to 0"):
