@@ -221,7 +221,7 @@ def softmax_attention(q, k, v, mask=None):
     """softmax(q kᵀ / √hd, -inf where mask is False) v, for every query at once.
     q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd) -> (B, Hkv, G, T, hd). mask: bool (T, T),
     (B, Hkv, 1, T, T) one per KV head, or (B, 1, 1, T, T) one per layer; None is the causal mask.
-    PyTorch's fused kernel computes exactly this formula in tiles (no (T, T) scores; a bool mask becomes float)."""
+    On the CPU, PyTorch's fused kernel computes this formula in tiles (no (T, T) scores; a bool mask becomes float)."""
     B, H, G, T, hd = q.shape
     if mask is not None and mask.dim() == 5:  # one per layer, or one shared by the G query heads of a KV head
         mask = mask[:, 0] if mask.shape[1] == 1 else mask.expand(B, H, G, T, T).reshape(B, H * G, T, T)

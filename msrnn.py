@@ -159,8 +159,8 @@ class MultiState:
 
 @dataclass
 class State:
-    """The MSRNN's whole state: a multi-state per layer, and the position of the next token, which
-    llama.step advances (nothing else writes it but the views that read a text at once)."""
+    """The MSRNN's whole state: a multi-state per layer, and the next token's position (llama.step advances
+    it; the views that read a text at once, the guards' rollback and the benchmarks set it too)."""
     layers: list[MultiState]  # one multi-state per layer
     t: int = 0                # position of the next token
 

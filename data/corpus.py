@@ -88,6 +88,11 @@ def _mark(data: bytes, encoding: str) -> bytes | None:
     return marks[0] if marks else None
 
 
+def marked(path, default: str = "utf-8") -> str:
+    """The encoding a file's byte-order mark names (Notepad's UTF-16), else `default`: for texts read without a name."""
+    return BOMS.get(_mark(pathlib.Path(path).read_bytes(), default), default)
+
+
 def _read_as_mark(mark: bytes, encoding: str) -> bool:
     """Whether `encoding` reads a byte-order mark as one: dropped, or U+FEFF."""
     try:
@@ -129,6 +134,14 @@ def _utf8(data: bytes) -> bool:
         return False
 
 
+def _cp1252(data: bytes) -> bool:
+    """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
+    try:
+        return bool(data.decode("cp1252"))
+    except UnicodeDecodeError:
+        return False
+
+
 def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
@@ -158,7 +171,7 @@ def read(path, encoding: str = "utf-8") -> str:
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         raise ValueError(f"text file {path} is not {encoding} ({where}); "
-                         "convert it, or name its encoding (--encoding latin-1)") from None
+                         "convert it, or name its encoding (--encoding cp1252 for Windows' text)") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
     if not codecs.lookup(encoding).name.startswith("utf") and max(data, default=0) >= 0x80 and _utf8(data):
@@ -176,6 +189,10 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
+    if codecs.lookup(encoding).name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
+            and _cp1252(data):
+        raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
+                         "reads as control characters), not latin-1: name cp1252")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

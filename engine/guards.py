@@ -174,15 +174,22 @@ def check_span(window, sinks, block=1, gamma=None, features=()):
                              + (" with negative values" if isinstance(f, torch.Tensor) and f.is_floating_point() else ""))
 
 
+def index(x) -> int | None:
+    """x as Python's int where it is an integer (numpy's and torch's too; not True, which is no layer), else None."""
+    try:
+        return None if isinstance(x, bool) else operator.index(x)
+    except TypeError:
+        return None
+
+
 def check_layer(maps, i) -> int:
     """One of the layers the maps swap, as an int (numpy's and torch's integers too): Python's negative index read
     another layer's maps, and a layer the maps do not swap its untrained ones."""
-    try:
-        at = operator.index(i) if not isinstance(i, bool) else None
-    except TypeError:
-        at = None
-    if at is None or at not in maps.layers:
-        raise ValueError(f"layer {i!r}: the maps swap layers {maps.layers}")
+    at = index(i)
+    if at is None:
+        raise ValueError(f"a layer is an integer, got {type(i).__name__} {i!r}")
+    if at not in maps.layers:
+        raise ValueError(f"layer {at}: the maps swap layers {maps.layers}")
     return at
 
 
@@ -209,9 +216,14 @@ def check_feature_maps(cfg, r, kind, kinds, window, sinks, layers, dtype, horizo
                  "sinks, per sequence")  # a state that could never be allocated
     check_memory(n_layers * H * (G + 1) * ((r if kind != "elu" else d) + 1) * (d + 1) * size,
                  f"feature maps of r={r} for {n_layers} layers")  # an absurd r
-    layers = list(range(n_layers)) if layers is None else sorted(layers)
-    if not all(integer(i) and 0 <= i < n_layers for i in layers):  # True is 1 to Python; -1 is no layer here
-        raise ValueError(f"layers must be layer numbers from 0 to {n_layers - 1}, got {layers}")
+    try:  # a list, numpy's array or torch's tensor of them (np.argsort(...)[:k])
+        given = list(range(n_layers)) if layers is None else list(layers)
+    except TypeError:  # a bare 3: sorted() said "'int' object is not iterable"
+        raise ValueError(f"layers is a list of layer numbers, got {layers!r}") from None
+    layers = [index(i) for i in given]
+    if not all(i is not None and 0 <= i < n_layers for i in layers):  # True is 1 to Python; -1 is no layer here
+        raise ValueError(f"layers must be layer numbers from 0 to {n_layers - 1}, got {given}")
+    layers = sorted(layers)
     if len(set(layers)) != len(layers):  # a layer twice would count its state twice
         raise ValueError(f"layers names a layer twice: {layers}")
     if horizon is not None and not decay:  # it was ignored without a word

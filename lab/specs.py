@@ -839,14 +839,18 @@ def _held(module) -> list:
 
 
 _LOADED = {}  # a user's module by its name -> (the module, the fingerprint of its file when a policy file's import loaded it)
+_SCOPE = set()  # the files the keys of the policy files named in this process read (harness.sources, resolved): their
+# helpers are the only modules of the user's that _fresh looks at and forgets (a notebook's own, a library on
+# PYTHONPATH, the user's script are none of its business)
 
 
 def _users_name(name) -> bool:
-    """A module name the user's modules may have: none of the project's (the grader's students load their llama.py as
-    llama: never forgotten, or two llamas would meet) or Python's own, nor a policy file's own module (its functions
-    pickle by it), nor the program's __main__."""
-    return type(name) is str and name != "__main__" and not name.startswith("user_policy_") \
-        and name.split(".")[0] not in PROJECT_MODULES | sys.stdlib_module_names
+    """A module name a policy's helper may have: none of the project's (the grader's students load their llama.py as
+    llama: never forgotten, or two llamas would meet), nor a policy file's own module (its functions pickle by it),
+    nor the program's (__main__, and multiprocessing's name for it). A helper named like a module of Python's (the
+    student's trace.py) is the user's: its file tells (`_users_file`)."""
+    return type(name) is str and name not in ("__main__", "__mp_main__") and not name.startswith("user_policy_") \
+        and name.split(".")[0] not in PROJECT_MODULES
 
 
 def _module_dict(m) -> dict:
@@ -857,12 +861,16 @@ def _module_dict(m) -> dict:
 
 
 def _users_file(name, m) -> str | None:
-    """The file of a loaded module of the user's: by a user's name (`_users_name`), from a file that is neither
-    installed nor the repository's own code."""
+    """The file of a loaded module that is a policy file's helper: by a user's name (`_users_name`), from a file a
+    policy's key reads (`_SCOPE`) that is neither installed nor the repository's own code."""
     file = _module_dict(m).get("__file__")
     if not _users_name(name) or type(file) is not str or file.startswith(INSTALLED):
         return None
-    return None if harness.ours(pathlib.Path(file).resolve()) else file
+    try:
+        resolved = pathlib.Path(file).resolve()
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL
+        return None
+    return file if resolved in _SCOPE and not harness.ours(resolved) else None
 
 
 def _started() -> float:
@@ -899,25 +907,27 @@ def _print(file: str):
 
 
 def _namespace(name, m) -> bool:
-    """A namespace package of the user's (a folder of modules without __init__.py): it holds its modules as
-    attributes, so `from ns import h` reads an edited h's old module until the package is forgotten too."""
+    """A namespace package of a policy's helpers (a folder of modules without __init__.py, one a key reads): it holds
+    its modules as attributes, so `from ns import h` reads an edited h's old module until the package is forgotten too."""
     d = _module_dict(m)
     try:
         folders = list(d.get("__path__", None) or ()) if d.get("__file__") is None else []
-    except Exception:  # a __path__ of the user's own that raises
+        if not (_users_name(name) and folders and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)):
+            return False
+        return bool({pathlib.Path(p).resolve() for p in folders} & {f.parent for f in _SCOPE})
+    except Exception:  # a __path__ of the user's own that raises; a folder that cannot be resolved
         return False
-    return _users_name(name) and bool(folders) and all(type(p) is str and not p.startswith(INSTALLED) for p in folders)
 
 
 def _fresh():
-    """Make the user's modules a policy file imports what their files hold now. Where one of the user's loaded modules
-    changed, went, or became a package's since it was first seen, every one of them is forgotten, and the user's
-    namespace packages with them, so that the next import reads them all afresh:
+    """Make the user's modules a policy file imports what their files hold now. Where one of the policies' loaded
+    helpers (the modules of the files their keys read) changed, went, or became a package's since it was first seen,
+    every one of them is forgotten, and their namespace packages with them, so that the next import reads them all afresh:
     a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
     target changed, a helper in the repository's root or in course/work. All at once: which of them read which
     cannot be told from outside."""
-    mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every one: a helper loaded
-    # at another policy's call and edited is first seen here, not at that policy's next naming
+    mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every policy's: a helper
+    # loaded at another policy's call and edited is first seen here, not at that policy's next naming
     global _LOOKED
     now = {n: _print(f) for n, (m, f) in mine.items()}  # each file read once
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
@@ -960,6 +970,7 @@ def _from_file(path, fname):
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
+    _SCOPE.update(f.resolve() for f in code)
     _fresh()  # its helpers as their files are now
     before = set(sys.modules)
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
@@ -979,6 +990,11 @@ def _from_file(path, fname):
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
+            top = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else ""
+            if top and ((path.parent / top / "__init__.py").is_file() or (path.parent / f"{top}.py").is_file()) and \
+                    (other := getattr(sys.modules.get(top), "__file__", None) or getattr(sys.modules.get(top), "__path__", None)):
+                raise ValueError(f"{path} imports {e.name}, and {top} is beside it, but Python found its own {top} "  # e.g. a
+                                 f"({other}) first: give the one beside {path.name} another name") from None  # test/
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         finally:
             sys.dont_write_bytecode = writes

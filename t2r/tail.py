@@ -127,9 +127,11 @@ def drops(model: llama.Model, layer: int, q, k, v, policy, size: int):
     q (B, Hkv, G, T, hd); k, v (B, Hkv, 1, T, hd). The steps are engine/fast.py's (fill, then
     attend_block), which test_policies.py proves equal to MultiState.attend step by step; the policy
     is wrapped to record the rows of each step and the one it drops."""
-    if not (guards.integer(size) and size >= 1 and guards.integer(layer) and 0 <= layer < model.config.n_layers):
+    at = guards.index(layer)  # numpy's and torch's integers too
+    if not (guards.integer(size) and size >= 1 and at is not None and 0 <= at < model.config.n_layers):
         raise ValueError(f"drops reads a layer 0 to {model.config.n_layers - 1} of the model and a size >= 1; got layer "
                          f"{layer!r}, size {size!r}")  # a size of -3 made a tensor of negative size
+    layer = at
     B, H, G, T, _ = q.shape
     held = torch.full((B, H, T, size + 1), -1, dtype=torch.long, device=q.device)
     dropped = torch.full((B, H, T), T, dtype=torch.long, device=q.device)

@@ -294,13 +294,16 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
-        seen = {}
+        seen, subs = {}, [f.name + "/" for f in sorted(licenses.iterdir()) if f.is_dir()]
+        if subs and not default:  # a folder of texts in sub-folders trained on its top files alone, without a word
+            raise ValueError(f"licenses {licenses}: its sub-folder {', '.join(subs)} is not read (only the files at its "
+                             "top are): move their texts up, or name that folder")
         for f in sorted(licenses.iterdir()):
             if f.is_symlink() and not f.exists():  # dropped without a word, a licence never trained on
                 raise ValueError(f"licenses {licenses}: {f.name} is a link to nothing (or a loop)")
             if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends or quotes: one copy
                 try:
-                    text = corpus.read(f)
+                    text = corpus.read(f, corpus.marked(f))  # UTF-8, or what a byte-order mark says (Notepad's UTF-16)
                 except ValueError as e:  # its advice to name an encoding is a --text's: licences are read as UTF-8
                     if "--encoding" not in str(e):
                         raise
@@ -682,7 +685,7 @@ def _check_run(model, maps_list, chunks, seed=0, save_every=1, eval_every=1):
             raise ValueError(f"maps with {m.sinks} sinks and a window of {m.window} fold no row of {chunks.shape[1]}-token "
                              "chunks: their linear part would learn nothing; train on longer chunks")
     if not (guards.integer(seed) and 0 <= seed <= 2**62):  # each epoch seeds torch with seed + epoch: 64 bits at most
-        raise ValueError(f"seed must be a whole number from 0 to 2**62, got {seed!r}")
+        raise ValueError(f"seed must be a whole number from 0 to 2**62 (Python's int), got {type(seed).__name__} {seed!r}")
     for name, x in (("save_every", save_every), ("eval_every", eval_every)):
         if not (guards.integer(x) and x >= 1):
             raise ValueError(f"{name} is a number of steps, a whole number >= 1; got {x!r}")

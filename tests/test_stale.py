@@ -5932,3 +5932,83 @@ def test_round60_texts_and_training_name_their_cause(tmp_path):
     with pytest.raises(ValueError, match=r"rate too high\? In float16 Adam's epsilon \(1e-8\) rounds to 0"):
         train.transfer(model, maps, (torch.arange(64) % 61).repeat(3, 1), epochs=1, log=None,
                        checkpoint=tmp_path / "never.safetensors")
+
+
+def test_round60_only_a_policys_helpers_are_made_fresh(tmp_path):
+    """Round 60, the core and the lab: round 59's refresh forgot every module of the user's in the process when one
+    changed: a notebook's own module (its objects no longer pickled, isinstance failed), a library on PYTHONPATH (numpy's
+    C code cannot load twice) and its bytecode; a helper named like a module of Python's (trace.py) was never forgotten,
+    so an edit ran the old code under the new key; a package beside a policy that Python's own shadows (test/) failed
+    with "No module named 'test.scoring'"."""
+    import subprocess
+    import sys
+    for name, text in (("mydata60.py", "class Item:\n    pass\n"), ("sched.py", "SIGN = 1.0\n"),
+                       ("h60.py", "W = 1.0\n"), ("p60.py", "import h60\nimport sched\n\n\ndef fn(rows):\n"
+                                                          "    return rows.pos[:, :1].double() * h60.W * sched.SIGN\n")):
+        (tmp_path / name).write_text(text)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "lib60.py").write_text("X = 1\n")
+    script = (f"import sys, pathlib, time; sys.path[:0] = [{str(tmp_path)!r}, {str(harness.ROOT)!r}, {str(tmp_path / 'lib')!r}]\n"
+              "import mydata60, lib60, sched\n"  # the notebook's own, a library of its own, and the student's sched.py
+              "from lab import specs\n"
+              f"d = pathlib.Path({str(tmp_path)!r})\n"
+              "item = mydata60.Item()\n"
+              "specs.named(f'{d}/p60.py:fn')\n"
+              "time.sleep(0.05); (d / 'h60.py').write_text('W = 2.0\\n'); (d / 'sched.py').write_text('SIGN = -1.0\\n')\n"
+              "fn = specs.named(f'{d}/p60.py:fn').fn\n"
+              "print(fn.__globals__['h60'].W, fn.__globals__['sched'].SIGN, sys.modules.get('mydata60') is mydata60,\n"
+              "      sys.modules.get('lib60') is lib60, isinstance(item, sys.modules['mydata60'].Item))\n")
+    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert said.stdout.split() == ["2.0", "-1.0", "True", "True", "True"], said.stdout + said.stderr
+    (tmp_path / "t60").mkdir()
+    (tmp_path / "t60" / "test").mkdir()
+    (tmp_path / "t60" / "test" / "__init__.py").write_text("")
+    (tmp_path / "t60" / "test" / "scoring.py").write_text("def score(rows):\n    return rows.pos.double()\n")
+    (tmp_path / "t60" / "a_test.py").write_text("from test.scoring import score\n\n\ndef fn(rows):\n    return score(rows)\n")
+    with pytest.raises(ValueError, match="imports test.scoring, and test is beside it, but Python found its own test"):
+        specs.named(f"{tmp_path / 't60' / 'a_test.py'}:fn")
+
+
+def test_round60_own_texts_layers_and_folders(tmp_path, monkeypatch):
+    """Round 60, T2R, the data and the course: a Windows text (cp1252's ’ at 0x92) read as latin-1, the codec the
+    error advised, kept control characters in place of its quotes; a folder of one's own texts trained on its top
+    files without its sub-folders, and refused Notepad's UTF-16 (its byte-order mark says so) with advice it cannot
+    take; layers as numpy's or torch's integers were refused by messages that contradicted themselves, and a bare 3
+    by Python's "'int' object is not iterable"; save_folder wrote an untied model without its output head; Ctrl-C on
+    the grader printed a traceback."""
+    import codecs
+    import numpy as np
+    from data import corpus
+    from t2r import linear, mini, tail, train
+    (tmp_path / "win.txt").write_bytes(("We walked home along the river; it’s far.\n" * 50).encode("cp1252"))
+    with pytest.raises(ValueError, match="reads as cp1252 .*, not latin-1: name cp1252"):
+        corpus.read(tmp_path / "win.txt", "latin-1")
+    with pytest.raises(ValueError, match="--encoding cp1252"):
+        corpus.read(tmp_path / "win.txt")
+    own = tmp_path / "own"
+    (own / "2023").mkdir(parents=True)
+    (own / "notes.txt").write_bytes(codecs.BOM_UTF16_LE + ("My own notes, saved as Unicode. " * 50).encode("utf-16-le"))
+    with pytest.raises(ValueError, match="its sub-folder 2023/ is not read"):
+        train.training_sources(books=(), licenses=own)
+    (own / "2023").rmdir()
+    assert train.training_sources(books=(), licenses=own)[-1].startswith("My own notes, saved as Unicode.")
+    model = random_model(tiny_config(), dtype=torch.float32)
+    for layers in (np.array([0, 1]), torch.tensor([0, 1]), [np.int64(1)]):
+        assert linear.FeatureMaps(model.config, r=4, kind="relu", layers=layers).layers in ([0, 1], [1])
+    with pytest.raises(ValueError, match="layers is a list of layer numbers, got 1"):
+        linear.FeatureMaps(model.config, r=4, kind="relu", layers=1)
+    q, k, v = torch.randn(1, 2, 2, 12, 8), torch.randn(1, 2, 1, 12, 8), torch.randn(1, 2, 1, 12, 8)
+    assert torch.equal(tail.drops(model, np.int64(1), q, k, v, policies.tova, 4)[0],
+                       tail.drops(model, 1, q, k, v, policies.tova, 4)[0])
+    with pytest.raises(ValueError, match="a layer is an integer, got float 1.0"):
+        linear.swapped(linear.FeatureMaps(model.config, r=4, kind="relu", layers=[1]), 1.0, q, k, v)
+    assert not model.config.tie_embeddings
+    tok = mini.train_tokenizer(["a few words of text, and a few more words of text " * 40], 300)
+    model = random_model(tiny_config(vocab_size=tok.get_vocab_size()), dtype=torch.float32)
+    mini.save_folder(model, tok, tmp_path / "untied")
+    x = tokens(1, 9) % tok.get_vocab_size()
+    assert torch.equal(llama.forward(load_weights.load_model(tmp_path / "untied"), x), llama.forward(model, x))
+    from course import grade
+    monkeypatch.setattr(grade, "grade", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(SystemExit, match="interrupted: no grade given"):
+        grade.main(["--reference", "--only", "1"])
