@@ -112,9 +112,8 @@ def save_folder(model: llama.Model, tok, folder):
            "rms_norm_eps": c.norm_eps, "rope_theta": c.rope_theta, "tie_word_embeddings": c.tie_embeddings,
            "max_position_embeddings": c.max_positions, "hidden_act": "silu", "torch_dtype": "float32"}
     tensors = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm}
-    if not c.tie_embeddings:  # its own output head (the miniature's is tied; a model built elsewhere may not be)
-        tensors["lm_head.weight"] = model.lm_head.clone() if model.lm_head is model.embed else model.lm_head  # safetensors
-        # stores no tensor twice
+    if not c.tie_embeddings:  # its own output head (the miniature's is tied; a model built elsewhere may not be),
+        tensors["lm_head.weight"] = model.lm_head.clone()  # a copy: safetensors stores no tensor twice
     for i, L in enumerate(model.layers):
         tensors |= {f"model.layers.{i}.{name}": getattr(L, field) for name, field in load_weights.LAYER_NAMES.items()}
     harness.atomic_write(folder / "config.json", json.dumps(cfg, indent=1))
