@@ -481,19 +481,29 @@ def transcript():
 
 
 def sources(*files: pathlib.Path) -> list[pathlib.Path]:
-    """files and every module they import from their own folder or from the repository, transitively:
-    the code a result depends on, for its cache key. Read from each file's import statements (never
-    run); an import that names no such file (torch, math) is left out."""
+    """files and every module they import from their own folder, the folder of the files given (on sys.path for
+    them: a package's `from lib import consts`) or the repository, transitively, with the packages' __init__.py
+    that Python runs on the way and the relative imports (`from . import SCALE`): the code a result depends on, for
+    its cache key. Read from each file's import statements (never run); an import that names no such file (torch,
+    math) is left out."""
     seen, todo = [], [pathlib.Path(f).resolve() for f in files]
+    homes = [*dict.fromkeys(f.parent for f in todo), ROOT]
     while todo:
         f = todo.pop()
         if f in seen or not f.is_file():
             continue
         seen.append(f)
         for name in _code_of(f.read_bytes())[0]:  # (unparsable: no imports; its bytes are still hashed)
-            for home in (f.parent, ROOT):
-                part = home.joinpath(*name.split("."))
-                todo += [m for m in (part.with_suffix(".py"), part / "__init__.py") if name and m.is_file()]
+            dots = len(name) - len(name.lstrip("."))
+            if dots:  # relative: from the file's package, one folder up for each dot after the first
+                base = f.parents[dots - 1] if dots <= len(f.parents) else None
+                found = [] if base is None else [base, *(base.joinpath(*name[dots:].split(".")[:i]) for i in
+                                                         range(1, len(name[dots:].split(".")) + 1) if name[dots:])]
+            else:
+                parts = name.split(".")
+                found = [home.joinpath(*parts[:i]) for home in (f.parent, *homes) for i in range(1, len(parts) + 1) if name]
+            todo += [m for part in found for m in (part.with_suffix(".py"), part / "__init__.py")
+                     if part.name and m.is_file()]
     return sorted(seen)
 
 
@@ -532,8 +542,9 @@ def _code_of(text: bytes) -> tuple[tuple, tuple]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names += [node.module or "", *(f"{node.module}.{a.name}" if node.module else a.name for a in node.names)]
+        elif isinstance(node, ast.ImportFrom):  # a relative one keeps its dots: from . import x is ".x"
+            at = "." * node.level + (node.module or "")
+            names += [at, *(f"{at}.{a.name}" if node.module else at + a.name for a in node.names)]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.append(node.value)
     return tuple(names), tuple(strings)

@@ -16,7 +16,6 @@ import re
 import sys
 import types
 import threading
-import time
 import tokenize
 import unicodedata
 import weakref
@@ -495,7 +494,7 @@ def _own_helpers(path):
     """Refuse a policy file whose import of a module beside it found another folder's module of that name
     (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
     folder = path.parent.resolve()
-    names = {n.split(".")[0] for n in harness._code_of(path.read_bytes())[0] if n}  # the imports its key read
+    names = {n.split(".")[0] for n in harness._code_of(path.read_bytes())[0] if n and n[0] != "."}  # the imports its key read
     for name in sorted(names):
         mine = folder / name / "__init__.py" if (folder / name / "__init__.py").is_file() else folder / f"{name}.py"  # as
         # Python looks: a package before a module of its name
@@ -884,14 +883,25 @@ def _started() -> float:
         return 0.0
 
 
-_LOOKED = _started()  # when _fresh last looked at the user's modules (first: when the process started)
+_STARTED = _started()
 
 
-def _mtime(file: str) -> float:
+def _as_imported(file: str) -> bool:
+    """Whether a module first seen (a notebook imported it, or a policy's call) is its file as it is now: a file
+    unchanged since this process started, or one Python wrote bytecode for after its last change (the .pyc's header
+    names the source's second and size, and the .pyc is not older than it). Else it may be older than its file."""
     try:
-        return os.stat(file).st_mtime
-    except OSError:
-        return math.inf
+        source = os.stat(file)
+        if source.st_mtime < _STARTED:
+            return True
+        pyc = importlib.util.cache_from_source(file)
+        with open(pyc, "rb") as f:
+            head = f.read(16)
+        written = os.stat(pyc).st_mtime
+    except (OSError, ValueError, NotImplementedError):  # no bytecode (PYTHONDONTWRITEBYTECODE): it may be older
+        return False
+    return len(head) == 16 and head[4:8] == bytes(4) and written >= source.st_mtime and \
+        head[8:16] == (int(source.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (source.st_size & 0xFFFFFFFF).to_bytes(4, "little")
 
 
 def _print(file: str):
@@ -928,12 +938,10 @@ def _fresh():
     cannot be told from outside."""
     mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every policy's: a helper
     # loaded at another policy's call and edited is first seen here, not at that policy's next naming
-    global _LOOKED
     now = {n: _print(f) for n, (m, f) in mine.items()}  # each file read once
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
-        if n not in _LOADED:  # unless its file changed since the last look (it may have been loaded before the change)
-            _LOADED[n] = m, None if _mtime(f) >= _LOOKED else now[n]
-    _LOOKED = time.time()
+        if n not in _LOADED:  # unless it may be older than its file
+            _LOADED[n] = m, now[n] if _as_imported(f) else None
     if any(_LOADED[n][0] is not m or _LOADED[n][1] != now[n] for n, (m, _) in mine.items()) \
             or any(n not in mine for n in _LOADED):
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
@@ -949,6 +957,35 @@ def _fresh():
 def _loaded(before: set) -> dict:
     """{name: file} of the user's modules loaded since sys.modules held `before`."""
     return {n: f for n in set(sys.modules) - before if (f := _users_file(n, sys.modules.get(n)))}
+
+
+def _helpers(before: set, module, code) -> dict:
+    """{name: module} of the user's modules a policy file's import brought in or names: what it loaded (importlib, a
+    folder on sys.path), what it holds (a helper module, the module of a function or class it imported) and what its
+    sources' import statements name (a helper a notebook imported first). Python's source files only, never a package
+    with compiled code (numpy on PYTHONPATH: its C code cannot load twice), Python's own, an installed one or ours."""
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    compiled = {n.split(".")[0] for n, m in list(sys.modules.items())
+                if isinstance(f := _module_dict(m).get("__file__"), str) and f.endswith(suffixes)}
+    held = [] if module is None else [x for x in _module_dict(module).values() if inspect.isfunction(x) or inspect.isclass(x)
+                                      or types.ModuleType in type(x).__mro__]
+    named = [_module_dict(x).get("__name__") if types.ModuleType in type(x).__mro__ else x.__module__ if
+             inspect.isfunction(x) else inspect.getattr_static(x, "__module__", None) for x in held]  # a forged
+    # __name__ or __module__ (a list, a property) names nothing
+    names = (set(sys.modules) - before) | {n for n in named if type(n) is str} \
+        | {".".join(n.split(".")[:i]) for f in code for n in harness._code_of(f.read_bytes())[0] if n and n[0] != "."
+           for i in range(1, n.count(".") + 2)}
+    found = {}
+    for n in names:
+        f = _module_dict(m := sys.modules.get(n)).get("__file__") if n in sys.modules else None
+        if _users_name(n) and isinstance(f, str) and f.endswith(".py") and not f.startswith(INSTALLED) \
+                and n.split(".")[0] not in compiled:
+            try:
+                if not harness.ours(pathlib.Path(f).resolve()):
+                    found[n] = m
+            except (OSError, RuntimeError, ValueError):
+                pass
+    return found
 
 
 def _from_file(path, fname):
@@ -980,17 +1017,18 @@ def _from_file(path, fname):
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ file for its helpers: one
         try:  # edited to the same size within a second, Python reads the old file; and its own, the bytes its key hashed
-            code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+            body = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
             with guards.imported(path):  # what its import changes is put back, and named
-                exec(code, module.__dict__)
+                exec(body, module.__dict__)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
-            for name in _loaded(before):  # whose import failed or changed a setting left to pass the next time
-                sys.modules.pop(name, None)
+            for name in {*_loaded(before), *(n for n in _helpers(before, None, ()) if n not in before)}:  # whose import
+                sys.modules.pop(name, None)  # failed or changed a setting left to pass the next time
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
-            top = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ModuleNotFoundError) else ""
+            top = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ImportError) else ""  # "No module
+            # named 'test.scoring'", or "cannot import name 'W' from 'test'"
             if top and ((path.parent / top / "__init__.py").is_file() or (path.parent / f"{top}.py").is_file()) and \
                     (other := getattr(sys.modules.get(top), "__file__", None) or getattr(sys.modules.get(top), "__path__", None)):
                 raise ValueError(f"{path} imports {e.name}, and {top} is beside it, but Python found its own {top} "  # e.g. a
@@ -998,10 +1036,12 @@ def _from_file(path, fname):
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         finally:
             sys.dont_write_bytecode = writes
+        helpers = _helpers(before, module, code)  # beyond what its key read: importlib's, a folder on sys.path
+        _SCOPE.update(pathlib.Path(_module_dict(m)["__file__"]).resolve() for m in helpers.values())
         for name, file in _loaded(before).items():  # what it loaded of the user's, as its files are now
             _LOADED[name] = sys.modules.get(name), _print(file)
-        try:
-            _IMPORTED[str(path)] = disk, module, _held(module)
+        try:  # imported again when one of its helpers is forgotten
+            _IMPORTED[str(path)] = disk, module, _held(module) + sorted(helpers.items())
         except Exception:  # what it holds cannot be read back safely: imported again when named again
             _IMPORTED.pop(str(path), None)
     _own_helpers(path)

@@ -6012,3 +6012,42 @@ def test_round60_own_texts_layers_and_folders(tmp_path, monkeypatch):
     monkeypatch.setattr(grade, "grade", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(SystemExit, match="interrupted: no grade given"):
         grade.main(["--reference", "--only", "1"])
+
+
+def test_round61_helpers_a_key_cannot_read_are_made_fresh(tmp_path):
+    """Round 61, the core and the lab: round 60 refreshed only the files a policy's key read, and the key missed
+    a package's own imports (`from lib import consts`, `from . import SCALE`, `import common` from a sub-folder), so
+    an edit there ran the old value under the old key; a helper loaded by importlib or from a folder the notebook put
+    on sys.path, and one the notebook imported before the policy named it, were never refreshed; a module first seen
+    was compared with the time of a naming that never looked at it; `from test import W` beside a policy, where
+    Python's own test is found first, failed without saying so."""
+    import subprocess
+    import sys
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "shared").mkdir()
+    for name, text in (("lib/__init__.py", "SCALE = 1.0\n"), ("lib/consts.py", "W = 1.0\n"), ("common.py", "C = 1.0\n"),
+                       ("lib/scoring.py", "from lib import consts\nfrom . import SCALE\nimport common\n\n\n"
+                                          "def score(rows):\n    return rows.pos.double() * consts.W * SCALE * common.C\n"),
+                       ("hlp.py", "H = 1.0\n"), ("shared/util61.py", "U = 1.0\n"), ("nb61.py", "N = 1.0\n"),
+                       ("p61.py", "import importlib\nimport util61\nimport nb61\nfrom lib.scoring import score\n"
+                                  "h = importlib.import_module('hlp')\n\n\ndef fn(rows):\n"
+                                  "    return score(rows) * h.H * util61.U * nb61.N\n")):
+        (tmp_path / name).write_text(text)
+    edits = ["lib/consts.py", "lib/__init__.py", "common.py", "hlp.py", "shared/util61.py", "nb61.py"]
+    script = (f"import sys, pathlib, time; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
+              f"d = pathlib.Path({str(tmp_path)!r}); sys.path.append(str(d))\n"
+              "import nb61\n"  # the notebook's own import, then an edit before the policy first names it
+              "from lab import specs\n"
+              "def values(fn):\n    g = fn.__globals__; s = g['score'].__globals__\n"
+              "    return [s['consts'].W, s['SCALE'], s['common'].C, g['h'].H, g['util61'].U, g['nb61'].N]\n"
+              "print(*values(specs.named(f'{d}/p61.py:fn').fn))\n"
+              f"time.sleep(0.05)\nfor f in {edits!r}:\n"
+              "    p = d / f; p.write_text(p.read_text().replace('1.0', '2.0'))\n"
+              "print(*values(specs.named(f'{d}/p61.py:fn').fn))\n")
+    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert said.stdout.split("\n")[:2] == ["1.0 " * 5 + "1.0", "2.0 " * 5 + "2.0"], said.stdout + said.stderr
+    (tmp_path / "t61").mkdir()
+    (tmp_path / "t61" / "test.py").write_text("W = 1.0\n")
+    (tmp_path / "t61" / "a61.py").write_text("from test import W\n\n\ndef fn(rows):\n    return rows.pos.double() * W\n")
+    with pytest.raises(ValueError, match="imports test, and test is beside it, but Python found its own test"):
+        specs.named(f"{tmp_path / 't61' / 'a61.py'}:fn")
