@@ -6,7 +6,7 @@ row, attends over all its rows, and, if it now holds more than `size`, drops the
 lowest. That is all. `ListMultiState` says it with a list of rows per sequence and KV head, so that it
 is easy to check by eye; msrnn.py says the same with fixed slots, engine/fast.py faster. It plugs into
 llama.step in place of msrnn.MultiState, so the decoder around it is the same (tests/test_policies.py
-holds every view of a finite MSRNN to it, float64, 1e-10). Then the proofs that the unbounded MSRNN
+holds msrnn.run to it, and the other views to run, float64, 1e-10). Then the proofs that the unbounded MSRNN
 is the transformer.
 """
 import math

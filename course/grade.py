@@ -555,6 +555,9 @@ def main(argv=None):
             raise SystemExit(f"{folder} exists already: your work is not overwritten (remove it to start again)")
         try:
             shutil.copytree(SKELETON, folder)
+        except KeyboardInterrupt:  # half a copy would be "your work", never overwritten
+            shutil.rmtree(folder, ignore_errors=True)
+            raise SystemExit("interrupted: nothing copied") from None
         except OSError as e:
             raise SystemExit(f"cannot copy the skeletons to {folder}: {e.strerror or e} (choose a folder you can write)")
         print(f"copied the skeletons to {folder}: write the paper there, then run python -m course.grade"

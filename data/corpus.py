@@ -126,12 +126,15 @@ def _wide(data: bytes) -> str | None:
     return None
 
 
-def _utf8(data: bytes) -> bool:
-    """Whether the bytes are valid UTF-8."""
-    try:
-        return bool(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
+UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
+
+
+def _utf8_share(data: bytes) -> tuple[int, int]:
+    """(the non-ASCII bytes that form UTF-8's letters, all non-ASCII bytes): another 8-bit text forms them only in
+    odd pairs (an accented capital before a symbol), so a share of them is UTF-8 text, whole or in part."""
+    high = len(data) - len(data.translate(None, bytes(range(0x80, 0x100))))
+    return (sum(len(m) for m in UTF8_LETTER.findall(data)) if high else 0), high
 
 
 def _cp1252(data: bytes) -> bool:
@@ -161,6 +164,9 @@ def read(path, encoding: str = "utf-8") -> str:
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
     mark = _mark(data, encoding)
+    if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # named utf-8, then told cp1252's
+        raise ValueError(f"text file {path} starts with UTF-8's byte-order mark, but {share[1] - share[0]:,} bytes of "  # and
+                         "its text are not UTF-8: remove the mark's 3 bytes and name its encoding, or convert it to UTF-8")  # back
     if mark and not _read_as_mark(mark, encoding):  # read as anything but a mark (dropped) or U+FEFF: all is mojibake
         raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: "
                          f"name {BOMS[mark]}")
@@ -170,13 +176,24 @@ def read(path, encoding: str = "utf-8") -> str:
         # every leading mark: a file saved twice with one, or two such files joined, starts with two
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
-        raise ValueError(f"text file {path} is not {encoding} ({where}); "
-                         "convert it, or name its encoding (--encoding cp1252 for Windows' text)") from None
+        inside, high = _utf8_share(data)
+        if isinstance(e, UnicodeDecodeError) and inside >= 0.2 * high:  # one pasted Windows quote (0x92) in UTF-8
+            raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
+                             f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "
+                             "them, or convert the whole file to UTF-8") from None
+        if (wide := _wide(data)) and not mark:
+            raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
+        advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and \
+            codecs.lookup(encoding).name != "cp1252" else "name the encoding it is in"  # cp1252 reads it not, or was named
+        raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
-    if not codecs.lookup(encoding).name.startswith("utf") and max(data, default=0) >= 0x80 and _utf8(data):
-        raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
-                         "name utf-8")  # another 8-bit text is UTF-8 only in odd pairs (an accented capital, a symbol)
+    if not codecs.lookup(encoding).name.startswith("utf") and (share := _utf8_share(data))[0] >= 0.2 * share[1] > 0:
+        if share[0] == share[1]:
+            raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
+                             "name utf-8")
+        raise ValueError(f"text file {path} is UTF-8 in part ({share[0]:,} of its {share[1]:,} non-ASCII bytes) and "
+                         f"{encoding} or another encoding in part: convert it whole to UTF-8")
     if not mark and (name := codecs.lookup(encoding).name) in ("utf-16-le", "utf-16-be"):  # in the other byte order
         other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
@@ -193,6 +210,11 @@ def read(path, encoding: str = "utf-8") -> str:
             and _cp1252(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
                          "reads as control characters), not latin-1: name cp1252")
+    letters = [c for c in text[:200_000] if c.isalpha()] if codecs.lookup(encoding).name in WESTERN else []
+    if sum(c >= "\x80" for c in letters) > 0.5 * len(letters):
+        raise ValueError(f"text file {path}: most of its letters are not ASCII's as {encoding} reads them (French or "
+                         "German has a few in a hundred): a text of another script (cp1251, koi8-r, gbk, shift_jis)? "
+                         "convert it to UTF-8, or name its encoding")  # Cyrillic read as cp1252: "Ïðèâåò"
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

@@ -175,9 +175,11 @@ def check_span(window, sinks, block=1, gamma=None, features=()):
 
 
 def index(x) -> int | None:
-    """x as Python's int where it is an integer (numpy's and torch's too; not True, which is no layer), else None."""
+    """x as Python's int where it is an integer (numpy's and torch's too; not True or a mask's, no layer), else None."""
+    if isinstance(x, bool) or isinstance(x, torch.Tensor) and x.dtype == torch.bool:  # a mask's True is no layer 1
+        return None
     try:
-        return None if isinstance(x, bool) else operator.index(x)
+        return operator.index(x)
     except TypeError:
         return None
 

@@ -105,14 +105,19 @@ def save_folder(model: llama.Model, tok, folder):
     """config.json, model.safetensors and tokenizer.json in Hugging Face's names (load_weights' table)."""
     from safetensors.torch import save_file
     c, folder = model.config, pathlib.Path(folder)
+    if tok.get_vocab_size() > c.vocab_size:  # its first text out of range, far from here
+        raise ValueError(f"the tokenizer has {tok.get_vocab_size():,} tokens, the model's embedding {c.vocab_size:,}")
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": c.vocab_size,
+    tied = c.tie_embeddings and model.lm_head is model.embed  # a head trained apart is the model's own, not the embedding
+    kind = "mistral" if c.sliding_window else "llama"  # load_weights reads a window from Mistral's config only
+    cfg = {"model_type": kind, "architectures": [f"{kind.capitalize()}ForCausalLM"], "vocab_size": c.vocab_size,
            "hidden_size": c.dim, "num_hidden_layers": c.n_layers, "num_attention_heads": c.n_heads,
            "num_key_value_heads": c.n_kv_heads, "head_dim": c.head_dim, "intermediate_size": c.ffn_dim,
-           "rms_norm_eps": c.norm_eps, "rope_theta": c.rope_theta, "tie_word_embeddings": c.tie_embeddings,
-           "max_position_embeddings": c.max_positions, "hidden_act": "silu", "torch_dtype": "float32"}
+           "rms_norm_eps": c.norm_eps, "rope_theta": c.rope_theta, "rope_scaling": c.rope_scaling,
+           "sliding_window": c.sliding_window, "tie_word_embeddings": tied, "max_position_embeddings": c.max_positions,
+           "hidden_act": "silu", "torch_dtype": str(model.dtype).removeprefix("torch.")}
     tensors = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.norm}
-    if not c.tie_embeddings:  # its own output head (the miniature's is tied; a model built elsewhere may not be),
+    if not tied:  # its own output head (the miniature's is tied; a model built elsewhere may not be),
         tensors["lm_head.weight"] = model.lm_head.clone()  # a copy: safetensors stores no tensor twice
     for i, L in enumerate(model.layers):
         tensors |= {f"model.layers.{i}.{name}": getattr(L, field) for name, field in load_weights.LAYER_NAMES.items()}

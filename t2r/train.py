@@ -294,11 +294,13 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
-        seen, subs = {}, [f.name + "/" for f in sorted(licenses.iterdir()) if f.is_dir()]
+        entries = [f for f in sorted(licenses.iterdir()) if not f.name.startswith(".") and f.name != "__MACOSX"]  # not
+        # .git, .gitignore, an editor's lock file (.~lock.a.odt#) or a Mac zip's folder: no text of the user's
+        seen, subs = {}, [f.name + "/" for f in entries if f.is_dir()]
         if subs and not default:  # a folder of texts in sub-folders trained on its top files alone, without a word
             raise ValueError(f"licenses {licenses}: its sub-folder {', '.join(subs)} is not read (only the files at its "
                              "top are): move their texts up, or name that folder")
-        for f in sorted(licenses.iterdir()):
+        for f in entries:
             if f.is_symlink() and not f.exists():  # dropped without a word, a licence never trained on
                 raise ValueError(f"licenses {licenses}: {f.name} is a link to nothing (or a loop)")
             if f.is_file():  # GPL -> GPL-3 and the like, or a copy with other line ends or quotes: one copy

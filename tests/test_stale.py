@@ -6051,3 +6051,57 @@ def test_round61_helpers_a_key_cannot_read_are_made_fresh(tmp_path):
     (tmp_path / "t61" / "a61.py").write_text("from test import W\n\n\ndef fn(rows):\n    return rows.pos.double() * W\n")
     with pytest.raises(ValueError, match="imports test, and test is beside it, but Python found its own test"):
         specs.named(f"{tmp_path / 't61' / 'a61.py'}:fn")
+
+
+def test_round61_texts_advice_own_folders_masks_and_saved_models(tmp_path, monkeypatch):
+    """Round 61, T2R, the data and the course: every file not in UTF-8 was advised cp1252, which reads nearly any
+    bytes: a UTF-8 text with one pasted Windows quote, a latin-1 file with its UTF-8 copy appended, Cyrillic code
+    pages then read as mojibake without a word, and a UTF-8 mark before latin-1 sent the user from utf-8 to cp1252
+    and back; an own-text folder trained on .gitignore and an editor's lock file, and refused for its .git/; a torch
+    mask's True was a layer; save_folder dropped the sliding window, the RoPE scaling and a head trained apart from
+    a tied embedding; Ctrl-C during the grader's --init left half a copy, "your work", never overwritten."""
+    import codecs
+    import dataclasses
+    from data import corpus
+    from t2r import linear, mini, train
+    files = {"stray": ("It’s the café, isn’t it? " * 30).encode("utf-8") + b"Don\x92t stop.\n",
+             "mixed": ("Où est la forêt? " * 20).encode("latin-1") + ("Où est la forêt? " * 20).encode("utf-8"),
+             "koi8": ("Привет, как дела? Хорошо, спасибо. " * 30).encode("koi8-r"),
+             "bom": codecs.BOM_UTF8 + ("Où est la forêt? " * 30).encode("latin-1"),
+             "de": ("Die Bäume blühen, und die Straße ist groß. " * 30).encode("cp1252")}
+    for name, data in files.items():
+        (tmp_path / f"{name}.txt").write_bytes(data)
+    for name, encoding, said in (("stray", "utf-8", "is UTF-8 but for 1 of its bytes .the first, 0x92"),
+                                 ("stray", "cp1252", "is UTF-8 in part"), ("mixed", "latin-1", "is UTF-8 in part"),
+                                 ("koi8", "cp1252", "most of its letters are not ASCII's"),
+                                 ("bom", "utf-8", "starts with UTF-8's byte-order mark, but 60 bytes of its text are not")):
+        with pytest.raises(ValueError, match=said):
+            corpus.read(tmp_path / f"{name}.txt", encoding)
+    assert corpus.read(tmp_path / "de.txt", "cp1252").startswith("Die Bäume blühen")
+    own = tmp_path / "own"
+    (own / ".git").mkdir(parents=True)
+    (own / ".gitignore").write_text("*.pyc\n__pycache__/\n")
+    (own / ".~lock.notes.odt#").write_text("Tester,tester,host,06.12.2026 07:20,file:///home/t/notes.odt;\n")
+    (own / "notes.txt").write_text("My own notes, a text of my own to train on. " * 20)
+    assert train.training_sources(books=(), licenses=own) == [(own / "notes.txt").read_text()]
+    model = random_model(tiny_config(), dtype=torch.float32)
+    with pytest.raises(ValueError, match="layers must be layer numbers"):
+        linear.FeatureMaps(model.config, r=4, kind="relu", layers=torch.arange(2) >= 1)
+    tok = mini.train_tokenizer(["a few words of text, and a few more words of text " * 40], 300)
+    x = tokens(1, 24) % tok.get_vocab_size()
+    for kw in ({"sliding_window": 8}, {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, {"tie_embeddings": True}):
+        model = random_model(tiny_config(vocab_size=tok.get_vocab_size(), **kw), dtype=torch.float32)
+        if kw.get("tie_embeddings"):  # a head trained apart from the embedding it was tied to
+            model = dataclasses.replace(model, lm_head=model.embed + 1)
+        mini.save_folder(model, tok, tmp_path / "saved")
+        assert torch.equal(llama.forward(load_weights.load_model(tmp_path / "saved"), x), llama.forward(model, x)), kw
+    from course import grade
+
+    def interrupted(source, folder):  # Ctrl-C halfway through the copy
+        (folder / "llama.py").parent.mkdir(parents=True)
+        (folder / "llama.py").write_text("# half\n")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(grade.shutil, "copytree", interrupted)
+    with pytest.raises(SystemExit, match="interrupted: nothing copied"):
+        grade.main([str(tmp_path / "work"), "--init"])
+    assert not (tmp_path / "work").exists()

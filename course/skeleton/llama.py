@@ -53,7 +53,7 @@ class Layer:
 
     def __post_init__(self):
         # q, k, v (and gate, up) read the same input: one matrix each is one product instead of three
-        # (a decode step streams every weight once, in 4 products, not 7). The named ones become views.
+        # (a layer's weights are read in 4 products a decode step, not 7). The named ones become views.
         self.w_qkv = torch.cat([self.wq, self.wk, self.wv])          # (q + 2 kv, dim)
         self.wq, self.wk, self.wv = self.w_qkv.split([len(self.wq), len(self.wk), len(self.wv)])
         self.w_gate_up = torch.cat([self.w_gate, self.w_up])         # (2 ffn_dim, dim)
