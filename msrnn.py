@@ -211,8 +211,8 @@ def feed(model: llama.Model, tokens: torch.Tensor, state: State, policy=None) ->
 def run(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
     """The MSRNN on tokens (T,) or (B, T): logits (T, vocab) or (B, T, vocab).
 
-    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: an empty
-    state to start from instead of init_state's (engine/oneshot.py passes its own).
+    policy=None, size=None is the unbounded MSRNN, i.e. the transformer itself. state: a state to go on
+    from instead of init_state's empty one (engine/oneshot.py passes its own; the tokens follow its t).
     """
     if state is not None:  # a multi-state, of the size asked for (size=None takes the state's)
         guards.check_multistate(state, "any" if size is None else size)
@@ -286,10 +286,10 @@ def held_mask(ms: MultiState, q, k, v, policy) -> torch.Tensor:
     The mask is the recurrence's own output: this runs MultiState.attend step by step over the layer's
     queries and keys (computed at once) and records which rows each step held. Attention under it is
     then ordinary softmax attention: a finite MSRNN is the transformer under this mask."""
-    B, H, G, T, _ = q.shape
+    B, Hkv, G, T, _ = q.shape
     # this mask, and per query head softmax_attention's copy of it and the float mask SDPA makes of that
-    guards.check_memory(B * H * T * (T + 1) + B * H * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
-    out = torch.zeros(B, H, 1, T, T + 1, dtype=torch.bool, device=q.device)  # column T collects freed slots (pos -1)
+    guards.check_memory(B * Hkv * T * (T + 1) + B * Hkv * G * T * T * (1 + q.element_size()), f"the masks of {T} tokens")
+    out = torch.zeros(B, Hkv, 1, T, T + 1, dtype=torch.bool, device=q.device)  # column T collects freed slots (pos -1)
     for i in range(T):
         live = ms.pos[:, :, :ms.n]                                   # (B, Hkv, n): the rows kept after step i - 1
         out[:, :, 0, i].scatter_(-1, live.where(live >= 0, T), True)

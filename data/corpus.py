@@ -131,8 +131,9 @@ WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  
 
 
 def _utf8_share(data: bytes) -> tuple[int, int]:
-    """(the non-ASCII bytes that form UTF-8's letters, all non-ASCII bytes): another 8-bit text forms them only in
-    odd pairs (an accented capital before a symbol), so a share of them is UTF-8 text, whole or in part."""
+    """(the non-ASCII bytes that form UTF-8's letters, all non-ASCII bytes): an 8-bit text forms them by chance only
+    in some pairs (Polish capitals in cp1250 reach a quarter; the double-byte codes of Chinese, Japanese and Korean
+    more), so UTF-8 text, whole or with stray bytes, is where they are nearly all."""
     high = len(data) - len(data.translate(None, bytes(range(0x80, 0x100))))
     return (sum(len(m) for m in UTF8_LETTER.findall(data)) if high else 0), high
 
@@ -177,7 +178,7 @@ def read(path, encoding: str = "utf-8") -> str:
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         inside, high = _utf8_share(data)
-        if isinstance(e, UnicodeDecodeError) and inside >= 0.2 * high:  # one pasted Windows quote (0x92) in UTF-8
+        if isinstance(e, UnicodeDecodeError) and inside >= 0.9 * high:  # one pasted Windows quote (0x92) in UTF-8
             raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "
                              "them, or convert the whole file to UTF-8") from None
@@ -188,12 +189,14 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
-    if not codecs.lookup(encoding).name.startswith("utf") and (share := _utf8_share(data))[0] >= 0.2 * share[1] > 0:
+    single = not codecs.lookup(encoding).name.startswith("utf") and \
+        len(bytes(range(0x80, 0x100)).decode(encoding, "replace")) == 128  # one byte a character: not gbk's
+    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0:
         if share[0] == share[1]:
             raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
                              "name utf-8")
-        raise ValueError(f"text file {path} is UTF-8 in part ({share[0]:,} of its {share[1]:,} non-ASCII bytes) and "
-                         f"{encoding} or another encoding in part: convert it whole to UTF-8")
+        raise ValueError(f"text file {path} is UTF-8 but for {share[1] - share[0]:,} of its bytes, not {encoding}: fix "
+                         "those bytes (a character pasted from another encoding?) and name utf-8")
     if not mark and (name := codecs.lookup(encoding).name) in ("utf-16-le", "utf-16-be"):  # in the other byte order
         other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
@@ -206,15 +209,15 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
+    seen = [c for c in text[:200_000] if not c.isspace()] if codecs.lookup(encoding).name in WESTERN else []
+    if len(seen) >= 20 and sum(c >= "\x80" for c in seen) > 0.3 * len(seen):  # French has a few in a hundred
+        raise ValueError(f"text file {path}: over 30% of its characters are not ASCII's as {encoding} reads them: a text of "
+                         "another script (cp1251, koi8-r, gbk, big5, shift_jis)? convert it to UTF-8, or name its "
+                         "encoding")  # Cyrillic read as cp1252: "Ïðèâåò"; Big5: "¹D¥i¹D¡A«D±`"
     if codecs.lookup(encoding).name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _cp1252(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
                          "reads as control characters), not latin-1: name cp1252")
-    letters = [c for c in text[:200_000] if c.isalpha()] if codecs.lookup(encoding).name in WESTERN else []
-    if sum(c >= "\x80" for c in letters) > 0.5 * len(letters):
-        raise ValueError(f"text file {path}: most of its letters are not ASCII's as {encoding} reads them (French or "
-                         "German has a few in a hundred): a text of another script (cp1251, koi8-r, gbk, shift_jis)? "
-                         "convert it to UTF-8, or name its encoding")  # Cyrillic read as cp1252: "Ïðèâåò"
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

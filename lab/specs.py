@@ -838,9 +838,9 @@ def _held(module) -> list:
 
 
 _LOADED = {}  # a user's module by its name -> (the module, the fingerprint of its file when a policy file's import loaded it)
-_SCOPE = set()  # the files the keys of the policy files named in this process read (harness.sources, resolved): their
-# helpers are the only modules of the user's that _fresh looks at and forgets (a notebook's own, a library on
-# PYTHONPATH, the user's script are none of its business)
+_SCOPE = set()  # the files of the policy files' helpers named in this process (resolved): what their keys read
+# (harness.sources) and the modules their imports loaded, hold or name (_helpers). The only modules of the user's that
+# _fresh looks at and forgets (a notebook's own, a library on PYTHONPATH, the user's script are none of its business)
 
 
 def _users_name(name) -> bool:
@@ -860,8 +860,8 @@ def _module_dict(m) -> dict:
 
 
 def _users_file(name, m) -> str | None:
-    """The file of a loaded module that is a policy file's helper: by a user's name (`_users_name`), from a file a
-    policy's key reads (`_SCOPE`) that is neither installed nor the repository's own code."""
+    """The file of a loaded module that is a policy file's helper: by a user's name (`_users_name`), from a file of
+    `_SCOPE` that is neither installed nor the repository's own code."""
     file = _module_dict(m).get("__file__")
     if not _users_name(name) or type(file) is not str or file.startswith(INSTALLED):
         return None
@@ -892,7 +892,7 @@ def _as_imported(file: str) -> bool:
     names the source's second and size, and the .pyc is not older than it). Else it may be older than its file."""
     try:
         source = os.stat(file)
-        if source.st_mtime < _STARTED:
+        if max(source.st_mtime, source.st_ctime) < _STARTED:  # a copy kept its old date (cp -p, unzip): not its ctime
             return True
         pyc = importlib.util.cache_from_source(file)
         with open(pyc, "rb") as f:
@@ -931,7 +931,7 @@ def _namespace(name, m) -> bool:
 
 def _fresh():
     """Make the user's modules a policy file imports what their files hold now. Where one of the policies' loaded
-    helpers (the modules of the files their keys read) changed, went, or became a package's since it was first seen,
+    helpers (the modules of `_SCOPE`'s files) changed, went, or became a package's since it was first seen,
     every one of them is forgotten, and their namespace packages with them, so that the next import reads them all afresh:
     a helper that imports an edited helper, a package that holds an edited module as an attribute, a link whose
     target changed, a helper in the repository's root or in course/work. All at once: which of them read which
@@ -974,7 +974,8 @@ def _helpers(before: set, module, code) -> dict:
     # __name__ or __module__ (a list, a property) names nothing
     names = (set(sys.modules) - before) | {n for n in named if type(n) is str} \
         | {".".join(n.split(".")[:i]) for f in code for n in harness._code_of(f.read_bytes())[0] if n and n[0] != "."
-           for i in range(1, n.count(".") + 2)}
+           for i in range(1, n.count(".") + 2)} \
+        | {s for f in code for s in harness._code_of(f.read_bytes())[1] if s in sys.modules}  # importlib's 'hlp7' 
     found = {}
     for n in names:
         f = _module_dict(m := sys.modules.get(n)).get("__file__") if n in sys.modules else None
@@ -988,6 +989,17 @@ def _helpers(before: set, module, code) -> dict:
     return found
 
 
+def _copies(folder: pathlib.Path, ours: pathlib.Path) -> bool:
+    """Whether a folder named like one of the project's holds only files the project's holds too (the course's
+    --init copies t2r/linear.py into course/work): Python finds the project's first, as sys.path puts its root before
+    a policy's folder, and a worker runs the project's code."""
+    try:
+        names = [p.name for p in folder.iterdir() if p.name != "__pycache__"]
+    except OSError:
+        return False
+    return bool(names) and all((ours / n).is_file() and (folder / n).is_file() for n in names)
+
+
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
@@ -997,7 +1009,8 @@ def _from_file(path, fname):
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \
             [f"{n}/" for n in _PACKAGES if path.parent != harness.ROOT and (path.parent / n).is_dir()  # a folder joins it
-             and not any((path.parent / n / f"__init__{x}").is_file() for x in importlib.machinery.all_suffixes())]:
+             and not any((path.parent / n / f"__init__{x}").is_file() for x in importlib.machinery.all_suffixes())
+             and not _copies(path.parent / n, harness.ROOT / n)]:
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
@@ -1008,6 +1021,8 @@ def _from_file(path, fname):
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
     _SCOPE.update(f.resolve() for f in code)
+    if held:  # and what its calls imported since (`import shared` or importlib in the function): in scope now
+        _SCOPE.update(pathlib.Path(_module_dict(m)["__file__"]).resolve() for m in _helpers(set(sys.modules), held[1], code).values())
     _fresh()  # its helpers as their files are now
     before = set(sys.modules)
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
@@ -1029,7 +1044,7 @@ def _from_file(path, fname):
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
             top = (getattr(e, "name", None) or "").split(".")[0] if isinstance(e, ImportError) else ""  # "No module
             # named 'test.scoring'", or "cannot import name 'W' from 'test'"
-            if top and ((path.parent / top / "__init__.py").is_file() or (path.parent / f"{top}.py").is_file()) and \
+            if top and ((path.parent / top).is_dir() or (path.parent / f"{top}.py").is_file()) and \
                     (other := getattr(sys.modules.get(top), "__file__", None) or getattr(sys.modules.get(top), "__path__", None)):
                 raise ValueError(f"{path} imports {e.name}, and {top} is beside it, but Python found its own {top} "  # e.g. a
                                  f"({other}) first: give the one beside {path.name} another name") from None  # test/

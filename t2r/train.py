@@ -294,8 +294,10 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
-        entries = [f for f in sorted(licenses.iterdir()) if not f.name.startswith(".") and f.name != "__MACOSX"]  # not
-        # .git, .gitignore, an editor's lock file (.~lock.a.odt#) or a Mac zip's folder: no text of the user's
+        entries = [f for f in sorted(licenses.iterdir()) if not (f.name.startswith(".") or f.name.endswith("~") or ":" in
+                                                                   f.name or f.name in ("__MACOSX", "desktop.ini", "Thumbs.db"))]
+        # not .git, .gitignore, an editor's lock file (.~lock.a.odt#) or backup (a.txt~), a Mac zip's folder, Windows'
+        # folder settings or a downloaded file's zone (a.txt:Zone.Identifier): no text of the user's
         seen, subs = {}, [f.name + "/" for f in entries if f.is_dir()]
         if subs and not default:  # a folder of texts in sub-folders trained on its top files alone, without a word
             raise ValueError(f"licenses {licenses}: its sub-folder {', '.join(subs)} is not read (only the files at its "
@@ -307,10 +309,9 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
                 try:
                     text = corpus.read(f, corpus.marked(f))  # UTF-8, or what a byte-order mark says (Notepad's UTF-16)
                 except ValueError as e:  # its advice to name an encoding is a --text's: licences are read as UTF-8
-                    if "--encoding" not in str(e):
-                        raise
-                    raise ValueError(f"{str(e).split('; ')[0]}; licences are read as UTF-8: convert it, or leave it "
-                                     f"out of {licenses}") from None
+                    said = re.split(r"[;:] (?:convert|name|fix|remove)", str(e))[0]  # what it is, without that advice
+                    raise ValueError(f"{said}; licences are read as UTF-8 (or as a byte-order mark says): convert it, "
+                                     f"or leave it out of {licenses}") from None
                 if not _licence(text):
                     raise ValueError(f"licenses {licenses}: {f.name} holds no letter, digit or symbol: no licence text")
                 seen.setdefault(_licence(text), (f, text))

@@ -212,12 +212,12 @@ def softmax_attention(q, k, v, mask=None):
     q (B, Hkv, G, T, hd), k and v (B, Hkv, 1, T, hd) -> (B, Hkv, G, T, hd). mask: bool (T, T),
     (B, Hkv, 1, T, T) one per KV head, or (B, 1, 1, T, T) one per layer; None is the causal mask.
     PyTorch's fused kernel computes exactly this formula, in tiles, never holding the (T, T) scores."""
-    B, H, G, T, hd = q.shape
+    B, Hkv, G, T, hd = q.shape
     if mask is not None and mask.dim() == 5:  # one per layer, or one shared by the G query heads of a KV head
-        mask = mask[:, 0] if mask.shape[1] == 1 else mask.expand(B, H, G, T, T).reshape(B, H * G, T, T)
-    o = F.scaled_dot_product_attention(q.reshape(B, H * G, T, hd), k[:, :, 0], v[:, :, 0], attn_mask=mask,
+        mask = mask[:, 0] if mask.shape[1] == 1 else mask.expand(B, Hkv, G, T, T).reshape(B, Hkv * G, T, T)
+    o = F.scaled_dot_product_attention(q.reshape(B, Hkv * G, T, hd), k[:, :, 0], v[:, :, 0], attn_mask=mask,
                                        is_causal=mask is None, enable_gqa=True)  # query head h reads KV head h // G
-    return o.view(B, H, G, T, hd)
+    return o.view(B, Hkv, G, T, hd)
 
 
 def forward(model: Model, tokens: torch.Tensor, attention=None, last: bool = False) -> torch.Tensor:
