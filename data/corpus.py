@@ -138,6 +138,12 @@ def _utf8_share(data: bytes) -> tuple[int, int]:
     return (sum(len(m) for m in UTF8_LETTER.findall(data)) if high else 0), high
 
 
+def _assigned(data: bytes) -> bool:
+    """Whether the UTF-8 letters the bytes form are all characters Unicode assigns (cp1252's "×½" forms U+05FD, none)."""
+    text = data.decode("utf-8", "ignore")
+    return all(unicodedata.category(c) != "Cn" for c in set(text) if c >= "\x80")
+
+
 def _cp1252(data: bytes) -> bool:
     """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
     try:
@@ -165,6 +171,9 @@ def read(path, encoding: str = "utf-8") -> str:
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
     mark = _mark(data, encoding)
+    if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] >= 0.9 * share[1] and share[0] < share[1]:
+        raise ValueError(f"text file {path} is UTF-8 (with its byte-order mark) but for {share[1] - share[0]:,} of its "
+                         "bytes: fix them (a character pasted from another encoding?)")
     if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # named utf-8, then told cp1252's
         raise ValueError(f"text file {path} starts with UTF-8's byte-order mark, but {share[1] - share[0]:,} bytes of "  # and
                          "its text are not UTF-8: remove the mark's 3 bytes and name its encoding, or convert it to UTF-8")  # back
@@ -191,7 +200,7 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is empty")
     single = not codecs.lookup(encoding).name.startswith("utf") and \
         len(bytes(range(0x80, 0x100)).decode(encoding, "replace")) == 128  # one byte a character: not gbk's
-    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0:
+    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data):
         if share[0] == share[1]:
             raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
                              "name utf-8")
@@ -209,11 +218,11 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    seen = [c for c in text[:200_000] if not c.isspace()] if codecs.lookup(encoding).name in WESTERN else []
-    if len(seen) >= 20 and sum(c >= "\x80" for c in seen) > 0.3 * len(seen):  # French has a few in a hundred
-        raise ValueError(f"text file {path}: over 30% of its characters are not ASCII's as {encoding} reads them: a text of "
-                         "another script (cp1251, koi8-r, gbk, big5, shift_jis)? convert it to UTF-8, or name its "
-                         "encoding")  # Cyrillic read as cp1252: "Ïðèâåò"; Big5: "¹D¥i¹D¡A«D±`"
+    letters = [c for c in text[:200_000] if c.isalpha()] if codecs.lookup(encoding).name in WESTERN else []
+    if len(letters) >= 20 and sum(c >= "\x80" for c in letters) > 0.5 * len(letters):  # Icelandic has a third at most;
+        raise ValueError(f"text file {path}: most of its letters are not ASCII's as {encoding} reads them: a text of "
+                         "another script (cp1251, koi8-r, gbk, shift_jis)? convert it to UTF-8, or name its "
+                         "encoding")  # Cyrillic read as cp1252: "Ïðèâåò" (box art and symbols are no letters)
     if codecs.lookup(encoding).name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _cp1252(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "

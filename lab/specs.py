@@ -87,8 +87,11 @@ class Named:
                              for f, code in zip(runs, codes))
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
+        before = set(sys.modules)
         probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
         # imports when called is then loaded when the world is read, at its first naming as at every later one
+        for m in _helpers(before, None, ()).values():  # and a helper's helper imported in its body joins the refresh
+            _SCOPE.add(pathlib.Path(_module_dict(m)["__file__"]).resolve())
         held += _world({p for code in codes for p in code}, runs)
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
@@ -990,14 +993,16 @@ def _helpers(before: set, module, code) -> dict:
 
 
 def _copies(folder: pathlib.Path, ours: pathlib.Path) -> bool:
-    """Whether a folder named like one of the project's holds only files the project's holds too (the course's
-    --init copies t2r/linear.py into course/work): Python finds the project's first, as sys.path puts its root before
-    a policy's folder, and a worker runs the project's code."""
+    """Whether a folder named like one of the project's holds no module Python could import from it that the
+    project's lacks (the course's --init copies t2r/linear.py into course/work; a researcher's data/ holds texts):
+    Python finds the project's first, as sys.path puts its root before a policy's folder, and a worker runs the
+    project's code. An editor's backup, notes or a checkpoint folder beside them import as nothing."""
+    suffixes = tuple(importlib.machinery.all_suffixes())
     try:
-        names = [p.name for p in folder.iterdir() if p.name != "__pycache__"]
+        found = [p for p in folder.iterdir() if p.name.endswith(suffixes) or p.is_dir() and p.name.isidentifier()]
     except OSError:
         return False
-    return bool(names) and all((ours / n).is_file() and (folder / n).is_file() for n in names)
+    return all(p.is_file() and (ours / p.name).is_file() for p in found if p.name != "__pycache__")
 
 
 def _from_file(path, fname):

@@ -107,9 +107,9 @@ def save_folder(model: llama.Model, tok, folder):
     c, folder = model.config, pathlib.Path(folder)
     if tok.get_vocab_size() > c.vocab_size:  # its first text out of range, far from here
         raise ValueError(f"the tokenizer has {tok.get_vocab_size():,} tokens, the model's embedding {c.vocab_size:,}")
-    if shards := sorted(p.name for p in folder.glob("model*.safetensors*") if p.name != "model.safetensors"):
-        raise ValueError(f"{folder} holds another checkpoint's shards ({', '.join(shards[:3])}), which load_model would "
-                         "read in place of this model: save to an empty folder")
+    if shards := sorted(p.name for p in folder.glob("*.safetensors*") if p.name != "model.safetensors"):
+        raise ValueError(f"{folder} holds another checkpoint's weights ({', '.join(shards[:3])}), which load_model would "
+                         "read with or in place of this model's: save to an empty folder")
     folder.mkdir(parents=True, exist_ok=True)
     tied = c.tie_embeddings and model.lm_head is model.embed  # a head trained apart is the model's own, not the embedding
     kind = "mistral" if c.sliding_window else "llama"  # load_weights reads a window from Mistral's config only

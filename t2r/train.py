@@ -276,6 +276,15 @@ def _folder(path, what: str) -> pathlib.Path:
     return folder
 
 
+def _leftover(name: str) -> bool:
+    """A file or folder tools leave beside a user's texts, never a text of theirs: hidden ones (.git, .gitignore, an
+    editor's lock .~lock.a.odt#), backups and autosaves (a.txt~, a.txt.bak, .orig, .save, .swp, #a.txt#), a Mac zip's
+    __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts and a download's zone (a.txt:Zone.Identifier)."""
+    low = name.lower()
+    return low.startswith((".", "#")) or low.endswith(("~", "#", ".bak", ".orig", ".save", ".swp", ".tmp", ".url", ".lnk")) \
+        or ":" in name or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
+
+
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
     """Every training text: the two Canterbury books that are not evaluated on, and each distinct
     license text of `licenses` where that folder exists (links and copies read once). alice29 and
@@ -294,10 +303,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
-        entries = [f for f in sorted(licenses.iterdir()) if not (f.name.startswith(".") or f.name.endswith("~") or ":" in
-                                                                   f.name or f.name in ("__MACOSX", "desktop.ini", "Thumbs.db"))]
-        # not .git, .gitignore, an editor's lock file (.~lock.a.odt#) or backup (a.txt~), a Mac zip's folder, Windows'
-        # folder settings or a downloaded file's zone (a.txt:Zone.Identifier): no text of the user's
+        entries = [f for f in sorted(licenses.iterdir()) if not _leftover(f.name)]
         seen, subs = {}, [f.name + "/" for f in entries if f.is_dir()]
         if subs and not default:  # a folder of texts in sub-folders trained on its top files alone, without a word
             raise ValueError(f"licenses {licenses}: its sub-folder {', '.join(subs)} is not read (only the files at its "
