@@ -171,12 +171,12 @@ def read(path, encoding: str = "utf-8") -> str:
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
     mark = _mark(data, encoding)
-    if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] >= 0.9 * share[1] and share[0] < share[1]:
-        raise ValueError(f"text file {path} is UTF-8 (with its byte-order mark) but for {share[1] - share[0]:,} of its "
-                         "bytes: fix them (a character pasted from another encoding?)")
-    if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # named utf-8, then told cp1252's
-        raise ValueError(f"text file {path} starts with UTF-8's byte-order mark, but {share[1] - share[0]:,} bytes of "  # and
-                         "its text are not UTF-8: remove the mark's 3 bytes and name its encoding, or convert it to UTF-8")  # back
+    if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # else named utf-8, told cp1252's,
+        if share[0] >= 0.9 * share[1]:  # and sent back to utf-8 by the mark
+            raise ValueError(f"text file {path} is UTF-8 (with its byte-order mark) but for {share[1] - share[0]:,} of "
+                             "its bytes: fix them (a character pasted from another encoding?)")
+        raise ValueError(f"text file {path} starts with UTF-8's byte-order mark, but {share[1] - share[0]:,} bytes of "
+                         "its text are not UTF-8: remove the mark's 3 bytes and name its encoding, or convert it to UTF-8")
     if mark and not _read_as_mark(mark, encoding):  # read as anything but a mark (dropped) or U+FEFF: all is mojibake
         raise ValueError(f"text file {path} starts with {BOMS[mark]}'s byte-order mark but was named {encoding}: "
                          f"name {BOMS[mark]}")
@@ -219,7 +219,7 @@ def read(path, encoding: str = "utf-8") -> str:
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
     letters = [c for c in text[:200_000] if c.isalpha()] if codecs.lookup(encoding).name in WESTERN else []
-    if len(letters) >= 20 and sum(c >= "\x80" for c in letters) > 0.5 * len(letters):  # Icelandic has a third at most;
+    if len(letters) >= 20 and sum(c >= "\x80" for c in letters) > 0.5 * len(letters):  # Icelandic has a third at most
         raise ValueError(f"text file {path}: most of its letters are not ASCII's as {encoding} reads them: a text of "
                          "another script (cp1251, koi8-r, gbk, shift_jis)? convert it to UTF-8, or name its "
                          "encoding")  # Cyrillic read as cp1252: "Ïðèâåò" (box art and symbols are no letters)
