@@ -76,9 +76,9 @@ class Model:
         return self.embed.device
 
     def to(self, device=None, dtype=None) -> "Model":
-        """A copy on another device and/or float type (`to(torch.float64)` too), fused matrices fused; RoPE's float64."""
-        device, dtype = (None, device) if isinstance(device, torch.dtype) else (device, dtype)
-        dtype = dtype and guards.check_dtype(dtype)
+        """A copy (not in place) on another device and/or in another float type. Each layer is rebuilt, so its fused
+        matrices stay fused; RoPE frequencies stay float64 on the CPU. Also to(dtype) and to(dtype, device)."""
+        device, dtype = guards.check_to(device, dtype)
         move = lambda x: x.to(device=device, dtype=dtype)
         layers = [Layer(**{f.name: move(getattr(L, f.name)) for f in dataclasses.fields(Layer)}) for L in self.layers]
         embed = move(self.embed)

@@ -213,8 +213,8 @@ def _safetensors_files(path: Path) -> list[Path]:
                                   f"{type(e).__name__}: {e}") from None
         # an absolute path, `..` or a symlink would have us read any file on the machine: refused unopened
         return sorted({_inside(path, file, f"{index}: entry {name!r} -> {f!r}") for name, (f, file) in files.items()})
-    files = sorted(_inside(path, f, f) for f in path.glob("*.safetensors"))
-    if files:
+    files = sorted(_inside(path, f, f) for f in path.glob("*.safetensors") if not f.name.startswith("."))  # not a
+    if files:  # save killed halfway (its hidden temporary file)
         return files
     pickles = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.pt*")]
     hint = f" (found {', '.join(pickles)}: pickle files are never opened; convert them to safetensors)" if pickles else ""

@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -561,7 +562,7 @@ def main(argv=None):
         except OSError as e:
             raise SystemExit(f"cannot copy the skeletons to {folder}: {e.strerror or e} (choose a folder you can write)")
         print(f"copied the skeletons to {folder}: write the paper there, then run python -m course.grade"
-              + (f" {args.folder}" if args.folder else ""))
+              + (f" {shlex.quote(str(args.folder))}" if args.folder else ""))  # a folder's space, pasted back
         return 0
     known = {p.number for p in PARTS}
     if args.only and set(args.only) - known:

@@ -144,6 +144,13 @@ def _assigned(data: bytes) -> bool:
     return all(unicodedata.category(c) != "Cn" for c in set(text) if c >= "\x80")
 
 
+def _latin(text: str) -> bool:
+    """Whether a text read by a Western code page looks Latin: fewer than 20 letters, or at most half of them not
+    ASCII's (French and German have a few in a hundred; Cyrillic or Chinese read as cp1252 nearly all)."""
+    letters = [c for c in text[:200_000] if c.isalpha()]
+    return len(letters) < 20 or sum(c >= "\x80" for c in letters) <= 0.5 * len(letters)
+
+
 def _cp1252(data: bytes) -> bool:
     """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
     try:
@@ -193,8 +200,9 @@ def read(path, encoding: str = "utf-8") -> str:
                              "them, or convert the whole file to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
-        advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and \
-            codecs.lookup(encoding).name != "cp1252" else "name the encoding it is in"  # cp1252 reads it not, or was named
+        advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and _latin(data.decode(
+            "cp1252")) and codecs.lookup(encoding).name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
+        # not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
@@ -218,11 +226,10 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    letters = [c for c in text[:200_000] if c.isalpha()] if codecs.lookup(encoding).name in WESTERN else []
-    if len(letters) >= 20 and sum(c >= "\x80" for c in letters) > 0.5 * len(letters):  # Icelandic has a third at most
-        raise ValueError(f"text file {path}: most of its letters are not ASCII's as {encoding} reads them: a text of "
-                         "another script (cp1251, koi8-r, gbk, shift_jis)? convert it to UTF-8, or name its "
-                         "encoding")  # Cyrillic read as cp1252: "Ïðèâåò" (box art and symbols are no letters)
+    if codecs.lookup(encoding).name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
+        print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
+              "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
+        # word list is Latin too; Cyrillic read as cp1252 reads "Ïðèâåò"
     if codecs.lookup(encoding).name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _cp1252(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "

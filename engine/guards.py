@@ -303,6 +303,18 @@ def _gib(n) -> str:
 FLOATS = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def check_to(device, dtype) -> tuple:
+    """Model.to's (device, dtype), given in either order as torch's .to takes them (to(torch.float64) too): a device
+    dropped, or a second dtype, was a copy elsewhere than asked without a word."""
+    if isinstance(device, torch.dtype):
+        if isinstance(dtype, torch.dtype):
+            raise ValueError(f"to takes a device and a dtype, got two dtypes: {device}, {dtype}")
+        device, dtype = dtype, device
+    if device is not None and not isinstance(device, (str, torch.device, int)):
+        raise ValueError(f"to takes a device (cpu, cuda, mps, meta) and a float dtype, got {type(device).__name__}")
+    return device, dtype and check_dtype(dtype)
+
+
 def check_dtype(dtype) -> torch.dtype:
     """A float dtype, given as torch.bfloat16 or as its name 'bfloat16': the torch.dtype."""
     if isinstance(dtype, str) and dtype in FLOATS:

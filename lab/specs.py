@@ -962,6 +962,17 @@ def _loaded(before: set) -> dict:
     return {n: f for n in set(sys.modules) - before if (f := _users_file(n, sys.modules.get(n)))}
 
 
+def _widen():
+    """Add to `_SCOPE` the loaded modules of the user's that its files import or name (a helper's helper imported in a
+    function's body, whoever loaded it first: the notebook, a call, the checker), and theirs in turn."""
+    todo = list(_SCOPE)
+    while todo:
+        for m in _helpers(set(sys.modules), None, [todo.pop()]).values():
+            if (file := pathlib.Path(_module_dict(m)["__file__"]).resolve()) not in _SCOPE:
+                _SCOPE.add(file)
+                todo.append(file)
+
+
 def _helpers(before: set, module, code) -> dict:
     """{name: module} of the user's modules a policy file's import brought in or names: what it loaded (importlib, a
     folder on sys.path), what it holds (a helper module, the module of a function or class it imported) and what its
@@ -975,10 +986,11 @@ def _helpers(before: set, module, code) -> dict:
     named = [_module_dict(x).get("__name__") if types.ModuleType in type(x).__mro__ else x.__module__ if
              inspect.isfunction(x) else inspect.getattr_static(x, "__module__", None) for x in held]  # a forged
     # __name__ or __module__ (a list, a property) names nothing
+    parsed = [harness._code_of(f.read_bytes()) for f in code if f.is_file()]  # (one gone since: nothing to name)
     names = (set(sys.modules) - before) | {n for n in named if type(n) is str} \
-        | {".".join(n.split(".")[:i]) for f in code for n in harness._code_of(f.read_bytes())[0] if n and n[0] != "."
+        | {".".join(n.split(".")[:i]) for imports, _ in parsed for n in imports if n and n[0] != "."
            for i in range(1, n.count(".") + 2)} \
-        | {s for f in code for s in harness._code_of(f.read_bytes())[1] if s in sys.modules}  # importlib's 'hlp7' 
+        | {s for _, strings in parsed for s in strings if s in sys.modules}  # importlib's 'hlp7'
     found = {}
     for n in names:
         f = _module_dict(m := sys.modules.get(n)).get("__file__") if n in sys.modules else None
@@ -992,30 +1004,20 @@ def _helpers(before: set, module, code) -> dict:
     return found
 
 
-def _copies(folder: pathlib.Path, ours: pathlib.Path) -> bool:
-    """Whether a folder named like one of the project's holds no module Python could import from it that the
-    project's lacks (the course's --init copies t2r/linear.py into course/work; a researcher's data/ holds texts):
-    Python finds the project's first, as sys.path puts its root before a policy's folder, and a worker runs the
-    project's code. An editor's backup, notes or a checkpoint folder beside them import as nothing."""
-    suffixes = tuple(importlib.machinery.all_suffixes())
-    try:
-        found = [p for p in folder.iterdir() if p.name.endswith(suffixes) or p.is_dir() and p.name.isidentifier()]
-    except OSError:
-        return False
-    return all(p.is_file() and (ours / p.name).is_file() for p in found if p.name != "__pycache__")
-
-
 def _from_file(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
     module_spec = importlib.util.spec_from_file_location(
         f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}", path)
+    code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \
             [f"{n}/" for n in _PACKAGES if path.parent != harness.ROOT and (path.parent / n).is_dir()  # a folder joins it
              and not any((path.parent / n / f"__init__{x}").is_file() for x in importlib.machinery.all_suffixes())
-             and not _copies(path.parent / n, harness.ROOT / n)]:
+             and any(f.is_relative_to((path.parent / n).resolve()) for f in code)]:  # and the policy imports from it
+        # (data.myh57: a helper under a project name is never forgotten); a data/ of texts, or the course's copy of
+        # t2r/ beside its work, is no business of the policy's
         raise ValueError(f"policy file {path}: its folder holds {', '.join(shadows)}, which a worker process would import "  # a
                          "in place of the project's folder of that name (the pooled run never ended): rename it")  # namespace
         # package loses to a module of its name anywhere on sys.path, and the policy's folder joins it
@@ -1023,9 +1025,9 @@ def _from_file(path, fname):
         sys.path.append(str(path.parent))  # last, so that a copy of policies.py there shadows nothing
     # named again ('mine.py:fn', then 'mine.py:fn:k=3'), what its key reads from disk and the modules it holds
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
-    code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
     _SCOPE.update(f.resolve() for f in code)
+    _widen()
     if held:  # and what its calls imported since (`import shared` or importlib in the function): in scope now
         _SCOPE.update(pathlib.Path(_module_dict(m)["__file__"]).resolve() for m in _helpers(set(sys.modules), held[1], code).values())
     _fresh()  # its helpers as their files are now

@@ -107,7 +107,8 @@ def save_folder(model: llama.Model, tok, folder):
     c, folder = model.config, pathlib.Path(folder)
     if tok.get_vocab_size() > c.vocab_size:  # its first text out of range, far from here
         raise ValueError(f"the tokenizer has {tok.get_vocab_size():,} tokens, the model's embedding {c.vocab_size:,}")
-    if shards := sorted(p.name for p in folder.glob("*.safetensors*") if p.name != "model.safetensors"):
+    if shards := sorted(p.name for p in folder.glob("*.safetensors*") if p.name != "model.safetensors"
+                        and not p.name.startswith(".")):  # a save killed halfway left its hidden temporary file
         raise ValueError(f"{folder} holds another checkpoint's weights ({', '.join(shards[:3])}), which load_model would "
                          "read with or in place of this model's: save to an empty folder")
     folder.mkdir(parents=True, exist_ok=True)

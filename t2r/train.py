@@ -279,10 +279,12 @@ def _folder(path, what: str) -> pathlib.Path:
 def _leftover(name: str) -> bool:
     """A file or folder tools leave beside a user's texts, never a text of theirs: hidden ones (.git, .gitignore, an
     editor's lock .~lock.a.odt#), backups and autosaves (a.txt~, a.txt.bak, .orig, .save, .swp, #a.txt#), a Mac zip's
-    __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts and a download's zone (a.txt:Zone.Identifier)."""
+    __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts, a download's zone (a.txt:Zone.Identifier) and a
+    download not finished (.crdownload, .part). "#1 Intro.txt" and "Chapter 2: Methods.txt" are texts."""
     low = name.lower()
-    return low.startswith((".", "#")) or low.endswith(("~", "#", ".bak", ".orig", ".save", ".swp", ".tmp", ".url", ".lnk")) \
-        or ":" in name or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
+    return low.startswith(".") or low.startswith("#") and low.endswith("#") or low.endswith(
+        ("~", ".bak", ".orig", ".save", ".swp", ".tmp", ".url", ".lnk", ".crdownload", ".part", ".download")) \
+        or low.endswith(":zone.identifier") or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
 
 
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
@@ -322,7 +324,8 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
                     raise ValueError(f"licenses {licenses}: {f.name} holds no letter, digit or symbol: no licence text")
                 seen.setdefault(_licence(text), (f, text))
         if not seen and not default:  # a folder of sub-folders, or empty: it added nothing
-            raise ValueError(f"licenses {licenses} holds no file (its sub-folders are not read)")
+            raise ValueError(f"licenses {licenses} holds no text file (sub-folders are not read, nor what tools leave beside "
+                             "texts: hidden files, backups, autosaves)")
         texts = [t for _, t in seen.values()]
         if long := [f"{f.name} ({len(t):,} characters)" for f, t in seen.values() if len(t) > 10**6]:
             raise ValueError(f"licenses {licenses}: {', '.join(long)} is no licence text (Debian's longest, GPL-3, "
