@@ -168,10 +168,10 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
     path = pathlib.Path(os.fsdecode(path))  # b"text.txt", or a PathLike of bytes: pathlib takes str only
     try:
-        text_codec = getattr(codecs.lookup(encoding), "_is_text_encoding", True)  # before the file: a bad name is no
-    except (LookupError, UnicodeError):  # fault of the file's; a lone surrogate in the name cannot even be looked up
+        codec = codecs.lookup(encoding)  # before the file: a bad name is no fault of the file's
+    except (LookupError, UnicodeError):  # a lone surrogate in the name cannot even be looked up
         raise ValueError(f"unknown text encoding {encoding!r}") from None
-    if not text_codec:  # rot13, base64, zlib: a codec, but not of text
+    if not getattr(codec, "_is_text_encoding", True):  # rot13, base64, zlib: a codec, but not of text
         raise ValueError(f"{encoding!r} is not a text encoding (it maps bytes to bytes or text to text)")
     if not path.is_file():
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
@@ -201,12 +201,12 @@ def read(path, encoding: str = "utf-8") -> str:
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
         advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and _latin(data.decode(
-            "cp1252")) and codecs.lookup(encoding).name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
+            "cp1252")) and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
-    single = not codecs.lookup(encoding).name.startswith("utf") and \
+    single = not codec.name.startswith("utf") and \
         len(bytes(range(0x80, 0x100)).decode(encoding, "replace")) == 128  # one byte a character: not gbk's
     if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data):
         if share[0] == share[1]:
@@ -214,23 +214,23 @@ def read(path, encoding: str = "utf-8") -> str:
                              "name utf-8")
         raise ValueError(f"text file {path} is UTF-8 but for {share[1] - share[0]:,} of its bytes, not {encoding}: fix "
                          "those bytes (a character pasted from another encoding?) and name utf-8")
-    if not mark and (name := codecs.lookup(encoding).name) in ("utf-16-le", "utf-16-be"):  # in the other byte order
-        other = data.decode("utf-16-be" if name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
+    if not mark and codec.name in ("utf-16-le", "utf-16-be"):  # in the other byte order
+        other = data.decode("utf-16-be" if codec.name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
             raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
-    if control > 0.01 * len(text) and not codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")):
+    if control > 0.01 * len(text) and not codec.name.startswith(("utf-16", "utf-32")):
         if wide := _wide(data[len(mark or b""):]):  # UTF-16 or UTF-32 read a byte at a time: a NUL or a control each letter
             raise ValueError(f"text file {path} reads as {wide} text" + (" behind UTF-8's byte-order mark" if mark else
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    if codecs.lookup(encoding).name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
+    if codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
         # word list is Latin too; Cyrillic read as cp1252 reads "Ïðèâåò"
-    if codecs.lookup(encoding).name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
+    if codec.name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _cp1252(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
                          "reads as control characters), not latin-1: name cp1252")

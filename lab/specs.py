@@ -87,11 +87,8 @@ class Named:
                              for f, code in zip(runs, codes))
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
-        before = set(sys.modules)
         probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
         # imports when called is then loaded when the world is read, at its first naming as at every later one
-        for m in _helpers(before, None, ()).values():  # and a helper's helper imported in its body joins the refresh
-            _SCOPE.add(pathlib.Path(_module_dict(m)["__file__"]).resolve())
         held += _world({p for code in codes for p in code}, runs)
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
@@ -957,18 +954,18 @@ def _fresh():
         _LOADED.clear()
 
 
-def _loaded(before: set) -> dict:
-    """{name: file} of the user's modules loaded since sys.modules held `before`."""
-    return {n: f for n in set(sys.modules) - before if (f := _users_file(n, sys.modules.get(n)))}
+def _file(m) -> pathlib.Path:
+    """A helper module's file, resolved as `_SCOPE` holds it."""
+    return pathlib.Path(_module_dict(m)["__file__"]).resolve()
 
 
 def _widen():
     """Add to `_SCOPE` the loaded modules of the user's that its files import or name (a helper's helper imported in a
-    function's body, whoever loaded it first: the notebook, a call, the checker), and theirs in turn."""
+    function's body, whoever loaded it first: the notebook, a call, the key's probe, the checker), and theirs in turn."""
     todo = list(_SCOPE)
     while todo:
         for m in _helpers(set(sys.modules), None, [todo.pop()]).values():
-            if (file := pathlib.Path(_module_dict(m)["__file__"]).resolve()) not in _SCOPE:
+            if (file := _file(m)) not in _SCOPE:
                 _SCOPE.add(file)
                 todo.append(file)
 
@@ -1027,9 +1024,7 @@ def _from_file(path, fname):
     # unchanged: the same module (importing it again keyed the first policy anew, and a pooled sweep refused it)
     disk, held = harness.fingerprint(*code, *harness.data_files(*code)), _IMPORTED.get(str(path))
     _SCOPE.update(f.resolve() for f in code)
-    _widen()
-    if held:  # and what its calls imported since (`import shared` or importlib in the function): in scope now
-        _SCOPE.update(pathlib.Path(_module_dict(m)["__file__"]).resolve() for m in _helpers(set(sys.modules), held[1], code).values())
+    _widen()  # and what they import, named or in a function's body, loaded since
     _fresh()  # its helpers as their files are now
     before = set(sys.modules)
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
@@ -1044,8 +1039,8 @@ def _from_file(path, fname):
                 exec(body, module.__dict__)
         except BaseException as e:
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
-            for name in {*_loaded(before), *(n for n in _helpers(before, None, ()) if n not in before)}:  # whose import
-                sys.modules.pop(name, None)  # failed or changed a setting left to pass the next time
+            for name in _helpers(before, None, ()):  # whose import failed or changed a setting left to pass the next time
+                sys.modules.pop(name, None)
             if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)):  # the user's Ctrl-C (or the file's own: the
                 raise  # two cannot be told apart); a setting it changed, named
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
@@ -1059,9 +1054,10 @@ def _from_file(path, fname):
         finally:
             sys.dont_write_bytecode = writes
         helpers = _helpers(before, module, code)  # beyond what its key read: importlib's, a folder on sys.path
-        _SCOPE.update(pathlib.Path(_module_dict(m)["__file__"]).resolve() for m in helpers.values())
-        for name, file in _loaded(before).items():  # what it loaded of the user's, as its files are now
-            _LOADED[name] = sys.modules.get(name), _print(file)
+        _SCOPE.update(map(_file, helpers.values()))
+        for name, m in helpers.items():  # what it loaded of the user's, as its files are now
+            if name not in before:
+                _LOADED[name] = m, _print(_module_dict(m)["__file__"])
         try:  # imported again when one of its helpers is forgotten
             _IMPORTED[str(path)] = disk, module, _held(module) + sorted(helpers.items())
         except Exception:  # what it holds cannot be read back safely: imported again when named again

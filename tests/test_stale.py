@@ -6113,32 +6113,38 @@ def test_round61_texts_advice_own_folders_masks_and_saved_models(tmp_path, monke
     assert not (tmp_path / "work").exists()
 
 
+def _session(tmp_path, files: dict, cells: str) -> list:
+    """What a notebook prints, run in a fresh Python: `files` written under tmp_path (shared/ first on sys.path, as a
+    notebook puts its folder; tmp_path last), then `cells`, with `d` the folder, `specs` imported and `rows` one row."""
+    import subprocess
+    import sys
+    (tmp_path / "shared").mkdir()
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    script = (f"import sys, os, pathlib, time, torch; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
+              f"d = pathlib.Path({str(tmp_path)!r}); sys.path.append(str(d))\n"
+              "import msrnn\nfrom lab import specs\n"
+              "rows = msrnn.Rows(**{f: torch.ones(1, 1, 1) for f in ('attn', 'pos', 'score', 'keys', 'values', 'query',"
+              " 'prev')}, t=0, size=1, layer=0)\n" + cells)
+    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    return said.stdout.split() or [said.stderr]
+
+
 def test_round62_helpers_imported_late_and_copies_with_old_dates(tmp_path):
     """Round 62, the core and the lab: a helper a policy's function imports (`import shared` in its body, or
     importlib's 'hlp') entered no refresh, so an edit ran the old value under the old key; a helper replaced by a copy
     that kept an older date (cp -p, unzip) passed as unchanged; a test/ folder without __init__.py beside a policy,
     shadowed by Python's own, was not named; the course's part 9 command was refused for the t2r/ that --init copies
     into course/work."""
-    import subprocess
-    import sys
-    (tmp_path / "shared").mkdir()
-    for name, text in (("shared/lazy62.py", "L = 1.0\n"), ("hlp62.py", "H = 1.0\n"), ("old62.py", "O = 1.0\n"),
-                       ("p62.py", "import importlib\nimport old62\n\n\ndef fn(rows):\n    import lazy62\n"
-                                  "    h = importlib.import_module('hlp62')\n"
-                                  "    return rows.pos[:, :1].double() * lazy62.L * h.H * old62.O\n")):
-        (tmp_path / name).write_text(text)
-    script = (f"import sys, os, pathlib, time, torch; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
-              f"d = pathlib.Path({str(tmp_path)!r}); sys.path.append(str(d))\n"
-              "import msrnn\nfrom lab import specs\n"
-              "rows = msrnn.Rows(**{f: torch.ones(1, 1, 1) for f in ('attn', 'pos', 'score', 'keys', 'values', 'query',"
-              " 'prev')}, t=0, size=1, layer=0)\n"
-              "print(specs.named(f'{d}/p62.py:fn').fn(rows).item())\n"
-              "time.sleep(0.05)\nfor f in ('shared/lazy62.py', 'hlp62.py', 'old62.py'):\n"
-              "    p = d / f; p.write_text(p.read_text().replace('1.0', '2.0'))\n"
-              "os.utime(d / 'old62.py', (0, 0))\n"  # a copy with the server's old date
-              "print(specs.named(f'{d}/p62.py:fn').fn(rows).item())\n")
-    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert said.stdout.split() == ["1.0", "8.0"], said.stdout + said.stderr
+    files = {"shared/lazy62.py": "L = 1.0\n", "hlp62.py": "H = 1.0\n", "old62.py": "O = 1.0\n",
+             "p62.py": "import importlib\nimport old62\n\n\ndef fn(rows):\n    import lazy62\n"
+                       "    h = importlib.import_module('hlp62')\n"
+                       "    return rows.pos[:, :1].double() * lazy62.L * h.H * old62.O\n"}
+    assert _session(tmp_path, files, "print(specs.named(f'{d}/p62.py:fn').fn(rows).item())\n"
+                                     "time.sleep(0.05)\nfor f in ('shared/lazy62.py', 'hlp62.py', 'old62.py'):\n"
+                                     "    p = d / f; p.write_text(p.read_text().replace('1.0', '2.0'))\n"
+                                     "os.utime(d / 'old62.py', (0, 0))\n"  # a copy with the server's old date
+                                     "print(specs.named(f'{d}/p62.py:fn').fn(rows).item())\n") == ["1.0", "8.0"]
     (tmp_path / "t62" / "test").mkdir(parents=True)
     (tmp_path / "t62" / "test" / "weights.py").write_text("W = 1.0\n")
     (tmp_path / "t62" / "a62.py").write_text("from test.weights import W\n\n\ndef fn(rows):\n    return rows.pos.double() * W\n")
@@ -6222,23 +6228,11 @@ def test_round63_a_helpers_helper_and_folders_that_import_nothing(tmp_path):
     of a helper on sys.path) entered no refresh, so an edit ran the old value; a researcher's data/ of texts beside a
     policy, or the course's t2r/ with an editor's backup beside linear.py, was refused as a shadow of the project's
     folder; `model.to(torch.float64)` raised a TypeError."""
-    import subprocess
-    import sys
-    (tmp_path / "shared").mkdir()
-    for name, text in (("shared/util63.py", "def w():\n    import consts63\n    return consts63.C\n"),
-                       ("shared/consts63.py", "C = 1.0\n"),
-                       ("p63.py", "import util63\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * util63.w()\n")):
-        (tmp_path / name).write_text(text)
-    script = (f"import sys, pathlib, time, torch; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
-              f"d = pathlib.Path({str(tmp_path)!r})\n"
-              "import msrnn\nfrom lab import specs\n"
-              "rows = msrnn.Rows(**{f: torch.ones(1, 1, 1) for f in ('attn', 'pos', 'score', 'keys', 'values', 'query',"
-              " 'prev')}, t=0, size=1, layer=0)\n"
-              "p = specs.named(f'{d}/p63.py:fn'); p.key; print(p.fn(rows).item())\n"
-              "time.sleep(0.05); (d / 'shared' / 'consts63.py').write_text('C = 2.0\\n')\n"
-              "print(specs.named(f'{d}/p63.py:fn').fn(rows).item())\n")
-    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert said.stdout.split() == ["1.0", "2.0"], said.stdout + said.stderr
+    files = {"shared/util63.py": "def w():\n    import consts63\n    return consts63.C\n", "shared/consts63.py": "C = 1.0\n",
+             "p63.py": "import util63\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * util63.w()\n"}
+    assert _session(tmp_path, files, "p = specs.named(f'{d}/p63.py:fn'); p.key; print(p.fn(rows).item())\n"
+                                     "time.sleep(0.05); (d / 'shared' / 'consts63.py').write_text('C = 2.0\\n')\n"
+                                     "print(specs.named(f'{d}/p63.py:fn').fn(rows).item())\n") == ["1.0", "2.0"]
     (tmp_path / "r63" / "data").mkdir(parents=True)
     (tmp_path / "r63" / "data" / "prior.txt").write_text("a prior\n")
     (tmp_path / "r63" / "t2r").mkdir()
@@ -6288,23 +6282,11 @@ def test_round64_a_helpers_helper_loaded_first_by_a_call_and_folders_it_never_im
     old value; a folder named like a project folder was refused for what the policy never imports (a data/ of texts,
     data/prep.py, the course's t2r/ with a student's linear_old.py); model.to(torch.float16, "meta") dropped the device
     and model.to(torch.float64, torch.float16) the second dtype."""
-    import subprocess
-    import sys
-    (tmp_path / "shared").mkdir()
-    for name, text in (("shared/util64.py", "def w():\n    import consts64\n    return consts64.C\n"),
-                       ("shared/consts64.py", "C = 1.0\n"),
-                       ("p64.py", "import util64\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * util64.w()\n")):
-        (tmp_path / name).write_text(text)
-    script = (f"import sys, pathlib, time, torch; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
-              f"d = pathlib.Path({str(tmp_path)!r})\n"
-              "import msrnn\nfrom lab import specs\n"
-              "rows = msrnn.Rows(**{f: torch.ones(1, 1, 1) for f in ('attn', 'pos', 'score', 'keys', 'values', 'query',"
-              " 'prev')}, t=0, size=1, layer=0)\n"
-              "print(specs.named(f'{d}/p64.py:fn').fn(rows).item())\n"  # called before its key is read
-              "time.sleep(0.05); (d / 'shared' / 'consts64.py').write_text('C = 2.0\\n')\n"
-              "print(specs.named(f'{d}/p64.py:fn').fn(rows).item())\n")
-    said = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert said.stdout.split() == ["1.0", "2.0"], said.stdout + said.stderr
+    files = {"shared/util64.py": "def w():\n    import consts64\n    return consts64.C\n", "shared/consts64.py": "C = 1.0\n",
+             "p64.py": "import util64\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * util64.w()\n"}
+    assert _session(tmp_path, files, "print(specs.named(f'{d}/p64.py:fn').fn(rows).item())\n"  # called before its key is read
+                                     "time.sleep(0.05); (d / 'shared' / 'consts64.py').write_text('C = 2.0\\n')\n"
+                                     "print(specs.named(f'{d}/p64.py:fn').fn(rows).item())\n") == ["1.0", "2.0"]
     (tmp_path / "r64" / "data" / "books").mkdir(parents=True)
     (tmp_path / "r64" / "data" / "prep.py").write_text("X = 1\n")
     (tmp_path / "r64" / "t2r").mkdir()
