@@ -123,6 +123,8 @@ def where(tb, folder):
 
 if FOLDER is not None:
     modules = [m for m in os.environ.get("MSRNN_MODULES", ",".join(FILES)).split(",") if m]
+    sys.path.append(str(FOLDER))  # a helper module written beside the four files imports as it does in the folder;
+    # last on the path, so it never shadows the repository's modules or the standard library
     try:
         substitute(FOLDER, modules)
     except BaseException as e:  # a syntax error, an import error, an exception at import time: named, then re-raised

@@ -442,3 +442,17 @@ def test_a_part_that_cannot_start_counts_every_one_of_its_tests(tmp_path):
     part = next(p for p in grade.PARTS if p.modules == ("policies",))
     (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
     assert passed == 0 and failed == len(part.tests) > 1 and "policies.py" in why
+
+
+def test_a_helper_module_beside_the_students_files_is_imported(tmp_path):
+    """Round 64: a student who put a function of policies.py in a module of their own beside it (as Python
+    finds it when they run their file) got "your file does not load: No module named 'myhelp'"."""
+    folder = copy_of_reference(tmp_path / "work")
+    (folder / "myhelp.py").write_text("def over_heads(attn):\n    return attn.mean((1, 2))[:, None]\n")
+    policies = (folder / "policies.py").read_text()
+    assert policies.count("return rows.attn.mean((1, 2))[:, None]") == 1
+    mine = policies.replace("return rows.attn.mean((1, 2))[:, None]", "return over_heads(rows.attn)")
+    (folder / "policies.py").write_text(mine + "\nfrom myhelp import over_heads  # noqa: E402\n")
+    part = next(p for p in grade.PARTS if p.modules == ("policies",))
+    (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
+    assert failed == 0 and passed == len(part.tests), why
