@@ -98,7 +98,7 @@ def wide(dtype: torch.dtype) -> torch.dtype:
 
 
 def rope_frequencies(cfg: Config) -> torch.Tensor:
-    """RoPE inverse frequencies (Su et al. 2021), with linear or Llama 3's scaling."""
+    """RoPE inverse frequencies (Su et al. 2021, arXiv 2104.09864), with linear or Llama 3's scaling."""
     inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim)
     s = cfg.rope_scaling
     if s is None:
@@ -133,7 +133,7 @@ def rope(x, cos, sin):
 
 
 def rms_norm(x, weight, eps):
-    # RMSNorm (Zhang & Sennrich 2019), in float32 at least (see `wide`), then the weight in x's dtype
+    # RMSNorm (Zhang & Sennrich 2019, arXiv 1910.07467), in float32 at least (see `wide`), then the weight in x's dtype
     h = x.to(wide(x.dtype))
     return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 

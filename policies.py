@@ -37,7 +37,7 @@ def window(rows):
 
 @label("Window+{sinks}", sinks=(0, math.inf))
 def sink(rows, sinks=4):
-    """Window+i: the first `sinks` tokens plus the most recent (StreamingLLM, Xiao et al. 2023)."""
+    """Window+i: the first `sinks` tokens plus the most recent (StreamingLLM, Xiao et al. 2023, arXiv 2309.17453)."""
     if sinks >= rows.size:
         raise ValueError(f"sink: sinks={sinks} must be smaller than the multi-state size {rows.size}")
     pos = rows.pos[:, :1].double()                                   # (B, 1, n)
@@ -46,7 +46,7 @@ def sink(rows, sinks=4):
 
 @label("H2O", recent=(0, 1))
 def h2o(rows, recent=0.5):
-    """H2O (Zhang et al. 2023), layer-wise as in Oren et al. 2024: keep the `recent` share of the size
+    """H2O (Zhang et al. 2023, arXiv 2306.14048), layer-wise as in Oren et al. 2024: keep the `recent` share of the size
     as the most recent tokens, then those that accumulated the most attention, summed over all heads."""
     latest = rows.pos[:, :1] > rows.t - int(rows.size * recent)     # (B, 1, n)
     return rows.score.sum(1, keepdim=True).masked_fill(latest, math.inf)
@@ -54,7 +54,7 @@ def h2o(rows, recent=0.5):
 
 @label("H2O (head)", recent=(0, 1))
 def h2o_head(rows, recent=0.5):
-    """H2O as originally proposed: each KV head keeps its own heavy hitters (its query group's sum)."""
+    """H2O head-wise, as proposed but per KV head (H2O's is per attention head): each keeps its heavy hitters."""
     return rows.score.masked_fill(rows.pos > rows.t - int(rows.size * recent), math.inf)  # (B, Hkv, n)
 
 

@@ -60,8 +60,8 @@ def h2o(rows, recent=0.5):
 
 @label("H2O (head)", recent=(0, 1))
 def h2o_head(rows, recent=0.5):
-    """Part 4. H2O as originally proposed, (B, Hkv, n): each KV head keeps its own heavy hitters
-    (its own rows.score), with the same recent rows kept."""
+    """Part 4. H2O head-wise, as proposed but per KV head (H2O's is per attention head), (B, Hkv, n):
+    each KV head keeps its own heavy hitters (its own rows.score), with the same recent rows kept."""
     raise NotImplementedError
 
 
