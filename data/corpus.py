@@ -144,6 +144,29 @@ def _assigned(data: bytes) -> bool:
     return all(unicodedata.category(c) != "Cn" for c in set(text) if c >= "\x80")
 
 
+def _joined(data: bytes) -> tuple[int, int] | None:
+    """(lines in UTF-8 with two or more of its letters, the first line not UTF-8) where a file is two encodings joined
+    (a UTF-8 part and a cp1252 part): three such lines or more, a tenth of the lines not ASCII; an 8-bit text makes
+    a whole line of UTF-8 letters by chance only where every byte of the line pairs, which no language's does often."""
+    lines = [x for x in data.split(b"\n") if max(x, default=0) >= 0x80]  # the lines not ASCII
+    clean, first = 0, None
+    for i, x in enumerate(data.split(b"\n")):
+        try:
+            x.decode("utf-8")
+            clean += len(UTF8_LETTER.findall(x)) >= 2
+        except UnicodeDecodeError:
+            first = i + 1 if first is None else first
+    return (clean, first) if first is not None and clean >= max(3, 0.1 * len(lines)) else None
+
+
+def _one_script(text: str) -> bool:
+    """Whether a text's non-ASCII characters are all letters (or their marks) of one script but Latin: a word of Thai,
+    Persian or Cyrillic in its code page, whose few bytes may form a UTF-8 letter by chance ("สด" in cp874 is U+0274)."""
+    high = {c for c in text if c >= "\x80"}
+    scripts = {unicodedata.name(c, "?").split()[0] for c in high}
+    return all(unicodedata.category(c)[0] in "LM" for c in high) and len(scripts) == 1 and "LATIN" not in scripts
+
+
 def _latin(text: str) -> bool:
     """Whether a text read by a Western code page looks Latin: fewer than 20 letters, or at most half of them not
     ASCII's (French and German have a few in a hundred; Cyrillic or Chinese read as cp1252 nearly all)."""
@@ -198,6 +221,9 @@ def read(path, encoding: str = "utf-8") -> str:
             raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "
                              "them, or convert the whole file to UTF-8") from None
+        if isinstance(e, UnicodeDecodeError) and codec.name == "utf-8" and (joined := _joined(data)):
+            raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines but not from line {joined[1]:,} "
+                             "(two files of different encodings joined?): convert each part to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
         advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and _latin(data.decode(
@@ -208,12 +234,19 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is empty")
     single = not codec.name.startswith("utf") and \
         len(bytes(range(0x80, 0x100)).decode(encoding, "replace")) == 128  # one byte a character: not gbk's
-    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data):
+    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data) and not \
+            (len(UTF8_LETTER.findall(data)) < 4 and _one_script(text)):  # a word in its code page, a UTF-8 letter by chance
         if share[0] == share[1]:
             raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
                              "name utf-8")
         raise ValueError(f"text file {path} is UTF-8 but for {share[1] - share[0]:,} of its bytes, not {encoding}: fix "
                          "those bytes (a character pasted from another encoding?) and name utf-8")
+    if single and (joined := _joined(data)):  # a UTF-8 half read as cp1252: "Ã©" in every line of it
+        raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines, not {encoding}, and not UTF-8 from "
+                         f"line {joined[1]:,} (two files of different encodings joined?): convert each part to UTF-8")
+    if (start := text.lstrip()[:15].lower()).startswith("{\\rtf") or start.startswith(("<!doctype html", "<html")):
+        raise ValueError(f"text file {path} is " + ("an RTF document (a word processor's)" if start[0] == "{" else
+                         "a web page (HTML)") + ": its markup would be read as text; save it as plain text")
     if not mark and codec.name in ("utf-16-le", "utf-16-be"):  # in the other byte order
         other = data.decode("utf-16-be" if codec.name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words

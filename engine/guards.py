@@ -310,9 +310,9 @@ def check_to(device, dtype) -> tuple:
         if isinstance(dtype, torch.dtype):
             raise ValueError(f"to takes a device and a dtype, got two dtypes: {device}, {dtype}")
         device, dtype = dtype, device
-    if device is not None and not isinstance(device, (str, torch.device, int)):
+    if device is not None and (not isinstance(device, (str, torch.device, int)) or isinstance(device, bool)):
         raise ValueError(f"to takes a device (cpu, cuda, mps, meta) and a float dtype, got {type(device).__name__}")
-    return device, dtype and check_dtype(dtype)
+    return device, None if dtype is None else check_dtype(dtype)  # "" is no dtype named, not none
 
 
 def check_dtype(dtype) -> torch.dtype:

@@ -80,6 +80,9 @@ class Named:
             _WALKED = None
 
     def _key(self, probe) -> str:
+        probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
+        # imports when called (`from . import core` in a helper's body) is then loaded when its reads and world are read,
+        # at its first naming as at every later one and in a worker process
         runs, held = _reads(self.fn)
         try:
             codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
@@ -87,8 +90,6 @@ class Named:
                              for f, code in zip(runs, codes))
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
-        probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
-        # imports when called is then loaded when the world is read, at its first naming as at every later one
         held += _world({p for code in codes for p in code}, runs)
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
@@ -502,7 +503,11 @@ def _own_helpers(path):
             raise ValueError(f"{path} imports {name}, which is beside it, but Python's own {name} is built in: Python "
                              f"would use that one; give the module beside {path.name} another name")
         loaded = getattr(sys.modules.get(name), "__file__", None)
-        if mine.is_file() and loaded and pathlib.Path(loaded).resolve() != mine.resolve():
+        if mine.is_file() and loaded and name in PROJECT_MODULES and pathlib.Path(loaded).resolve() == harness.ROOT / \
+                f"{name}.py" != mine.resolve():  # course/work's copy of policies.py: every process imports ours
+            print(f"[msrnn] note: {path.name} imports {name}: the repository's {name}.py, not the copy beside it "
+                  f"({mine})", file=sys.stderr)
+        elif mine.is_file() and loaded and pathlib.Path(loaded).resolve() != mine.resolve():
             raise ValueError(f"{path} imports {name}, which is beside it, but {name} is already loaded from {loaded}: "
                              f"Python would use that one; give the module beside {path.name} another name")
 
@@ -939,11 +944,17 @@ def _fresh():
     mine = {n: (m, f) for n, m in list(sys.modules.items()) if (f := _users_file(n, m))}  # every policy's: a helper
     # loaded at another policy's call and edited is first seen here, not at that policy's next naming
     now = {n: _print(f) for n, (m, f) in mine.items()}  # each file read once
+    unsure = []
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
         if n not in _LOADED:  # unless it may be older than its file
             _LOADED[n] = m, now[n] if _as_imported(f) else None
+            unsure += [] if _LOADED[n][1] or now[n] is None else [f"{n} ({f})"]  # (one gone: nothing to say)
     if any(_LOADED[n][0] is not m or _LOADED[n][1] != now[n] for n, (m, _) in mine.items()) \
             or any(n not in mine for n in _LOADED):
+        if unsure:  # a notebook's module, written since the kernel started, where Python wrote no bytecode to compare
+            print(f"[msrnn] warning: imported again for the policy, as its file is now: {', '.join(unsure)}, which "
+                  "changed after this process started (no bytecode tells whether the loaded module is its file): "
+                  "what this session set on the loaded one, the policy does not read", file=sys.stderr)
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
             sys.modules.pop(n, None)
         for m, f in mine.values():  # and their bytecode: edited to the same size within a second, Python reads the old
@@ -983,11 +994,11 @@ def _helpers(before: set, module, code) -> dict:
     named = [_module_dict(x).get("__name__") if types.ModuleType in type(x).__mro__ else x.__module__ if
              inspect.isfunction(x) else inspect.getattr_static(x, "__module__", None) for x in held]  # a forged
     # __name__ or __module__ (a list, a property) names nothing
-    parsed = [harness._code_of(f.read_bytes()) for f in code if f.is_file()]  # (one gone since: nothing to name)
+    parsed = [(f, *harness._code_of(f.read_bytes())) for f in code if f.is_file()]  # (one gone since: nothing to name)
+    imported = [n for f, imports, _ in parsed for n in _absolute(f, imports)]
     names = (set(sys.modules) - before) | {n for n in named if type(n) is str} \
-        | {".".join(n.split(".")[:i]) for imports, _ in parsed for n in imports if n and n[0] != "."
-           for i in range(1, n.count(".") + 2)} \
-        | {s for _, strings in parsed for s in strings if s in sys.modules}  # importlib's 'hlp7'
+        | {".".join(n.split(".")[:i]) for n in imported for i in range(1, n.count(".") + 2)} \
+        | {s for _, _, strings in parsed for s in strings if s in sys.modules}  # importlib's 'hlp7'
     found = {}
     for n in names:
         f = _module_dict(m := sys.modules.get(n)).get("__file__") if n in sys.modules else None
@@ -999,6 +1010,28 @@ def _helpers(before: set, module, code) -> dict:
             except (OSError, RuntimeError, ValueError):
                 pass
     return found
+
+
+def _absolute(file: pathlib.Path, imports) -> list[str]:
+    """The modules a file's import statements name, a relative one (`from .core import W`) by its full name, read
+    against the package of the loaded module that file is (a helper package's own modules, wherever it is on sys.path)."""
+    relative = [n for n in imports if n.startswith(".")]
+    package = next((n if file.name == "__init__.py" else n.rpartition(".")[0] for n, m in list(sys.modules.items())
+                    if relative and _is_file(_module_dict(m).get("__file__"), file)), None)
+    found = [n for n in imports if n and n[0] != "."]
+    for n in relative if package else ():  # a top-level module's relative import fails in Python too
+        try:
+            found.append(importlib.util.resolve_name(n, package))
+        except (ImportError, ValueError):  # beyond the top-level package
+            pass
+    return found
+
+
+def _is_file(name, file: pathlib.Path) -> bool:
+    try:
+        return type(name) is str and os.path.basename(name) == file.name and pathlib.Path(name).resolve() == file
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 def _from_file(path, fname):

@@ -276,15 +276,17 @@ def _folder(path, what: str) -> pathlib.Path:
     return folder
 
 
-def _leftover(name: str) -> bool:
+def _leftover(name: str, names=()) -> bool:
     """A file or folder tools leave beside a user's texts, never a text of theirs: hidden ones (.git, .gitignore, an
-    editor's lock .~lock.a.odt#), backups and autosaves (a.txt~, a.txt.bak, .orig, .save, .swp, #a.txt#), a Mac zip's
-    __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts, a download's zone (a.txt:Zone.Identifier) and a
-    download not finished (.crdownload, .part). "#1 Intro.txt" and "Chapter 2: Methods.txt" are texts."""
+    editor's lock .~lock.a.odt#), backups and autosaves (a.txt~, a.txt.bak, .orig, .save, .save.1, .swp, #a.txt#), a
+    Mac zip's __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts, a file's stream copied out beside it
+    (a.txt:Zone.Identifier, a.txt:SmartScreen where a.txt is among `names`) and a download not finished (.crdownload,
+    .part). "#1 Intro.txt" and "Chapter 2: Methods.txt" are texts."""
     low = name.lower()
     return low.startswith(".") or low.startswith("#") and low.endswith("#") or low.endswith(
         ("~", ".bak", ".orig", ".save", ".swp", ".tmp", ".url", ".lnk", ".crdownload", ".part", ".download")) \
-        or low.endswith(":zone.identifier") or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
+        or re.search(r"\.save\.\d+$", low) is not None or low.endswith(":zone.identifier") \
+        or ":" in name and name.rpartition(":")[0] in names or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
 
 
 def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[str]:
@@ -305,7 +307,11 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and not default and not licenses.is_dir():  # dropped without a word
         raise ValueError(f"licenses {licenses} is not a folder (the default, {LICENSES}, is read where it exists)")
     if licenses is not None and licenses.is_dir():
-        entries = [f for f in sorted(licenses.iterdir()) if not _leftover(f.name)]
+        names = {f.name for f in licenses.iterdir()}
+        entries = [f for f in sorted(licenses.iterdir()) if not _leftover(f.name, names)]
+        if skipped := sorted(n for n in names - {f.name for f in entries} if not n.startswith(".")) * (not default):
+            print(f"[msrnn] left out of {licenses}, as what tools leave beside texts (a backup, an autosave, a download "
+                  f"not finished): {', '.join(skipped[:8])}{' …' if len(skipped) > 8 else ''}", file=sys.stderr)
         seen, subs = {}, [f.name + "/" for f in entries if f.is_dir()]
         if subs and not default:  # a folder of texts in sub-folders trained on its top files alone, without a word
             raise ValueError(f"licenses {licenses}: its sub-folder {', '.join(subs)} is not read (only the files at its "
@@ -317,7 +323,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
                 try:
                     text = corpus.read(f, corpus.marked(f))  # UTF-8, or what a byte-order mark says (Notepad's UTF-16)
                 except ValueError as e:  # its advice to name an encoding is a --text's: licences are read as UTF-8
-                    said = re.split(r"[;:] (?:convert|name|fix|remove)", str(e))[0]  # what it is, without that advice
+                    said = re.split(r"[;:] (?:convert|name|fix|remove|save)", str(e))[0]  # what it is, without that advice
                     raise ValueError(f"{said}; licences are read as UTF-8 (or as a byte-order mark says): convert it, "
                                      f"or leave it out of {licenses}") from None
                 if not _licence(text):

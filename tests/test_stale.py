@@ -6120,6 +6120,7 @@ def _session(tmp_path, files: dict, cells: str) -> list:
     import sys
     (tmp_path / "shared").mkdir()
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)  # a package's folder
         (tmp_path / name).write_text(text)
     script = (f"import sys, os, pathlib, time, torch; sys.path[:0] = [{str(tmp_path / 'shared')!r}, {str(harness.ROOT)!r}]\n"
               f"d = pathlib.Path({str(tmp_path)!r}); sys.path.append(str(d))\n"
@@ -6298,3 +6299,60 @@ def test_round64_a_helpers_helper_loaded_first_by_a_call_and_folders_it_never_im
     assert (moved.dtype, moved.device.type) == (torch.float16, "meta")
     with pytest.raises(ValueError, match="two dtypes"):
         model.to(torch.float64, torch.float16)
+
+
+def test_round65_words_in_their_code_page_two_encodings_joined_and_what_a_folder_leaves_out(tmp_path, capsys):
+    """Round 65, T2R, the data and the course: a word of Thai, Persian or Ukrainian in its code page, whose bytes form
+    one UTF-8 letter by chance, was refused as UTF-8; a file joined from a UTF-8 part and a cp1252 part was told only
+    to name cp1252, and read so it trained on "Ã©" without a word; an own-text folder trained on nano's second
+    autosave (.save.1), a Windows stream copied out beside its file (a.txt:SmartScreen) and an RTF document's markup,
+    and left out an unfinished download without saying so."""
+    from data import corpus
+    from t2r import train
+    for word, encoding in (("สด", "cp874"), ("سگ", "cp1256"), ("ЗІ", "cp1251")):
+        (tmp_path / "word.txt").write_bytes(f"{word}\n".encode(encoding))
+        assert corpus.read(tmp_path / "word.txt", encoding) == f"{word}\n", encoding
+    (tmp_path / "joined.txt").write_bytes("Où est l'été? Déjà vu, à bientôt.\n".encode() * 5
+                                          + "Größe, Straße, Brücke, München.\n".encode("cp1252") * 5)
+    for encoding in ("utf-8", "cp1252"):
+        with pytest.raises(ValueError, match="UTF-8 in 5 of its lines.*line 6 .two files of different encodings"):
+            corpus.read(tmp_path / "joined.txt", encoding)
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "essay.txt").write_text("The committee met on a grey morning to weigh the proposal for a bridge. " * 5)
+    for name in ("essay.txt.save.1", "essay.txt:SmartScreen", "chapter2.txt.part"):
+        (own / name).write_text("not a text of mine to train on, " * 10)
+    assert train.training_sources(books=(), licenses=own) == [(own / "essay.txt").read_text()]
+    assert "left out of" in (said := capsys.readouterr().err) and "chapter2.txt.part" in said and "essay.txt.save.1" in said
+    (own / "notes.rtf").write_text(r"{\rtf1\ansi\deff0 {\fonttbl {\f0 Times;}}\f0\fs24 Notes on the bridge.\par}")
+    with pytest.raises(ValueError, match="notes.rtf is an RTF document"):
+        train.training_sources(books=(), licenses=own)
+
+
+def test_round65_a_helper_packages_relative_imports_and_the_course_folders_copies(tmp_path):
+    """Round 65, the core and the lab: a helper package on sys.path that imports its own module relatively (`from
+    .core import W`, at the top or in a function's body) was never refreshed (the old value, under the old key); a
+    pooled sweep refused a helper package's lazy `from . import core` (its reads were keyed before the probe loaded
+    it); a policy in course/work that imports the project's `policies` was refused for the student's copy beside it;
+    model.to(dtype="") and model.to(True) failed in torch's words."""
+    files = {"shared/lib65/__init__.py": "def w():\n    from .core import W\n    return W\n",
+             "shared/lib65/core.py": "W = 1.0\n",
+             "p65.py": "import lib65\n\n\ndef fn(rows):\n    return rows.pos[:, :1].double() * lib65.w()\n"}
+    assert _session(tmp_path, files, "p = specs.named(f'{d}/p65.py:fn'); k = p.key; print(p.fn(rows).item())\n"
+                                     "time.sleep(0.05); (d / 'shared' / 'lib65' / 'core.py').write_text('W = 2.0\\n')\n"
+                                     "q = specs.named(f'{d}/p65.py:fn'); print(q.fn(rows).item(), q.key != k)\n"
+                    ) == ["1.0", "2.0", "True"]
+    (tmp_path / "b").mkdir()
+    files = {"lib65b/__init__.py": "def w():\n    from . import core\n    return core.W\n", "lib65b/core.py": "W = 1.0\n",
+             "p65b.py": "import lib65b\n\n\ndef fn(rows):\n    return rows.pos.double() * lib65b.w()\n"}
+    first, again = _session(tmp_path / "b", files, "print(specs.named(f'{d}/p65b.py:fn').key, specs.named(f'{d}/p65b.py:fn').key)\n")
+    assert first == again and first.startswith("fn-")  # named again, or in a worker process: one key
+    import shutil
+    (tmp_path / "work").mkdir()
+    shutil.copy(harness.ROOT / "course" / "skeleton" / "policies.py", tmp_path / "work" / "policies.py")
+    (tmp_path / "work" / "mine2.py").write_text("from policies import tova\n\n\ndef mix(rows):\n    return tova(rows)\n")
+    assert specs.named(f"{tmp_path / 'work' / 'mine2.py'}:mix").fn.__globals__["tova"] is policies.tova
+    model = random_model(tiny_config(), dtype=torch.float32)
+    for args, kwargs in (((), {"dtype": ""}), ((True,), {})):
+        with pytest.raises(ValueError, match="dtype must be|takes a device"):
+            model.to(*args, **kwargs)
