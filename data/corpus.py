@@ -148,15 +148,15 @@ def _joined(data: bytes) -> tuple[int, int] | None:
     """(lines in UTF-8 with two or more of its letters, the first line not UTF-8) where a file is two encodings joined
     (a UTF-8 part and a cp1252 part): three such lines or more, a tenth of the lines not ASCII; an 8-bit text makes
     a whole line of UTF-8 letters by chance only where every byte of the line pairs, which no language's does often."""
-    lines = [x for x in data.split(b"\n") if max(x, default=0) >= 0x80]  # the lines not ASCII
+    lines = [(i, x) for i, x in enumerate(data.split(b"\n"), 1) if max(x, default=0) >= 0x80]  # the lines not ASCII
     clean, first = 0, None
-    for i, x in enumerate(data.split(b"\n")):
+    for i, x in lines:
         try:
             x.decode("utf-8")
             clean += len(UTF8_LETTER.findall(x)) >= 2
         except UnicodeDecodeError:
-            first = i + 1 if first is None else first
-    return (clean, first) if first is not None and clean >= max(3, 0.1 * len(lines)) else None
+            first = first or i
+    return (clean, first) if first and clean >= max(3, 0.1 * len(lines)) else None
 
 
 def _one_script(text: str) -> bool:
@@ -222,8 +222,8 @@ def read(path, encoding: str = "utf-8") -> str:
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "
                              "them, or convert the whole file to UTF-8") from None
         if isinstance(e, UnicodeDecodeError) and codec.name == "utf-8" and (joined := _joined(data)):
-            raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines but not from line {joined[1]:,} "
-                             "(two files of different encodings joined?): convert each part to UTF-8") from None
+            raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines but not in others (the first: line "
+                             f"{joined[1]:,}): two files of different encodings joined? convert each part to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
         advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and _latin(data.decode(
@@ -242,8 +242,8 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is UTF-8 but for {share[1] - share[0]:,} of its bytes, not {encoding}: fix "
                          "those bytes (a character pasted from another encoding?) and name utf-8")
     if single and (joined := _joined(data)):  # a UTF-8 half read as cp1252: "Ã©" in every line of it
-        raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines, not {encoding}, and not UTF-8 from "
-                         f"line {joined[1]:,} (two files of different encodings joined?): convert each part to UTF-8")
+        raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines, not {encoding}, but not in others (the "
+                         f"first: line {joined[1]:,}): two files of different encodings joined? convert each part to UTF-8")
     if (start := text.lstrip()[:15].lower()).startswith("{\\rtf") or start.startswith(("<!doctype html", "<html")):
         raise ValueError(f"text file {path} is " + ("an RTF document (a word processor's)" if start[0] == "{" else
                          "a web page (HTML)") + ": its markup would be read as text; save it as plain text")

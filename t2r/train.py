@@ -309,7 +309,7 @@ def training_sources(books=("lcet10", "plrabn12"), licenses=LICENSES) -> list[st
     if licenses is not None and licenses.is_dir():
         names = {f.name for f in licenses.iterdir()}
         entries = [f for f in sorted(licenses.iterdir()) if not _leftover(f.name, names)]
-        if skipped := sorted(n for n in names - {f.name for f in entries} if not n.startswith(".")) * (not default):
+        if not default and (skipped := sorted(n for n in names - {f.name for f in entries} if not n.startswith("."))):
             print(f"[msrnn] left out of {licenses}, as what tools leave beside texts (a backup, an autosave, a download "
                   f"not finished): {', '.join(skipped[:8])}{' …' if len(skipped) > 8 else ''}", file=sys.stderr)
         seen, subs = {}, [f.name + "/" for f in entries if f.is_dir()]

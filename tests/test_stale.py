@@ -6315,7 +6315,7 @@ def test_round65_words_in_their_code_page_two_encodings_joined_and_what_a_folder
     (tmp_path / "joined.txt").write_bytes("Où est l'été? Déjà vu, à bientôt.\n".encode() * 5
                                           + "Größe, Straße, Brücke, München.\n".encode("cp1252") * 5)
     for encoding in ("utf-8", "cp1252"):
-        with pytest.raises(ValueError, match="UTF-8 in 5 of its lines.*line 6 .two files of different encodings"):
+        with pytest.raises(ValueError, match="UTF-8 in 5 of its lines.*line 6.: two files of different encodings"):
             corpus.read(tmp_path / "joined.txt", encoding)
     own = tmp_path / "own"
     own.mkdir()
