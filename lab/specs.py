@@ -1002,14 +1002,20 @@ def _helpers(before: set, module, code) -> dict:
     found = {}
     for n in names:
         f = _module_dict(m := sys.modules.get(n)).get("__file__") if n in sys.modules else None
-        if _users_name(n) and isinstance(f, str) and f.endswith(".py") and not f.startswith(INSTALLED) \
-                and n.split(".")[0] not in compiled:
+        if _users_name(n) and isinstance(f, str) and f.endswith(".py") and not f.startswith(INSTALLED):
             try:
                 if not harness.ours(pathlib.Path(f).resolve()):
                     found[n] = m
             except (OSError, RuntimeError, ValueError):
                 pass
-    return found
+    if kept := sorted({n.split(".")[0] for n in found if n.split(".")[0] in compiled} - _COMPILED):
+        _COMPILED.update(kept)  # said once: an edit of its Python files is read by a new process only
+        print(f"[msrnn] note: {', '.join(kept)} (a policy's helper) has compiled parts, which cannot load twice: this "
+              "process keeps it as first imported, so an edit of its files is read by a new process", file=sys.stderr)
+    return {n: m for n, m in found.items() if n.split(".")[0] not in compiled}
+
+
+_COMPILED = set()  # the user's packages with compiled parts a policy uses that were named as never refreshed
 
 
 def _absolute(file: pathlib.Path, imports) -> list[str]:

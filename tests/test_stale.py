@@ -6356,3 +6356,17 @@ def test_round65_a_helper_packages_relative_imports_and_the_course_folders_copie
     for args, kwargs in (((), {"dtype": ""}), ((True,), {})):
         with pytest.raises(ValueError, match="dtype must be|takes a device"):
             model.to(*args, **kwargs)
+
+
+def test_round65_a_helper_package_with_compiled_parts_is_said_to_be_kept(tmp_path):
+    """Rounds 63 and 65: a package of the user's with compiled parts (on a folder of sys.path) is never imported again
+    in one process, by design (its C code cannot load twice); an edit of its Python files was not read, without a word."""
+    files = {"shared/cpk65/__init__.py": "W = 1.0\n",
+             "p65c.py": "import cpk65\n\n\ndef fn(rows):\n    return rows.pos.double() * cpk65.W\n"}
+    said = _session(tmp_path, files, "import importlib.machinery, types, cpk65, contextlib, io\n"  # the notebook's import
+                    "fake = types.ModuleType('cpk65._speedups')\n"  # and its C extension, as the loader records one
+                    "fake.__file__ = str(d / 'shared' / 'cpk65' / ('_speedups' + importlib.machinery.EXTENSION_SUFFIXES[0]))\n"
+                    "sys.modules['cpk65._speedups'] = fake\nerr = io.StringIO()\n"
+                    "with contextlib.redirect_stderr(err):\n    specs.named(f'{d}/p65c.py:fn')\n"
+                    "print('compiled-parts-said' if 'cpk65 (a policy' in err.getvalue() and 'compiled parts' in err.getvalue() else err.getvalue())\n")
+    assert said == ["compiled-parts-said"], said
