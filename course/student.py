@@ -123,6 +123,8 @@ def where(tb, folder):
 
 if FOLDER is not None:
     modules = [m for m in os.environ.get("MSRNN_MODULES", ",".join(FILES)).split(",") if m]
+    for package in ("data", "engine", "lab", "t2r"):  # the repository's folders, namespace packages, which a module
+        importlib.import_module(package)  # of their name anywhere on sys.path would win over: loaded first, they stay
     sys.path.append(str(FOLDER))  # a helper module written beside the four files imports as it does in the folder;
     # last on the path, so it never shadows the repository's modules or the standard library
     try:

@@ -127,6 +127,8 @@ def _wide(data: bytes) -> str | None:
 
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+DOCUMENTS = {b"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)", b"%PDF-": "a PDF document",
+             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)"}
 WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
 
 
@@ -151,20 +153,45 @@ def _joined(data: bytes) -> tuple[int, int] | None:
     lines = [(i, x) for i, x in enumerate(data.split(b"\n"), 1) if max(x, default=0) >= 0x80]  # the lines not ASCII
     clean, first = 0, None
     for i, x in lines:
-        try:
-            x.decode("utf-8")
-            clean += len(UTF8_LETTER.findall(x)) >= 2
+        try:  # a line of UTF-8 with two of its letters or more (cp1251's "ВІ ДІ" pairs into "²Ĳ": one letter)
+            clean += sum(c >= "\x80" and c.isalpha() for c in x.decode("utf-8")) >= 2
         except UnicodeDecodeError:
             first = first or i
     return (clean, first) if first and clean >= max(3, 0.1 * len(lines)) else None
 
 
-def _one_script(text: str) -> bool:
-    """Whether a text's non-ASCII characters are all letters (or their marks) of one script but Latin: a word of Thai,
-    Persian or Cyrillic in its code page, whose few bytes may form a UTF-8 letter by chance ("สด" in cp874 is U+0274)."""
+def _scripts(text: str) -> set | None:
+    """The scripts of a text's non-ASCII characters (THAI, CYRILLIC, LATIN, MODIFIER, ...: the first word of each one's
+    Unicode name), where they are all letters or their marks; None where one is not (a symbol, a dash, a quote)."""
     high = {c for c in text if c >= "\x80"}
-    scripts = {unicodedata.name(c, "?").split()[0] for c in high}
-    return all(unicodedata.category(c)[0] in "LM" for c in high) and len(scripts) == 1 and "LATIN" not in scripts
+    if not all(unicodedata.category(c)[0] in "LM" for c in high):
+        return None
+    return {unicodedata.name(c, "?").split()[0] for c in high}
+
+
+def _by_chance(data: bytes, text: str) -> bool:
+    """Whether the UTF-8 letters a one-byte text forms are chance: its non-ASCII characters are letters of one script
+    but Latin, in words of their own (not "Гјber", UTF-8's "über" read as cp1251), and they are few (a word: "สด" in
+    cp874 forms U+0274) or, read as UTF-8, no one script's letters ("หก อก สด" reads "ˡ ͡ ʴ")."""
+    mine = _scripts(text)
+    if not mine or len(mine) > 1 or "LATIN" in mine or re.search(r"[A-Za-z][^\x00-\x7f]|[^\x00-\x7f][A-Za-z]", text):
+        return False
+    return len(UTF8_LETTER.findall(data)) < 4 or len(_scripts(data.decode("utf-8", "ignore")) or ()) != 1
+
+
+TAG = re.compile(r"<(?:/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?|!--.*?--|![A-Za-z][^<>]*|\?xml[^<>]*)>", re.S)
+
+
+def _markup(text: str) -> str | None:
+    """What program wrote a text, where its markup would be read as prose: a web page (a tag of html, head or body and
+    five tags or more: Gutenberg's HTML books open with <?xml ...>, a saved page with a comment) or an RTF document
+    ({\\rtf and five control words or more); a lesson that quotes a tag or two is prose."""
+    head = text[:200_000]
+    if re.search(r"<(?:html|head|body)[\s>]|<!doctype\s+html", head, re.I) and len(TAG.findall(head)) >= 5:
+        return "a web page (HTML)"
+    if head.lstrip().startswith("{\\rtf") and len(re.findall(r"\\[a-z]+-?\d*", head)) >= 5:
+        return "an RTF document (a word processor's)"
+    return None
 
 
 def _latin(text: str) -> bool:
@@ -200,6 +227,8 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
+    if kind := next((k for m, k in DOCUMENTS.items() if data.startswith(m)), None):  # read as text, a riddle of bytes
+        raise ValueError(f"text file {path} is {kind}, not text: save it as plain text")
     mark = _mark(data, encoding)
     if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # else named utf-8, told cp1252's,
         if share[0] >= 0.9 * share[1]:  # and sent back to utf-8 by the mark
@@ -234,8 +263,8 @@ def read(path, encoding: str = "utf-8") -> str:
         raise ValueError(f"text file {path} is empty")
     single = not codec.name.startswith("utf") and \
         len(bytes(range(0x80, 0x100)).decode(encoding, "replace")) == 128  # one byte a character: not gbk's
-    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data) and not \
-            (len(UTF8_LETTER.findall(data)) < 4 and _one_script(text)):  # a word in its code page, a UTF-8 letter by chance
+    if single and (share := _utf8_share(data))[0] >= 0.9 * share[1] > 0 and _assigned(data) and \
+            not _by_chance(data, text):  # a word in its code page, a UTF-8 letter by chance
         if share[0] == share[1]:
             raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
                              "name utf-8")
@@ -244,9 +273,9 @@ def read(path, encoding: str = "utf-8") -> str:
     if single and (joined := _joined(data)):  # a UTF-8 half read as cp1252: "Ã©" in every line of it
         raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines, not {encoding}, but not in others (the "
                          f"first: line {joined[1]:,}): two files of different encodings joined? convert each part to UTF-8")
-    if (start := text.lstrip()[:15].lower()).startswith("{\\rtf") or start.startswith(("<!doctype html", "<html")):
-        raise ValueError(f"text file {path} is " + ("an RTF document (a word processor's)" if start[0] == "{" else
-                         "a web page (HTML)") + ": its markup would be read as text; save it as plain text")
+    if kind := _markup(text):  # a warning: a lesson about HTML quotes its tags
+        print(f"[msrnn] warning: text file {path} looks like {kind}: its markup is read as text; if it is one, save it "
+              "as plain text", file=sys.stderr)
     if not mark and codec.name in ("utf-16-le", "utf-16-be"):  # in the other byte order
         other = data.decode("utf-16-be" if codec.name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words

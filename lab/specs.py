@@ -16,6 +16,7 @@ import re
 import sys
 import types
 import threading
+import time
 import tokenize
 import unicodedata
 import weakref
@@ -80,9 +81,11 @@ class Named:
             _WALKED = None
 
     def _key(self, probe) -> str:
+        before = set(sys.modules)
         probed = harness.fingerprint(*_behaviour(self.fn)) if probe and self.fn is not None else ""  # first: what it
         # imports when called (`from . import core` in a helper's body) is then loaded when its reads and world are read,
         # at its first naming as at every later one and in a worker process
+        _loaded(_helpers(before, None, ()))  # and watched from now on, as its file is now
         runs, held = _reads(self.fn)
         try:
             codes = [harness.sources(pathlib.Path(inspect.getsourcefile(f))) for f in runs]
@@ -491,6 +494,9 @@ def _installed(cls) -> bool:
         return True
 
 
+_NOTED = set()  # (policy file, module) whose note was printed
+
+
 def _own_helpers(path):
     """Refuse a policy file whose import of a module beside it found another folder's module of that name
     (two policy files each with a helper.py: Python loads the first, and the second's key would hash its own)."""
@@ -505,8 +511,10 @@ def _own_helpers(path):
         loaded = getattr(sys.modules.get(name), "__file__", None)
         if mine.is_file() and loaded and name in PROJECT_MODULES and pathlib.Path(loaded).resolve() == harness.ROOT / \
                 f"{name}.py" != mine.resolve():  # course/work's copy of policies.py: every process imports ours
-            print(f"[msrnn] note: {path.name} imports {name}: the repository's {name}.py, not the copy beside it "
-                  f"({mine})", file=sys.stderr)
+            if (path, name) not in _NOTED:  # once, not at every naming
+                _NOTED.add((path, name))
+                print(f"[msrnn] note: {path.name} imports {name}: the repository's {name}.py, not the copy beside it "
+                      f"({mine})", file=sys.stderr)
         elif mine.is_file() and loaded and pathlib.Path(loaded).resolve() != mine.resolve():
             raise ValueError(f"{path} imports {name}, which is beside it, but {name} is already loaded from {loaded}: "
                              f"Python would use that one; give the module beside {path.name} another name")
@@ -891,13 +899,19 @@ def _started() -> float:
 _STARTED = _started()
 
 
-def _as_imported(file: str) -> bool:
+_SEEN = (0.0, frozenset())  # when the last refresh ended, and the modules loaded then
+
+
+def _as_imported(name: str, file: str) -> bool:
     """Whether a module first seen (a notebook imported it, or a policy's call) is its file as it is now: a file
-    unchanged since this process started, or one Python wrote bytecode for after its last change (the .pyc's header
-    names the source's second and size, and the .pyc is not older than it). Else it may be older than its file."""
+    unchanged since this process started, or since the last refresh where the module was loaded after it (a policy's
+    call imported it), or one Python wrote bytecode for after its last change (the .pyc's header names the source's
+    second and size, and the .pyc is not older than it). Else it may be older than its file."""
     try:
         source = os.stat(file)
-        if max(source.st_mtime, source.st_ctime) < _STARTED:  # a copy kept its old date (cp -p, unzip): not its ctime
+        changed = max(source.st_mtime_ns, source.st_ctime_ns)  # a copy kept its old date (cp -p, unzip): not its ctime
+        whole = 1 if changed % 10**9 == 0 else 0  # a file system that keeps whole seconds (HFS+) dates a later write earlier
+        if changed / 1e9 < _STARTED or name not in _SEEN[1] and changed / 1e9 < _SEEN[0] - whole:
             return True
         pyc = importlib.util.cache_from_source(file)
         with open(pyc, "rb") as f:
@@ -947,7 +961,7 @@ def _fresh():
     unsure = []
     for n, (m, f) in mine.items():  # one first seen (the user's script, or a policy's call, imported it): as it is now,
         if n not in _LOADED:  # unless it may be older than its file
-            _LOADED[n] = m, now[n] if _as_imported(f) else None
+            _LOADED[n] = m, now[n] if _as_imported(n, f) else None
             unsure += [] if _LOADED[n][1] or now[n] is None else [f"{n} ({f})"]  # (one gone: nothing to say)
     if any(_LOADED[n][0] is not m or _LOADED[n][1] != now[n] for n, (m, _) in mine.items()) \
             or any(n not in mine for n in _LOADED):
@@ -963,11 +977,21 @@ def _fresh():
             except (OSError, ValueError, NotImplementedError):
                 pass
         _LOADED.clear()
+    global _SEEN
+    _SEEN = time.time(), frozenset(sys.modules)  # a module loaded after this from a file older than it is that file
 
 
 def _file(m) -> pathlib.Path:
     """A helper module's file, resolved as `_SCOPE` holds it."""
     return pathlib.Path(_module_dict(m)["__file__"]).resolve()
+
+
+def _loaded(modules: dict):
+    """Record modules of the user's that a policy's import or call (the key's probe: a helper's lazy import) loaded just
+    now: watched, as their files are now (no bytecode needed to vouch for them, where Python writes none)."""
+    for n, m in modules.items():
+        _SCOPE.add(_file(m))
+        _LOADED[n] = m, _print(_module_dict(m)["__file__"])
 
 
 def _widen():
@@ -1094,9 +1118,7 @@ def _from_file(path, fname):
             sys.dont_write_bytecode = writes
         helpers = _helpers(before, module, code)  # beyond what its key read: importlib's, a folder on sys.path
         _SCOPE.update(map(_file, helpers.values()))
-        for name, m in helpers.items():  # what it loaded of the user's, as its files are now
-            if name not in before:
-                _LOADED[name] = m, _print(_module_dict(m)["__file__"])
+        _loaded({n: m for n, m in helpers.items() if n not in before})
         try:  # imported again when one of its helpers is forgotten
             _IMPORTED[str(path)] = disk, module, _held(module) + sorted(helpers.items())
         except Exception:  # what it holds cannot be read back safely: imported again when named again
