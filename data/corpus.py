@@ -212,7 +212,8 @@ def _cp1252(data: bytes) -> bool:
 def read(path, encoding: str = "utf-8") -> str:
     """A user's text file, with Windows line ends made Unix ones (the books have CRLF) and a leading
     byte-order mark (Notepad's) left out, so that neither is read as text. A file that is
-    not in `encoding`, or empty, is refused by name; one that looks binary is warned about."""
+    not in `encoding`, two encodings joined, a document that is no text (a PDF, a .docx) or empty, is refused by name;
+    one that looks binary, or like a web page's or a word processor's markup, is warned about."""
     if not isinstance(path, (str, bytes, os.PathLike)) or not os.fsdecode(path).strip() or not isinstance(encoding, str) \
             or "\0" in encoding:  # a NUL: Python's codec lookup fails with "embedded null character"
         raise ValueError(f"read takes a text file's path and its encoding's name; got {path!r}, {encoding!r}")
