@@ -319,7 +319,7 @@ def verdict(part: Part, records, tests, folder=None):
     """(passed, failed, skipped, hint, what the checks on the real model printed) for one part."""
     for r in records:  # the folder could not be loaded, or pytest never ran: none of the part's tests passed
         if "load_error" in r:
-            return 0, len(tests), 0, load_hint(r), []
+            return 0, len(tests), 0, load_hint(r, folder), []
         if "timeout" in r:
             return 0, len(tests), 0, (f"its {r.get('what', 'tests')} did not finish in {r['timeout']} s and were stopped: a loop "
                              f"that never ends, or cores too busy (the reference passes every part offline in about a "
@@ -353,10 +353,16 @@ def passed_of(records) -> int:
     return sum(r["outcome"] == "passed" and r["when"] == "call" for r in records)
 
 
-def load_hint(r):
+def load_hint(r, folder=None):
     where = r.get("where")
     at = f" ({where[0]}, line {where[1]})" if where else (f" (line {r['line']})" if r.get("line") else "")
-    return f"your file does not load{at}: {r['load_error'].splitlines()[0]}"
+    said = f"your file does not load{at}: {r['load_error'].splitlines()[0]}"
+    name = (r.get("module") if isinstance(r.get("module"), str) else "").split(".")[0]
+    if name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r")):  # a helper of theirs
+        said += (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the "
+                 f"repository's modules and Python's own: a helper named like one of those, or kept in t2r/, is not "
+                 f"yours there; give it another name, at the top of your folder)")
+    return said
 
 
 def blank(folder, file, name) -> int | None:

@@ -131,6 +131,7 @@ if FOLDER is not None:
         substitute(FOLDER, modules)
     except BaseException as e:  # a syntax error, an import error, an exception at import time: named, then re-raised
         record(load_error=f"{type(e).__name__}: {e}", where=where(e.__traceback__, FOLDER),
+               module=getattr(e, "name", None) if isinstance(e, ImportError) else None,  # (e.name: a module's name)
                file=getattr(e, "filename", None), line=getattr(e, "lineno", None))
         raise
 

@@ -7,6 +7,7 @@ well (`read`).
 """
 import codecs
 import hashlib
+import itertools
 import numbers
 import os
 import pathlib
@@ -127,8 +128,13 @@ def _wide(data: bytes) -> str | None:
 
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
-DOCUMENTS = {b"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)", b"%PDF-": "a PDF document",
-             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)"}
+SAVE = ", not text: save it as plain text"
+DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE, rb"%PDF-": "a PDF document" + SAVE,
+             rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
+             rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY": "bzip2-compressed: bunzip2 it",
+             rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",
+             rb"\x89PNG": "a PNG image, not text", rb"\xff\xd8\xff": "a JPEG image, not text",
+             rb"GIF8[79]a": "a GIF image, not text"}  # by their first bytes, as `file` tells them
 WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
 
 
@@ -146,15 +152,17 @@ def _assigned(data: bytes) -> bool:
     return all(unicodedata.category(c) != "Cn" for c in set(text) if c >= "\x80")
 
 
-def _joined(data: bytes) -> tuple[int, int] | None:
+def _joined(data: bytes, western: bool) -> tuple[int, int] | None:
     """(lines in UTF-8 with two or more of its letters, the first line not UTF-8) where a file is two encodings joined
     (a UTF-8 part and a cp1252 part): three such lines or more, a tenth of the lines not ASCII; an 8-bit text makes
-    a whole line of UTF-8 letters by chance only where every byte of the line pairs, which no language's does often."""
+    a whole line of UTF-8 letters by chance only where every byte of the line pairs, which no language's does often.
+    Where the rest is `western` (a Latin code page), one accented Latin letter a line counts: "Ã©" is no cp1252 text's."""
     lines = [(i, x) for i, x in enumerate(data.split(b"\n"), 1) if max(x, default=0) >= 0x80]  # the lines not ASCII
     clean, first = 0, None
     for i, x in lines:
         try:  # a line of UTF-8 with two of its letters or more (cp1251's "ВІ ДІ" pairs into "²Ĳ": one letter)
-            clean += sum(c >= "\x80" and c.isalpha() for c in x.decode("utf-8")) >= 2
+            letters = [c for c in x.decode("utf-8") if c >= "\x80" and c.isalpha()]
+            clean += len(letters) >= 2 or western and any("\xc0" <= c <= "\u017f" for c in letters)
         except UnicodeDecodeError:
             first = first or i
     return (clean, first) if first and clean >= max(3, 0.1 * len(lines)) else None
@@ -184,14 +192,37 @@ TAG = re.compile(r"<(?:/?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?|!--.*?--|![A-Za-z][
 
 def _markup(text: str) -> str | None:
     """What program wrote a text, where its markup would be read as prose: a web page (a tag of html, head or body and
-    five tags or more: Gutenberg's HTML books open with <?xml ...>, a saved page with a comment) or an RTF document
+    five tags or more: Gutenberg's HTML books open with <?xml ...>, a saved page with a comment), tags every 200
+    characters (a blog's export without html, head or body; XML) or an RTF document
     ({\\rtf and five control words or more); a lesson that quotes a tag or two is prose."""
     head = text[:200_000]
-    if re.search(r"<(?:html|head|body)[\s>]|<!doctype\s+html", head, re.I) and len(TAG.findall(head)) >= 5:
+    tags = sum(1 for _ in itertools.islice(TAG.finditer(text), 20 + len(text) // 200))  # in the whole text: a saved
+    if re.search(r"<(?:html|head|body)[\s>]|<!doctype\s+html", head, re.I) and tags >= 5:  # page's inline script
         return "a web page (HTML)"
+    if tags >= 20 + len(text) // 200:  # a tag every 200 characters: a blog's export, a fragment, XML
+        return "markup (HTML or XML)"
     if head.lstrip().startswith("{\\rtf") and len(re.findall(r"\\[a-z]+-?\d*", head)) >= 5:
         return "an RTF document (a word processor's)"
     return None
+
+
+CJK = ("gbk", "big5", "shift_jis", "euc_jp", "euc_kr")
+
+
+def _cjk(data: bytes) -> str | None:
+    """The double-byte code pages that read the bytes as Chinese, Japanese or Korean text (most of its letters are
+    CJK's, kana or Hangul), named together: Big5 read as cp1252 is ASCII letters among symbols; one of these reads
+    another's bytes too, and nothing tells which. French in cp1252 reads as gbk too, but with most letters ASCII's."""
+    found = []
+    for name in CJK:
+        try:
+            letters = [c for c in data[:200_000].decode(name) if c.isalpha()]
+        except UnicodeDecodeError:
+            continue
+        if letters and sum(unicodedata.name(c, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+                           for c in letters) > 0.5 * len(letters):
+            found.append(name)
+    return " or ".join(found) or None
 
 
 def _latin(text: str) -> bool:
@@ -228,8 +259,8 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
-    if kind := next((k for m, k in DOCUMENTS.items() if data.startswith(m)), None):  # read as text, a riddle of bytes
-        raise ValueError(f"text file {path} is {kind}, not text: save it as plain text")
+    if kind := next((k for m, k in DOCUMENTS.items() if re.match(m, data)), None):  # read as text, a riddle of bytes
+        raise ValueError(f"text file {path} is {kind}")
     mark = _mark(data, encoding)
     if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # else named utf-8, told cp1252's,
         if share[0] >= 0.9 * share[1]:  # and sent back to utf-8 by the mark
@@ -247,17 +278,21 @@ def read(path, encoding: str = "utf-8") -> str:
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         inside, high = _utf8_share(data)
-        if isinstance(e, UnicodeDecodeError) and inside >= 0.9 * high:  # one pasted Windows quote (0x92) in UTF-8
+        if isinstance(e, UnicodeDecodeError) and 0.9 * high <= inside < high:  # one pasted Windows quote (0x92) in UTF-8
             raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "
                              "them, or convert the whole file to UTF-8") from None
-        if isinstance(e, UnicodeDecodeError) and codec.name == "utf-8" and (joined := _joined(data)):
+        western = _cp1252(data) and _latin(data.decode("cp1252"))  # cp1252 reads it as Latin text
+        if isinstance(e, UnicodeDecodeError) and inside == high and codec.name != "utf-8":  # a UTF-8 file named cp1250
+            raise ValueError(f"text file {path} reads as UTF-8 (its non-ASCII bytes are UTF-8's letters), not {encoding}: "
+                             "name utf-8") from None
+        if isinstance(e, UnicodeDecodeError) and codec.name == "utf-8" and (joined := _joined(data, western)):
             raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines but not in others (the first: line "
                              f"{joined[1]:,}): two files of different encodings joined? convert each part to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
-        advice = "name its encoding (--encoding cp1252 for Windows' text)" if _cp1252(data) and _latin(data.decode(
-            "cp1252")) and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
+        advice = f"name its encoding ({cjk}?)" if (cjk := _cjk(data)) else "name its encoding (--encoding cp1252 for " \
+            "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
@@ -271,7 +306,7 @@ def read(path, encoding: str = "utf-8") -> str:
                              "name utf-8")
         raise ValueError(f"text file {path} is UTF-8 but for {share[1] - share[0]:,} of its bytes, not {encoding}: fix "
                          "those bytes (a character pasted from another encoding?) and name utf-8")
-    if single and (joined := _joined(data)):  # a UTF-8 half read as cp1252: "Ã©" in every line of it
+    if single and (joined := _joined(data, codec.name in WESTERN)):  # a UTF-8 half read as cp1252: "Ã©" in every line of it
         raise ValueError(f"text file {path} is UTF-8 in {joined[0]:,} of its lines, not {encoding}, but not in others (the "
                          f"first: line {joined[1]:,}): two files of different encodings joined? convert each part to UTF-8")
     if kind := _markup(text):  # a warning: a lesson about HTML quotes its tags
@@ -281,6 +316,9 @@ def read(path, encoding: str = "utf-8") -> str:
         other = data.decode("utf-16-be" if codec.name == "utf-16-le" else "utf-16-le", "replace")  # a space reads U+2000, a new
         if sum(map(other.count, " \n")) > sum(map(text.count, " \n")):  # line U+0A00: in any script that spaces words
             raise ValueError(f"text file {path} reads as {encoding} of the other byte order: name that one")
+    if re.search(rb"\x1b\$[@B(]|\x1b\$\)C", data) and not codec.name.startswith("iso2022"):  # its escape codes
+        kind = "iso2022_kr" if b"\x1b$)C" in data else "iso2022_jp"
+        raise ValueError(f"text file {path} reads as {kind} (its escape codes), not {encoding}: name {kind}")
     control = sum(c < " " and c not in "\n\t\f\v\r" or "\x7f" <= c <= "\x9f" and c != "\x85" for c in text)  # DEL
     # and C1 too, but for NEL, EBCDIC's new line
     if control > 0.01 * len(text) and not codec.name.startswith(("utf-16", "utf-32")):
@@ -289,7 +327,10 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    if codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
+    if codec.name in WESTERN and (cjk := _cjk(data)):
+        print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
+              f"letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
         # word list is Latin too; Cyrillic read as cp1252 reads "Ïðèâåò"

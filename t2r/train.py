@@ -280,13 +280,14 @@ def _leftover(name: str, names=()) -> bool:
     """A file or folder tools leave beside a user's texts, never a text of theirs: hidden ones (.git, .gitignore, an
     editor's lock .~lock.a.odt#), backups and autosaves (a.txt~, a.txt.bak, .orig, .save, .save.1, .swp, #a.txt#), a
     Mac zip's __MACOSX and Icon, Windows' desktop.ini, Thumbs.db, shortcuts, a file's stream copied out beside it
-    (a.txt:Zone.Identifier, a.txt:SmartScreen where a.txt is among `names`: a stream's name has no space) and a download
-    not finished (.crdownload, .part). "#1 Intro.txt" and "Lecture 3: Attention.txt" are texts."""
+    (a.txt:Zone.Identifier, a.txt:SmartScreen where a.txt is among `names`: a stream's name has no space and no text's
+    suffix) and a download not finished (.crdownload, .part). "#1 Intro.txt" and "Lecture 3: Attention.txt" are texts."""
     low = name.lower()
     return low.startswith(".") or low.startswith("#") and low.endswith("#") or low.endswith(
         ("~", ".bak", ".orig", ".save", ".swp", ".tmp", ".url", ".lnk", ".crdownload", ".part", ".download")) \
         or re.search(r"\.save\.\d+$", low) is not None or low.endswith(":zone.identifier") \
         or re.fullmatch(r"[^:]+:[\w.$-]+", name) is not None and name.rpartition(":")[0] in names \
+        and not re.search(r"\.(txt|md|text|rst)$", low) \
         or low in ("__macosx", "desktop.ini", "thumbs.db", "icon\r")
 
 

@@ -6429,3 +6429,54 @@ def test_round66_texts_about_markup_pages_with_a_preamble_and_words_that_pair_by
     (own / "Lecture 3").write_text("Notes of lecture three, on the river and its banks. " * 20)
     (own / "Lecture 3: Attention.txt").write_text("Attention weighs every earlier token by a softmax. " * 20)
     assert len(train.training_sources(books=(), licenses=own)) == 2
+
+
+def test_round67_encodings_that_decode_by_accident_markup_anywhere_and_a_students_shadowed_helper(tmp_path, capsys):
+    """Round 67, T2R, the data and the course: a UTF-8 part with one accent a line joined to a cp1252 part, read as
+    cp1252, trained on "cafÃ©"; ISO-2022-JP (7-bit) read as UTF-8 trained on its escape codes; Big5 was told to name
+    cp1252, which read it without a word; a UTF-8 file named cp1250 was "UTF-8 but for 0 of its bytes"; a gzip file
+    was told to name its encoding; a page whose first 200,000 characters are one inline script, or a blog's export
+    without html, head or body, was no markup; "Chapter 1:Intro.txt" beside "Chapter 1" was left out; the grader
+    said "cannot import name" for a student's helper data.py without saying why."""
+    import gzip
+    from data import corpus
+    from t2r import train
+    f = tmp_path / "t.txt"
+    f.write_bytes("The café was closed that day.\n".encode() * 20 + "Le café\n".encode("cp1252") * 30)
+    with pytest.raises(ValueError, match="two files of different encodings joined"):
+        corpus.read(f, "cp1252")
+    f.write_bytes(("これは日本語の長い段落です。言語モデルを評価します。\n" * 20).encode("iso2022_jp"))
+    with pytest.raises(ValueError, match="reads as iso2022_jp"):
+        corpus.read(f)
+    f.write_bytes(("你好，世界。這是一段簡短的中文。\n" * 60).encode("big5"))
+    with pytest.raises(ValueError, match=r"name its encoding \(.*big5.*\?\)"):
+        corpus.read(f)
+    corpus.read(f, "cp1252")
+    assert "reads as Chinese, Japanese or Korean text" in capsys.readouterr().err
+    f.write_bytes("Zażółć gęślą jaźń. Źródło łąki. ŁĄKA.\n".encode())
+    with pytest.raises(ValueError, match="reads as UTF-8 .*not cp1250: name utf-8"):
+        corpus.read(f, "cp1250")
+    f.write_bytes(gzip.compress(b"Notes on attention.\n" * 200))
+    with pytest.raises(ValueError, match="gzip-compressed: gunzip it"):
+        corpus.read(f)
+    body = "<p>Alice was beginning to get very tired of sitting by her sister on the bank.</p>\n" * 20
+    for page in ("<!DOCTYPE html><html><head><script>" + "var x=1;" * 30000 + "</script></head><body>" + body,
+                 "<div class='post'>\n<h1>My essay</h1>\n" + body + "</div>\n"):
+        f.write_text(page)
+        corpus.read(f)
+        assert "its markup is read as text" in capsys.readouterr().err
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "Chapter 1").write_text("Chapter one of my book, a text of mine. " * 50)
+    (own / "Chapter 1:Intro.txt").write_text("The introduction of my book, a text of mine. " * 50)
+    assert len(train.training_sources(books=(), licenses=own)) == 2
+    import shutil
+    from course import grade
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(harness.ROOT / "policies.py", folder / "policies.py")
+    (folder / "data.py").write_text("HELP = 1\n")
+    (folder / "policies.py").write_text("from data import HELP  # noqa: F401\n" + (folder / "policies.py").read_text())
+    part = next(p for p in grade.PARTS if p.modules == ("policies",))
+    (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
+    assert passed == 0 and "your data.py" in why and "another name" in why, why
