@@ -356,13 +356,17 @@ def passed_of(records) -> int:
 def load_hint(r, folder=None):
     where = r.get("where")
     at = f" ({where[0]}, line {where[1]})" if where else (f" (line {r['line']})" if r.get("line") else "")
-    said = f"your file does not load{at}: {r['load_error'].splitlines()[0]}"
-    name = (r.get("module") if isinstance(r.get("module"), str) else "").split(".")[0]
-    if name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r")):  # a helper of theirs
-        said += (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the "
-                 f"repository's modules and Python's own: a helper named like one of those, or kept in t2r/, is not "
-                 f"yours there; give it another name, at the top of your folder)")
-    return said
+    return f"your file does not load{at}: {r['load_error'].splitlines()[0]}" + shadowed(r.get("module"), folder)
+
+
+def shadowed(name, folder) -> str:
+    """What to add where a module the student's code could not use is a helper of theirs by its name."""
+    name = (name if isinstance(name, str) else "").split(".")[0]
+    if not (name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r"))):
+        return ""
+    return (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the repository's "
+            "modules and Python's own: a helper named like one of those, or kept in t2r/, is not yours there; give it "
+            "another name, at the top of your folder)")
 
 
 def blank(folder, file, name) -> int | None:
@@ -387,7 +391,7 @@ TAMPERED = "your code changed the tests' comparison"  # course/student.py's mess
 
 def hint(part: Part, failed, folder=None):
     """What to tell the student: a function not written yet; else the first of the part's hints that
-    matches a failed test (a hint with no pattern is for a failed comparison, an AssertionError);
+    matches a failed test that their code did not raise in (a hint with no pattern is for a failed comparison);
     else where the student's code raised; else what the first failure says."""
     tampered = next((r["message"] for r in failed if (r["message"] or "").startswith(TAMPERED)), None)
     if tampered:  # no other failure's hint means anything once the comparison itself was replaced
@@ -405,13 +409,17 @@ def hint(part: Part, failed, folder=None):
     for name, says, text in part.hints:
         for r in failed:
             message = r["message"] or ""
-            if name in r["test"] and (re.search(says, f"{r['error']}: {message}", re.S | re.I) if says
-                                      else r["error"] == "AssertionError"):
+            crashed = r.get("where") and r.get("cause") not in (None, "AssertionError")  # their code raised: "policy
+            # tova raised AttributeError" holds "tova", and is no comparison that failed
+            if name in r["test"] and not crashed and (re.search(says, f"{r['error']}: {message}", re.S | re.I) if says
+                                                      else r["error"] == "AssertionError"):
                 return text.format(diff=details(message), test=r["test"].split("::")[-1],
                                    says=first_line(message))
     r = next((r for r in failed if r["where"]), failed[0])
     at = f", raised in your {r['where'][0]} line {r['where'][1]} ({r['where'][2]})" if r["where"] else ""
-    return f"{r['test'].split('::')[-1]}: {r['error']}: {first_line(r['message'])}{at}"
+    module = re.search(r"module '([\w.]+)' has no attribute", r["message"] or "")  # Python's profile.py, not theirs
+    return f"{r['test'].split('::')[-1]}: {r['error']}: {first_line(r['message'])}{at}" + \
+        shadowed(module and module.group(1), folder)
 
 
 def first_line(message):

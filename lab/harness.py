@@ -7,9 +7,11 @@ import ast
 import contextlib
 import functools
 import hashlib
+import inspect
 import io
 import json
 import math
+import multiprocessing
 import os
 import pathlib
 import posixpath
@@ -708,6 +710,30 @@ def _job(args):
     return args, _SHARED["fn"](*_SHARED["shared"], *args)
 
 
+def _check_main():
+    """Refuse a pooled run started by a script's top level outside `if __name__ == "__main__":`: each worker process
+    imports the script again (Python's spawn), reaches the run, and dies, and the pool starts another for ever."""
+    if multiprocessing.parent_process() is not None:  # a worker importing the script: said by each one that dies
+        raise ValueError(_UNGUARDED)
+    script = getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's or `python -c`'s is not imported again
+    frame = next((f for f in inspect.stack(0) if f.frame.f_globals.get("__name__") == "__main__"
+                  and f.function == "<module>"), None)  # the script's own lines: a call of its main() among them
+    if not script or frame is None or not os.path.isfile(script):
+        return
+    try:
+        tree = ast.parse(pathlib.Path(script).read_bytes())
+    except (SyntaxError, ValueError, OSError):
+        return
+    guarded = [n for n in ast.walk(tree) if isinstance(n, ast.If) and "__name__" in ast.unparse(n.test)]
+    if not any(n.lineno <= frame.lineno <= n.end_lineno for n in guarded):
+        raise ValueError(_UNGUARDED)
+
+
+_UNGUARDED = ("a pooled run (jobs > 1) was started by a script's top level: each worker process imports the script "
+              "again and would start it again; put the script's work under `if __name__ == \"__main__\":` (Python's "
+              "rule for processes), or pass jobs=1")
+
+
 def pool_map(fn, shared: tuple, jobs: list, processes: int):
     """Yield (args, fn(*shared, *args)) for each args in jobs, as each finishes, in `processes`
     processes that share `shared` (tensors go through shared memory, not copies). Most operations of
@@ -718,6 +744,7 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     if processes <= 1:
         yield from ((args, fn(*shared, *args)) for args in jobs)
         return
+    _check_main()
     ctx = torch.multiprocessing.get_context("spawn")
     # Ctrl-C is the parent's to handle: it leaves the `with`, which ends the workers. A worker started
     # with SIGINT ignored keeps it ignored (exec keeps SIG_IGN, and Python then installs no handler),

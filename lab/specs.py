@@ -969,6 +969,11 @@ def _fresh():
             print(f"[msrnn] warning: imported again for the policy, as its file is now: {', '.join(unsure)}, which "
                   "changed after this process started (no bytecode tells whether the loaded module is its file): "
                   "what this session set on the loaded one, the policy does not read", file=sys.stderr)
+        session = _module_dict(sys.modules.get("__main__"))  # the notebook's or the script's names
+        if held := sorted(n for n, (m, _) in mine.items() if _LOADED[n][1] == now[n] and any(v is m for v in session.values())):
+            print(f"[msrnn] warning: a helper changed, and the policy's helpers are imported again with it, as their files "
+                  f"are: {', '.join(held)} too, which this session holds: what it set on them (a value, a patch), the "
+                  "policy does not read", file=sys.stderr)
         for n in {*mine, *_LOADED, *(n for n, m in list(sys.modules.items()) if _namespace(n, m))}:
             sys.modules.pop(n, None)
         for m, f in mine.values():  # and their bytecode: edited to the same size within a second, Python reads the old

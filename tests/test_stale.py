@@ -6480,3 +6480,39 @@ def test_round67_encodings_that_decode_by_accident_markup_anywhere_and_a_student
     part = next(p for p in grade.PARTS if p.modules == ("policies",))
     (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
     assert passed == 0 and "your data.py" in why and "another name" in why, why
+
+
+def test_round67_a_notebooks_module_imported_again_a_pooled_run_at_a_scripts_top_and_a_crash_in_tova(tmp_path):
+    """Round 67, the core and the lab: an edit of one helper imports every helper of the policies again (all at once,
+    by design), and a notebook's setting on an unedited one (knobs.ALPHA = -1) was dropped without a word; a script
+    that starts a pooled sweep at its top level, outside `if __name__ == "__main__":`, never ended (each worker imports
+    the script again, and dies, and the pool starts another); the grader told a student whose tova raised
+    AttributeError that tova "differs from a naive TOVA"."""
+    import subprocess
+    import sys
+    files = {"shared/knobs67.py": "ALPHA = 1.0\n", "shared/core67.py": "W = 1.0\n",
+             "p67.py": "import knobs67\nimport core67\n\n\ndef fn(rows):\n"
+                       "    return rows.pos[:, :1].double() * knobs67.ALPHA * core67.W\n"}
+    said = _session(tmp_path, files, "import contextlib, io\nsys.dont_write_bytecode = False\nimport knobs67\n"  # vouched
+                    "knobs67.ALPHA = -1.0\n"
+                    "specs.named(f'{d}/p67.py:fn').key\ntime.sleep(0.05); (d / 'shared' / 'core67.py').write_text('W = 2.0\\n')\n"
+                    "err = io.StringIO()\nwith contextlib.redirect_stderr(err):\n    specs.named(f'{d}/p67.py:fn')\n"
+                    "print('said' if 'knobs67 too, which this session holds' in err.getvalue() else err.getvalue())\n")
+    assert said == ["said"], said
+    script = tmp_path / "run67.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(harness.ROOT)!r})\nfrom lab import harness\n"
+                      "print(list(harness.pool_map(abs, (), [(-1,), (-2,)], 2)))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    from engine import threads
+    if threads.cores() >= 2:
+        assert done.returncode == 1 and "if __name__ == \"__main__\":" in done.stderr, done.stderr[-800:]
+    import shutil
+    from course import grade
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(harness.ROOT / "policies.py", folder / "policies.py")
+    text = (folder / "policies.py").read_text()
+    (folder / "policies.py").write_text(text.replace("return rows.attn.mean((1, 2))[:, None]", "return rows.atn.mean()"))
+    part = next(p for p in grade.PARTS if p.modules == ("policies",))
+    (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
+    assert "differs from a naive" not in why and "AttributeError" in why and "tova" in why, why
