@@ -129,7 +129,8 @@ def _wide(data: bytes) -> str | None:
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 SAVE = ", not text: save it as plain text"
-DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE, rb"%PDF-": "a PDF document" + SAVE,
+DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE,
+             rb"%PDF-\d\.\d[^\n]*\n(?s:.{0,4096}?)\d+ \d+ obj": "a PDF document" + SAVE,  # (a lesson may open "%PDF-1.4")
              rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
              rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY": "bzip2-compressed: bunzip2 it",
              rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",

@@ -6420,7 +6420,7 @@ def test_round66_texts_about_markup_pages_with_a_preamble_and_words_that_pair_by
     for text, encoding in (("หก อก สด รถ\n", "cp874"), ("ВІ ДІ ЛІ\nНІ СІ ТІ\nМІ РІ ЗІ\nВІДДІЛ\nі так далі\n", "cp1251")):
         f.write_bytes(text.encode(encoding))
         assert corpus.read(f, encoding) == text, encoding
-    for head, kind in ((b"PK\x03\x04", "a zip archive"), (b"%PDF-1.7\n", "a PDF document")):
+    for head, kind in ((b"PK\x03\x04", "a zip archive"), (b"%PDF-1.7\n1 0 obj\n", "a PDF document")):
         f.write_bytes(head + bytes(range(256)))
         with pytest.raises(ValueError, match=kind):
             corpus.read(f)
