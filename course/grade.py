@@ -356,13 +356,18 @@ def passed_of(records) -> int:
 def load_hint(r, folder=None):
     where = r.get("where")
     at = f" ({where[0]}, line {where[1]})" if where else (f" (line {r['line']})" if r.get("line") else "")
-    return f"your file does not load{at}: {r['load_error'].splitlines()[0]}" + shadowed(r.get("module"), folder)
+    said = r['load_error'].splitlines()[0]
+    return f"your file does not load{at}: {said}" + shadowed(r.get("module"), folder, said)
 
 
-def shadowed(name, folder) -> str:
-    """What to add where a module the student's code could not use is a helper of theirs by its name."""
+def shadowed(name, folder, said="") -> str:
+    """What to add where a module the student's code could not use is a helper of theirs by its name, and Python loaded
+    another file of that name (not theirs with a typo in a name, nor a course file, nor a circular import)."""
     name = (name if isinstance(name, str) else "").split(".")[0]
-    if not (name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r"))):
+    loaded = re.search(rf"from '{re.escape(name)}' \((.*)\)", said)  # "cannot import name 'x' from 'data' (its file)"
+    if not (name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r"))) \
+            or name in {m.split(".")[0] for m in FILES} or "partially initialized" in said \
+            or loaded and pathlib.Path(loaded.group(1)).resolve().is_relative_to(pathlib.Path(folder).resolve()):
         return ""
     return (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the repository's "
             "modules and Python's own: a helper named like one of those, or kept in t2r/, is not yours there; give it "
@@ -419,7 +424,7 @@ def hint(part: Part, failed, folder=None):
     at = f", raised in your {r['where'][0]} line {r['where'][1]} ({r['where'][2]})" if r["where"] else ""
     module = re.search(r"module '([\w.]+)' has no attribute", r["message"] or "")  # Python's profile.py, not theirs
     return f"{r['test'].split('::')[-1]}: {r['error']}: {first_line(r['message'])}{at}" + \
-        shadowed(module and module.group(1), folder)
+        shadowed(module and module.group(1), folder, r["message"] or "")
 
 
 def first_line(message):

@@ -132,10 +132,11 @@ SAVE = ", not text: save it as plain text"
 DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE,
              rb"%PDF-\d\.\d[^\n]*\n(?s:.{0,4096}?)\d+ \d+ obj": "a PDF document" + SAVE,  # (a lesson may open "%PDF-1.4")
              rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
-             rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY": "bzip2-compressed: bunzip2 it",
+             rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY\W": "bzip2-compressed: bunzip2 it",
              rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",
              rb"\x89PNG": "a PNG image, not text", rb"\xff\xd8\xff": "a JPEG image, not text",
-             rb"GIF8[79]a": "a GIF image, not text"}  # by their first bytes, as `file` tells them
+             rb"GIF8[79]a(?s:.{0,1018})[\x00-\x08\x0e-\x1f]": "a GIF image, not text"}  # by their first bytes, as
+# `file` tells them; a printable signature with the bytes that follow it ("GIF89a is the header of ..." is a note)
 WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
 
 
@@ -197,8 +198,10 @@ def _markup(text: str) -> str | None:
     characters (a blog's export without html, head or body; XML) or an RTF document
     ({\\rtf and five control words or more); a lesson that quotes a tag or two is prose."""
     head = text[:200_000]
-    tags = sum(1 for _ in itertools.islice(TAG.finditer(text), 20 + len(text) // 200))  # in the whole text: a saved
-    if re.search(r"<(?:html|head|body)[\s>]|<!doctype\s+html", head, re.I) and tags >= 5:  # page's inline script
+    tags = sum(1 for _ in itertools.islice(TAG.finditer(text), 20 + len(text) // 200))  # in the whole text: a page
+    # saved as one file opens with its inline script
+    if re.search(r"^\s*<(?:html|head|body|!doctype\s+html|\?xml)[\s>]|</(?:html|body)>", head, re.I | re.M) \
+            and tags >= 5:  # a page's skeleton, opening a line or closed (a lesson names <html> in prose)
         return "a web page (HTML)"
     if tags >= 20 + len(text) // 200:  # a tag every 200 characters: a blog's export, a fragment, XML
         return "markup (HTML or XML)"
@@ -207,23 +210,30 @@ def _markup(text: str) -> str | None:
     return None
 
 
-CJK = ("gbk", "big5", "shift_jis", "euc_jp", "euc_kr")
+CJK = {"gbk": "Han", "cp950": "Han", "cp932": "kana", "euc_jp": "kana", "cp949": "Hangul"}  # Windows' own (a
+# superset of big5, shift_jis, euc_kr: ①, ㈱, 똠, € are theirs only), each with what its language's text holds
 
 
 def _cjk(data: bytes) -> str | None:
     """The double-byte code pages that read the bytes as Chinese, Japanese or Korean text (most of its letters are
-    CJK's, kana or Hangul), named together: Big5 read as cp1252 is ASCII letters among symbols; one of these reads
-    another's bytes too, and nothing tells which. French in cp1252 reads as gbk too, but with most letters ASCII's."""
-    found = []
-    for name in CJK:
+    CJK's, kana or Hangul), those whose reading is their language's (kana for Japanese) named first: Big5 read as
+    cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
+    but with most letters ASCII's."""
+    found, fits = [], []
+    for name, mark in CJK.items():
         try:
-            letters = [c for c in data[:200_000].decode(name) if c.isalpha()]
+            kinds = [unicodedata.name(c, "").split()[0] for c in data[:200_000].decode(name) if c.isalpha()]
         except UnicodeDecodeError:
             continue
-        if letters and sum(unicodedata.name(c, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
-                           for c in letters) > 0.5 * len(letters):
-            found.append(name)
-    return " or ".join(found) or None
+        share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
+        if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL") > 0.5:
+            found.append(name)  # as its language reads: Japanese has kana, Korean Hangul, Chinese neither
+            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.3,
+                    "Han": share("HIRAGANA", "KATAKANA", "HANGUL") == 0}[mark]:
+                fits.append(name)
+    fits = [n for n in fits if CJK[n] != "Han"] or fits  # kana or Hangul read is their language's: a Chinese code
+    # page reads any double-byte text as Han
+    return " or ".join(fits or found) or None
 
 
 def _latin(text: str) -> bool:
@@ -279,6 +289,9 @@ def read(path, encoding: str = "utf-8") -> str:
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         inside, high = _utf8_share(data)
+        if isinstance(e, UnicodeDecodeError) and e.reason == "unexpected end of data" and codec.name == "utf-8":
+            raise ValueError(f"text file {path} ends in the middle of a UTF-8 character (cut by bytes, head -c?): drop "
+                             f"its last {len(data) - e.start} byte(s)") from None
         if isinstance(e, UnicodeDecodeError) and 0.9 * high <= inside < high:  # one pasted Windows quote (0x92) in UTF-8
             raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "

@@ -712,20 +712,24 @@ def _job(args):
 
 def _check_main():
     """Refuse a pooled run started by a script's top level outside `if __name__ == "__main__":`: each worker process
-    imports the script again (Python's spawn), reaches the run, and dies, and the pool starts another for ever."""
-    if multiprocessing.parent_process() is not None:  # a worker importing the script: said by each one that dies
-        raise ValueError(_UNGUARDED)
+    imports the script again (Python's spawn), reaches the run, and dies, and the pool starts another for ever. The
+    script is the file the workers import (a runner's, under `python -m cProfile`); where no line of it is on the
+    stack (a thread, text run by exec), it runs."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # a worker importing the script, as
+        raise ValueError(_UNGUARDED)  # multiprocessing itself tells it: said by each one that dies
     script = getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's or `python -c`'s is not imported again
-    frame = next((f for f in inspect.stack(0) if f.frame.f_globals.get("__name__") == "__main__"
-                  and f.function == "<module>"), None)  # the script's own lines: a call of its main() among them
-    if not script or frame is None or not os.path.isfile(script):
+    if not isinstance(script, str) or not os.path.isfile(script):
         return
+    frame = next((f for f in reversed(inspect.stack(0)) if f.function == "<module>"
+                  and os.path.realpath(f.filename) == os.path.realpath(script)), None)
     try:
         tree = ast.parse(pathlib.Path(script).read_bytes())
     except (SyntaxError, ValueError, OSError):
         return
-    guarded = [n for n in ast.walk(tree) if isinstance(n, ast.If) and "__name__" in ast.unparse(n.test)]
-    if not any(n.lineno <= frame.lineno <= n.end_lineno for n in guarded):
+    tests = [n.test if isinstance(n, (ast.If, ast.IfExp)) else n.values[0] if isinstance(n, ast.BoolOp) else n.subject
+             for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp, ast.BoolOp, ast.Match))
+             and frame is not None and n.lineno <= frame.lineno <= n.end_lineno]  # `main() if __name__ == ... else None`
+    if frame is not None and not any("__name__" in ast.unparse(t) for t in tests):
         raise ValueError(_UNGUARDED)
 
 

@@ -969,8 +969,7 @@ def _fresh():
             print(f"[msrnn] warning: imported again for the policy, as its file is now: {', '.join(unsure)}, which "
                   "changed after this process started (no bytecode tells whether the loaded module is its file): "
                   "what this session set on the loaded one, the policy does not read", file=sys.stderr)
-        session = _module_dict(sys.modules.get("__main__"))  # the notebook's or the script's names
-        if held := sorted(n for n, (m, _) in mine.items() if _LOADED[n][1] == now[n] and any(v is m for v in session.values())):
+        if held := sorted(n for n, (m, _) in mine.items() if _LOADED[n][1] == now[n] and _in_session(m)):
             print(f"[msrnn] warning: a helper changed, and the policy's helpers are imported again with it, as their files "
                   f"are: {', '.join(held)} too, which this session holds: what it set on them (a value, a patch), the "
                   "policy does not read", file=sys.stderr)
@@ -984,6 +983,18 @@ def _fresh():
         _LOADED.clear()
     global _SEEN
     _SEEN = time.time(), frozenset(sys.modules)  # a module loaded after this from a file older than it is that file
+
+
+def _in_session(m) -> bool:
+    """Whether the notebook's or the script's names hold a module, or what it defines that a setting can change (a
+    dict, a list, a class, a function: `from cfg import CONFIG; CONFIG["alpha"] = -1`), or a package that holds it."""
+    own = [v for k, v in _module_dict(m).items() if not k.startswith("__") and not isinstance(v, (int, float, complex,
+                                                                                                str, bytes, tuple, type(None)))]
+    for v in list(_module_dict(sys.modules.get("__main__")).values()):
+        if v is m or any(v is x for x in own) or \
+                types.ModuleType in type(v).__mro__ and any(x is m for x in _module_dict(v).values()):  # cfgpkg.knobs
+            return True
+    return False
 
 
 def _file(m) -> pathlib.Path:
