@@ -723,13 +723,13 @@ def _check_main():
     frame = next((f for f in reversed(inspect.stack(0)) if f.function == "<module>"
                   and os.path.realpath(f.filename) == os.path.realpath(script)), None)
     try:
-        tree = ast.parse(pathlib.Path(script).read_bytes())
+        tree = ast.parse(pathlib.Path(script).read_bytes()) if frame else None
     except (SyntaxError, ValueError, OSError):
         return
     tests = [n.test if isinstance(n, (ast.If, ast.IfExp)) else n.values[0] if isinstance(n, ast.BoolOp) else n.subject
              for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp, ast.BoolOp, ast.Match))
-             and frame is not None and n.lineno <= frame.lineno <= n.end_lineno]  # `main() if __name__ == ... else None`
-    if frame is not None and not any("__name__" in ast.unparse(t) for t in tests):
+             and n.lineno <= frame.lineno <= n.end_lineno] if tree else []  # `main() if __name__ == ... else None` too
+    if tree and not any("__name__" in ast.unparse(t) for t in tests):
         raise ValueError(_UNGUARDED)
 
 
