@@ -14,6 +14,7 @@ Offline, on the tests' tiny random models; the exit status is 0 only when every 
 import argparse
 import ast
 import concurrent.futures
+import importlib.util
 import json
 import os
 import pathlib
@@ -365,8 +366,13 @@ def shadowed(name, folder, said="") -> str:
     another file of that name (not theirs with a typo in a name, nor a course file, nor a circular import)."""
     name = (name if isinstance(name, str) else "").split(".")[0]
     loaded = re.search(rf"from '{re.escape(name)}' \((.*)\)", said)  # "cannot import name 'x' from 'data' (its file)"
-    if not (name and folder and any((folder / p / f"{name}.py").is_file() for p in (".", "t2r"))) \
-            or name in {m.split(".")[0] for m in FILES} or "partially initialized" in said \
+    top, inner = (folder and (pathlib.Path(folder) / p / f"{name}.py").is_file() for p in (".", "t2r"))
+    try:  # found before theirs, which is last on the grader's path: the repository's data/, Python's profile
+        other = importlib.util.find_spec(name) if top and name.isidentifier() else None
+    except (ImportError, ValueError):
+        other = None
+    if not (name and (other or inner and not top)) or name in {m.split(".")[0] for m in FILES} \
+            or "partially initialized" in said \
             or loaded and pathlib.Path(loaded.group(1)).resolve().is_relative_to(pathlib.Path(folder).resolve()):
         return ""
     return (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the repository's "

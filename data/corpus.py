@@ -129,13 +129,14 @@ def _wide(data: bytes) -> str | None:
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 SAVE = ", not text: save it as plain text"
+BINARY = rb"(?s:.{0,1014})[\x00-\x08\x0e-\x1a\x1c-\x1f]"  # a control byte in the first kilobyte, not a terminal's ESC
 DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE,
-             rb"%PDF-\d\.\d[^\n]*\n(?s:.{0,4096}?)\d+ \d+ obj": "a PDF document" + SAVE,  # (a lesson may open "%PDF-1.4")
+             rb"%PDF-\d\.\d(?:" + BINARY + rb"|(?s:.*)%%EOF\s*$)": "a PDF document" + SAVE,  # (a lesson may open "%PDF-1.4")
              rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
-             rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY\W": "bzip2-compressed: bunzip2 it",
+             rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY" + BINARY: "bzip2-compressed: bunzip2 it",
              rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",
              rb"\x89PNG": "a PNG image, not text", rb"\xff\xd8\xff": "a JPEG image, not text",
-             rb"GIF8[79]a(?s:.{0,1018})[\x00-\x08\x0e-\x1f]": "a GIF image, not text"}  # by their first bytes, as
+             rb"GIF8[79]a" + BINARY: "a GIF image, not text"}  # by their first bytes, as
 # `file` tells them; a printable signature with the bytes that follow it ("GIF89a is the header of ..." is a note)
 WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
 
@@ -200,8 +201,10 @@ def _markup(text: str) -> str | None:
     head = text[:200_000]
     tags = sum(1 for _ in itertools.islice(TAG.finditer(text), 20 + len(text) // 200))  # in the whole text: a page
     # saved as one file opens with its inline script
-    if re.search(r"^\s*<(?:html|head|body|!doctype\s+html|\?xml)[\s>]|</(?:html|body)>", head, re.I | re.M) \
-            and tags >= 5:  # a page's skeleton, opening a line or closed (a lesson names <html> in prose)
+    if head.lstrip().startswith("<?xml") and not re.search(r"<html\b", head, re.I) and tags >= 5:  # TEI, a flat ODT
+        return "markup (XML)"
+    skeleton = r"(?:<(?:html|head|body|!doctype\s+html)\b[^<>]*>|</(?:body|html)>)\s*(?:<|$)"  # followed by a tag or a
+    if re.search(skeleton, head, re.I | re.M) and tags >= 5:  # line's end, as a page has it (a lesson names <html> in prose)
         return "a web page (HTML)"
     if tags >= 20 + len(text) // 200:  # a tag every 200 characters: a blog's export, a fragment, XML
         return "markup (HTML or XML)"
@@ -227,13 +230,30 @@ def _cjk(data: bytes) -> str | None:
             continue
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
         if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL") > 0.5:
-            found.append(name)  # as its language reads: Japanese has kana, Korean Hangul, Chinese neither
-            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.3,
-                    "Han": share("HIRAGANA", "KATAKANA", "HANGUL") == 0}[mark]:
-                fits.append(name)
-    fits = [n for n in fits if CJK[n] != "Han"] or fits  # kana or Hangul read is their language's: a Chinese code
-    # page reads any double-byte text as Han
+            found.append(name)  # Japanese as it is written has kana, Korean is nearly all Hangul (Chinese read as
+            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.8, "Han": False}[mark]:
+                fits.append(name)  # cp949 is Hangul and Hanja mixed); Han alone, any of them may be the one
     return " or ".join(fits or found) or None
+
+
+def _cut(data: bytes, codec: str) -> str | None:
+    """What a file cut by bytes (head -c, tail -c) is told: where UTF-8 decodes once up to three bytes at its start
+    (continuation bytes) or its end are dropped, or UTF-16 is an odd number of bytes."""
+    if codec.startswith("utf-16") and len(data) % 2:
+        return "is an odd number of bytes, which UTF-16 never is (cut by bytes, head -c?): drop its last byte"
+    if codec not in ("utf-8", "utf-8-sig"):
+        return None
+    start = len(data[:3]) - len(data[:3].lstrip(bytes(range(0x80, 0xC0))))  # tail -c: begun inside a character
+    for first, last in ((start, 0), (0, 1), (0, 2), (0, 3), (start, 1), (start, 2), (start, 3)):
+        try:
+            data[first:len(data) - last].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if first or last:
+            cut = "begins and ends" if first and last else "begins" if first else "ends"
+            return f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
+                " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)
+    return None
 
 
 def _latin(text: str) -> bool:
@@ -273,6 +293,8 @@ def read(path, encoding: str = "utf-8") -> str:
     if kind := next((k for m, k in DOCUMENTS.items() if re.match(m, data)), None):  # read as text, a riddle of bytes
         raise ValueError(f"text file {path} is {kind}")
     mark = _mark(data, encoding)
+    if mark == codecs.BOM_UTF8 and (cut := _cut(data[3:], "utf-8")):  # Notepad's file, cut by bytes
+        raise ValueError(f"text file {path} {cut}")
     if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # else named utf-8, told cp1252's,
         if share[0] >= 0.9 * share[1]:  # and sent back to utf-8 by the mark
             raise ValueError(f"text file {path} is UTF-8 (with its byte-order mark) but for {share[1] - share[0]:,} of "
@@ -289,9 +311,8 @@ def read(path, encoding: str = "utf-8") -> str:
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         inside, high = _utf8_share(data)
-        if isinstance(e, UnicodeDecodeError) and e.reason == "unexpected end of data" and codec.name == "utf-8":
-            raise ValueError(f"text file {path} ends in the middle of a UTF-8 character (cut by bytes, head -c?): drop "
-                             f"its last {len(data) - e.start} byte(s)") from None
+        if cut := _cut(data, codec.name):
+            raise ValueError(f"text file {path} {cut}") from None
         if isinstance(e, UnicodeDecodeError) and 0.9 * high <= inside < high:  # one pasted Windows quote (0x92) in UTF-8
             raise ValueError(f"text file {path} is UTF-8 but for {high - inside:,} of its bytes (the first, "
                              f"0x{data[e.start]:02x}, at byte {e.start}: a character pasted from another encoding?): fix "

@@ -6580,3 +6580,52 @@ def test_round68_windows_cjk_code_pages_notes_that_open_like_images_and_a_cut_fi
     (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
     assert "cannot import name 'mine_helpr'" in why and "another name" not in why, why
     shutil.rmtree(folder)
+
+
+def test_round69_chinese_in_gbk_files_cut_at_either_end_and_a_typo_in_a_students_helper(tmp_path, capsys):
+    """Round 69, the data and the course: Simplified Chinese in GBK was told "(cp949?)" (cp949 reads common Chinese
+    pairs as Hangul), which read it as mojibake; a quarter of bzip2 files and a PDF with CR line ends were told to name
+    an encoding; a UTF-8 file with Notepad's mark cut by head -c, one cut by tail -c, and UTF-16 cut to an odd length
+    were "a character pasted from another encoding" or told cp1252; a lesson that writes "</body> and then </html>"
+    was warned of as a web page, and a TEI book called one; a typo in a function of the student's own helper got the
+    grader's hint to rename the helper."""
+    import bz2
+    import codecs
+    from data import corpus
+    f = tmp_path / "t.txt"
+    f.write_bytes(("中华人民共和国成立于一九四九年。首都是北京，人口众多。" * 20).encode("gbk"))
+    with pytest.raises(ValueError, match=r"name its encoding \(gbk[ )]"):
+        corpus.read(f)
+    for seed in range(8):  # the byte after the block's header is the compressed data's: any
+        f.write_bytes(bz2.compress(f"Notes on attention, take {seed}.\n".encode() * 300))
+        with pytest.raises(ValueError, match="bzip2-compressed"):
+            corpus.read(f)
+    f.write_bytes(b"%PDF-1.3\r%\xe2\xe3\xcf\xd3\r1 0 obj\r<< /Length 99 >>\rstream\r" + bytes(range(256)))
+    with pytest.raises(ValueError, match="a PDF document"):
+        corpus.read(f)
+    text = "日本語の文章です。東京は大きい都市です。" * 20
+    for data, says in ((codecs.BOM_UTF8 + text.encode()[:-2], "ends in the middle of a UTF-8 character"),
+                       (text.encode()[1:], "begins in the middle of a UTF-8 character"),
+                       (text.encode("utf-16")[:-1], "an odd number of bytes")):
+        f.write_bytes(data)
+        with pytest.raises(ValueError, match=says):
+            corpus.read(f, "utf-16" if "odd" in says else "utf-8")
+    f.write_text("A page closes its body with </body> and then </html>; <p> opens a paragraph, <b> bolds, <i> slants. " * 2)
+    corpus.read(f)
+    assert "markup" not in capsys.readouterr().err
+    f.write_text('<?xml version="1.0"?>\n<TEI><teiHeader><title>A book</title></teiHeader><text><body><p>It was the '
+                 'best of times.</p></body></text></TEI>\n')
+    corpus.read(f)
+    assert "looks like markup (XML)" in capsys.readouterr().err
+    import shutil
+    from course import grade
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "myhelp.py").write_text("def mean_rows(a):\n    return a.mean((1, 2))[:, None]\n")
+    mine = (harness.ROOT / "policies.py").read_text().replace("return rows.attn.mean((1, 2))[:, None]",
+                                                              "return myhelp.mean_row(rows.attn)")
+    (folder / "policies.py").write_text("import myhelp\n" + mine)
+    part = next(p for p in grade.PARTS if p.modules == ("policies",))
+    (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
+    assert "has no attribute 'mean_row'" in why and "another name" not in why, why
+    shutil.rmtree(folder)
