@@ -710,27 +710,49 @@ def _job(args):
     return args, _SHARED["fn"](*_SHARED["shared"], *args)
 
 
+_TREES = {}  # a script's parsed lines, read once: a script edited while it runs is judged as it ran
+
+
 def _check_main():
     """Refuse a pooled run started by a script's top level outside `if __name__ == "__main__":`: each worker process
     imports the script again (Python's spawn), reaches the run, and dies, and the pool starts another for ever. The
-    script is the file the workers import (a runner's, under `python -m cProfile`); where no line of it is on the
-    stack (a thread, text run by exec), it runs."""
+    script is the file the workers import (a runner's, under `python -m cProfile`; none for `python -m pkg`, whose
+    __main__ spawn never imports); where no line of it is on the stack (a thread, text run by exec), it runs."""
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # a worker importing the script, as
         raise ValueError(_UNGUARDED)  # multiprocessing itself tells it: said by each one that dies
-    script = getattr(sys.modules.get("__main__"), "__file__", None)  # a notebook's or `python -c`'s is not imported again
-    if not isinstance(script, str) or not os.path.isfile(script):
-        return
+    main = sys.modules.get("__main__")
+    script, spec = getattr(main, "__file__", None), getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if not isinstance(script, str) or not os.path.isfile(script) or spec == "__main__" or spec.endswith(".__main__"):
+        return  # a notebook's, `python -c`'s, `python -`'s (see _unimportable) or a package's __main__
     frame = next((f for f in reversed(inspect.stack(0)) if f.function == "<module>"
                   and os.path.realpath(f.filename) == os.path.realpath(script)), None)
     try:
-        tree = ast.parse(pathlib.Path(script).read_bytes()) if frame else None
+        tree = _TREES.setdefault(script, ast.parse(pathlib.Path(script).read_bytes())) if frame else None
     except (SyntaxError, ValueError, OSError):
         return
+    flags = {"__name__"} | {t.id for n in (tree.body if tree else ()) if isinstance(n, ast.Assign)  # IS_MAIN = __name__
+                             and "__name__" in ast.unparse(n.value) for t in n.targets if isinstance(t, ast.Name)}
     tests = [n.test if isinstance(n, (ast.If, ast.IfExp)) else n.values[0] if isinstance(n, ast.BoolOp) else n.subject
              for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp, ast.BoolOp, ast.Match))
              and n.lineno <= frame.lineno <= n.end_lineno] if tree else []  # `main() if __name__ == ... else None` too
-    if tree and not any("__name__" in ast.unparse(t) for t in tests):
+    if tree and not any(isinstance(x, ast.Name) and x.id in flags for t in tests for x in ast.walk(t)):
         raise ValueError(_UNGUARDED)
+
+
+@contextlib.contextmanager
+def _unimportable():
+    """Start workers without the session's script where spawn cannot import it ('<stdin>': `python - < nb.py`, a
+    heredoc): each would die looking for that file, and the pool start another for ever. As for a notebook."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    hide = isinstance(script, str) and not os.path.isfile(os.path.join(multiprocessing.process.ORIGINAL_DIR or "", script))
+    if hide:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if hide:
+            main.__file__ = script
 
 
 _UNGUARDED = ("a pooled run (jobs > 1) was started by a script's top level: each worker process imports the script "
@@ -756,7 +778,8 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
+        with _unimportable():
+            pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
     finally:
         if main:
             signal.signal(signal.SIGINT, before)

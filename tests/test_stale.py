@@ -6629,3 +6629,25 @@ def test_round69_chinese_in_gbk_files_cut_at_either_end_and_a_typo_in_a_students
     (got, passed, failed, _, why, _), = grade.grade(folder, [part], log=lambda line: None)
     assert "has no attribute 'mean_row'" in why and "another name" not in why, why
     shutil.rmtree(folder)
+
+
+def test_round69_pooled_runs_from_stdin_a_packages_main_and_a_guard_kept_in_a_name(tmp_path):
+    """Round 69, the core and the lab: a pooled run in a script piped to `python -` never ended (spawn's workers looked
+    for a file '<stdin>', died, and the pool started others for ever; a board pools by default); `python -m pkg` whose
+    __main__.py pools at its top level was refused (spawn never imports a package's __main__); a guard kept in a name
+    (`IS_MAIN = __name__ == "__main__"`) was refused as none."""
+    import subprocess
+    import sys
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    head = f"import sys\nsys.path.insert(0, {str(harness.ROOT)!r})\nfrom lab import harness\n"
+    pool = "print(sorted(x for _, x in harness.pool_map(abs, (), [(-1,), (-2,)], 2)))\n"
+    (tmp_path / "pkg69").mkdir()
+    (tmp_path / "pkg69" / "__init__.py").write_text("")
+    (tmp_path / "pkg69" / "__main__.py").write_text(head + pool)
+    (tmp_path / "guard69.py").write_text(head + 'IS_MAIN = __name__ == "__main__"\nif IS_MAIN:\n    ' + pool)
+    for args, stdin in (([sys.executable, "-"], head + pool), ([sys.executable, "-m", "pkg69"], None),
+                        ([sys.executable, str(tmp_path / "guard69.py")], None)):
+        done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert done.stdout.split("\n")[0] == "[1, 2]", (args, done.stderr[-600:])
