@@ -236,20 +236,25 @@ def _cjk(data: bytes) -> str | None:
     return " or ".join(fits or found) or None
 
 
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
 def _cut(data: bytes, codec: str) -> str | None:
     """What a file cut by bytes (head -c, tail -c) is told: where UTF-8 decodes once up to three bytes at its start
     (continuation bytes) or its end are dropped, or UTF-16 is an odd number of bytes."""
     if codec.startswith("utf-16") and len(data) % 2:
         return "is an odd number of bytes, which UTF-16 never is (cut by bytes, head -c?): drop its last byte"
-    if codec not in ("utf-8", "utf-8-sig"):
+    if codec not in ("utf-8", "utf-8-sig") or _decodes(data):
         return None
     start = len(data[:3]) - len(data[:3].lstrip(bytes(range(0x80, 0xC0))))  # tail -c: begun inside a character
     for first, last in ((start, 0), (0, 1), (0, 2), (0, 3), (start, 1), (start, 2), (start, 3)):
-        try:
-            data[first:len(data) - last].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if first or last:
+        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and _decodes(data[first:len(data) - last]):  # a
+            # character begun at the end (a pasted 0x92 alone is no cut)
             cut = "begins and ends" if first and last else "begins" if first else "ends"
             return f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
                 " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)
