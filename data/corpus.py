@@ -219,7 +219,7 @@ CJK = {"gbk": "Han", "cp950": "Han", "cp932": "kana", "euc_jp": "kana", "cp949":
 
 def _cjk(data: bytes) -> str | None:
     """The double-byte code pages that read the bytes as Chinese, Japanese or Korean text (most of its letters are
-    CJK's, kana or Hangul), those whose reading is their language's (kana for Japanese) named first: Big5 read as
+    CJK's, kana or Hangul), only those whose reading has their language's kana or Hangul where one has: Big5 read as
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
     but with most letters ASCII's."""
     found, fits = [], []
