@@ -371,6 +371,9 @@ def shadowed(name, folder, said="") -> str:
         other = importlib.util.find_spec(name) if top and name.isidentifier() else None
     except (ImportError, ValueError):
         other = None
+    if other and isinstance(other.origin, str) and pathlib.Path(other.origin).resolve().is_relative_to(
+            pathlib.Path(folder).resolve()):  # graded from inside their folder: theirs, found by the current folder
+        other = None
     if not (name and (other or inner and not top)) or name in {m.split(".")[0] for m in FILES} \
             or "partially initialized" in said \
             or loaded and pathlib.Path(loaded.group(1)).resolve().is_relative_to(pathlib.Path(folder).resolve()):

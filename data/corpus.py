@@ -225,15 +225,26 @@ def _cjk(data: bytes) -> str | None:
     found, fits = [], []
     for name, mark in CJK.items():
         try:
-            kinds = [unicodedata.name(c, "").split()[0] for c in data[:200_000].decode(name) if c.isalpha()]
+            letters = [c for c in data[:200_000].decode(name) if c.isalpha()]
         except UnicodeDecodeError:
             continue
+        kinds = [unicodedata.name(c, "").split()[0] for c in letters]
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
         if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL") > 0.5:
-            found.append(name)  # Japanese as it is written has kana, Korean is nearly all Hangul (Chinese read as
-            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.8, "Han": False}[mark]:
-                fits.append(name)  # cp949 is Hangul and Hanja mixed); Han alone, any of them may be the one
+            found.append(name)
+            # Japanese as it is written has kana; Korean is nearly all Hangul, most of it the common syllables
+            # (Chinese or Japanese names read as cp949 are Hangul and Hanja mixed, or rare syllables); Han alone, any
+            # of the Chinese and Japanese code pages may be the one
+            common = sum(c in KOREAN for c in letters) / max(kinds.count("HANGUL"), 1)
+            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.8 and common > 0.25,
+                    "Han": False}[mark]:
+                fits.append(name)
     return " or ".join(fits or found) or None
+
+
+KOREAN = set("이다의는에을하고가기지사로한서도리자대수시를으인들어나정전적게해보상주부그아일만제과공성장국있것라중마우경여원"
+             "면신내화동관비소무방연문회계요습니까세학생님입었했할된될모든없같위때년월말김박최영민철희선현진은와러며께히더또잘안못좀왜")
+# about a hundred of Korean's most frequent syllables: half of a Korean text, none of "랹밹뫞쁚" (Japanese names as cp949)
 
 
 def _decodes(data: bytes) -> bool:
@@ -253,8 +264,8 @@ def _cut(data: bytes, codec: str) -> str | None:
         return None
     start = len(data[:3]) - len(data[:3].lstrip(bytes(range(0x80, 0xC0))))  # tail -c: begun inside a character
     for first, last in ((start, 0), (0, 1), (0, 2), (0, 3), (start, 1), (start, 2), (start, 3)):
-        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and _decodes(data[first:len(data) - last]):  # a
-            # character begun at the end (a pasted 0x92 alone is no cut)
+        kept = data[first:len(data) - last]  # UTF-8 by its other letters too: cp1252's "© 2024" or "café" alone is none
+        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and UTF8_LETTER.search(kept) and _decodes(kept):
             cut = "begins and ends" if first and last else "begins" if first else "ends"
             return f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
                 " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)

@@ -730,12 +730,21 @@ def _check_main():
         tree = _TREES.setdefault(script, ast.parse(pathlib.Path(script).read_bytes())) if frame else None
     except (SyntaxError, ValueError, OSError):
         return
-    flags = {"__name__"} | {t.id for n in (tree.body if tree else ()) if isinstance(n, ast.Assign)  # IS_MAIN = __name__
-                             and "__name__" in ast.unparse(n.value) for t in n.targets if isinstance(t, ast.Name)}
+    marks = ("__name__", "MainProcess")  # Python's guard, and multiprocessing's idiom for it (not parent_process(),
+    # None too in a worker that imports the script)
+    flags = set(marks)
+    for n in ast.walk(tree) if tree else ():  # a name that holds the guard: IS_MAIN = __name__ == "__main__" (typed
+        guard = isinstance(n, ast.If) and any(m in ast.unparse(n.test) for m in marks)  # too), one set under a guard,
+        for x in ([n] if isinstance(n, (ast.Assign, ast.AnnAssign, ast.FunctionDef)) else n.body if guard else []):
+            said = ast.unparse(x.value if isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value else x)  # a function
+            if guard or any(m in said for m in marks):  # that tells it
+                targets = x.targets if isinstance(x, ast.Assign) else [x.target] if isinstance(x, ast.AnnAssign) else []
+                flags |= {t.id for t in targets if isinstance(t, ast.Name)} | ({x.name} if isinstance(x, ast.FunctionDef)
+                                                                              else set())
     tests = [n.test if isinstance(n, (ast.If, ast.IfExp)) else n.values[0] if isinstance(n, ast.BoolOp) else n.subject
              for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp, ast.BoolOp, ast.Match))
              and n.lineno <= frame.lineno <= n.end_lineno] if tree else []  # `main() if __name__ == ... else None` too
-    if tree and not any(isinstance(x, ast.Name) and x.id in flags for t in tests for x in ast.walk(t)):
+    if tree and not any(re.search(rf"\b{re.escape(f)}\b", ast.unparse(t)) for t in tests for f in flags):
         raise ValueError(_UNGUARDED)
 
 

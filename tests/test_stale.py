@@ -6651,3 +6651,42 @@ def test_round69_pooled_runs_from_stdin_a_packages_main_and_a_guard_kept_in_a_na
                         ([sys.executable, str(tmp_path / "guard69.py")], None)):
         done = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path)
         assert done.stdout.split("\n")[0] == "[1, 2]", (args, done.stderr[-600:])
+
+
+def test_round70_a_lone_sign_at_an_edge_japanese_names_and_grading_from_inside_the_folder(tmp_path, monkeypatch):
+    """Round 70: round 69's test of a file cut by bytes told a cp1252 file whose one sign opens or ends it ("© 2024",
+    "café") to drop that byte; Japanese names in cp932 were told "(cp949?)" alone, which reads them as Hangul; a
+    student grading from inside their folder, with a typo in their own helper, was told to rename it."""
+    from course import grade
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text in ("© 2024 the authors; all of it plain text.\n", "A note on the coffee of the corner café"):
+        f.write_bytes(text.encode("cp1252"))
+        with pytest.raises(ValueError, match="cp1252"):
+            corpus.read(f)
+    f.write_bytes(("山田太郎\n鈴木一郎\n佐藤花子\n田中次郎\n" * 10).encode("cp932"))
+    with pytest.raises(ValueError, match=r"cp932.*\?\)"):
+        corpus.read(f)
+    (tmp_path / "myhelp.py").write_text("def mean_rows(a):\n    return a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # `cd mywork; python -m course.grade .`: their folder first
+    assert grade.shadowed("myhelp", tmp_path, "module 'myhelp' has no attribute 'mean_row'") == ""
+
+
+def test_round70_guards_kept_in_a_typed_name_a_flag_a_function_or_multiprocessings_idiom(tmp_path):
+    """Round 70, the core and the lab: guarded pooled runs refused as unguarded: a typed name (`IS_MAIN: bool =
+    __name__ == "__main__"`), a flag set under the guard, a function that tells it, `current_process().name ==
+    "MainProcess"`."""
+    import subprocess
+    import sys
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    head = (f"import sys\nsys.path.insert(0, {str(harness.ROOT)!r})\nimport multiprocessing as mp\nfrom lab import harness\n"
+            "def go():\n    print(sorted(x for _, x in harness.pool_map(abs, (), [(-1,), (-2,)], 2)))\n")
+    for guard in ('IS_MAIN: bool = __name__ == "__main__"\nif IS_MAIN:\n    go()\n',
+                  'IS_MAIN = False\nif __name__ == "__main__":\n    IS_MAIN = True\nif IS_MAIN:\n    go()\n',
+                  'def is_main():\n    return __name__ == "__main__"\nif is_main():\n    go()\n',
+                  'if mp.current_process().name == "MainProcess":\n    go()\n'):
+        (tmp_path / "run70.py").write_text(head + guard)
+        done = subprocess.run([sys.executable, str(tmp_path / "run70.py")], capture_output=True, text=True, timeout=120)
+        assert done.stdout.split("\n")[0] == "[1, 2]", (guard, done.stderr[-600:])
