@@ -14,6 +14,7 @@ Offline, on the tests' tiny random models; the exit status is 0 only when every 
 import argparse
 import ast
 import concurrent.futures
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -28,6 +29,8 @@ import time
 import tokenize
 from dataclasses import dataclass, replace
 
+if not __package__:  # run as `python course/grade.py`: the repository's folders are found from its root, as with -m
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from engine import threads  # noqa: F401  (the tests it starts inherit OpenMP's wait policy)
 from lab import harness
 
@@ -367,16 +370,19 @@ def shadowed(name, folder, said="") -> str:
     name = (name if isinstance(name, str) else "").split(".")[0]
     loaded = re.search(rf"from '{re.escape(name)}' \((.*)\)", said)  # "cannot import name 'x' from 'data' (its file)"
     top, inner = (folder and (pathlib.Path(folder) / p / f"{name}.py").is_file() for p in (".", "t2r"))
-    try:  # found before theirs, which is last on the grader's path: the repository's data/, Python's profile
-        other = importlib.util.find_spec(name) if top and name.isidentifier() else None
+    mine = {pathlib.Path.cwd().resolve(), pathlib.Path(folder or ".").resolve()}  # graded from inside their folder,
+    # the current folder finds theirs here; the tests' process finds the repository's and Python's first
+    homes = [str(ROOT)] + [p for p in sys.path if pathlib.Path(p or ".").resolve() not in mine]
+    try:  # found before theirs, which is last on the tests' path: the repository's data/, Python's profile
+        other = top and name.isidentifier() and (name in sys.builtin_module_names
+                                                 or importlib.machinery.PathFinder.find_spec(name, homes))
     except (ImportError, ValueError):
-        other = None
-    if other and isinstance(other.origin, str) and pathlib.Path(other.origin).resolve().is_relative_to(
-            pathlib.Path(folder).resolve()):  # graded from inside their folder: theirs, found by the current folder
         other = None
     if not (name and (other or inner and not top)) or name in {m.split(".")[0] for m in FILES} \
             or "partially initialized" in said \
-            or loaded and pathlib.Path(loaded.group(1)).resolve().is_relative_to(pathlib.Path(folder).resolve()):
+            or loaded and os.path.isabs(loaded.group(1)) \
+            and pathlib.Path(loaded.group(1)).resolve().is_relative_to(pathlib.Path(folder).resolve()):  # not "(unknown
+        # location)", the repository's data/ read from inside their folder
         return ""
     return (f" (your {name}.py: the grader finds a helper at the top of your folder only, and after the repository's "
             "modules and Python's own: a helper named like one of those, or kept in t2r/, is not yours there; give it "

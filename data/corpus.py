@@ -129,9 +129,11 @@ def _wide(data: bytes) -> str | None:
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 SAVE = ", not text: save it as plain text"
-BINARY = rb"(?s:.{0,1014})[\x00-\x08\x0e-\x1a\x1c-\x1f]"  # a control byte in the first kilobyte, not a terminal's ESC
+BINARY = rb"(?s:.{0,1014})(?:[\x00-\x08\x0e-\x19\x1c-\x1f]|\x1a(?!\Z))"  # a control byte in the first kilobyte,
+# not a terminal's ESC nor the Ctrl-Z that ends a DOS text
 DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE,
-             rb"%PDF-\d\.\d(?:" + BINARY + rb"|(?s:.*)%%EOF\s*$)": "a PDF document" + SAVE,  # (a lesson may open "%PDF-1.4")
+             rb"%PDF-\d\.\d(?:" + BINARY + rb"|(?s:.*)startxref\s+\d+\s+%%EOF\s*$)": "a PDF document" + SAVE,
+             # (a lesson may quote "%PDF-1.4" and "%%EOF": a PDF ends with its trailer's offset)
              rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
              rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY" + BINARY: "bzip2-compressed: bunzip2 it",
              rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",
@@ -222,7 +224,7 @@ def _cjk(data: bytes) -> str | None:
     CJK's, kana or Hangul), only those whose reading has their language's kana or Hangul where one has: Big5 read as
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
     but with most letters ASCII's."""
-    found, fits = [], []
+    found, kana = [], {}
     for name, mark in CJK.items():
         try:
             letters = [c for c in data[:200_000].decode(name) if c.isalpha()]
@@ -232,14 +234,16 @@ def _cjk(data: bytes) -> str | None:
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
         if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL") > 0.5:
             found.append(name)
-            # Japanese as it is written has kana; Korean is nearly all Hangul, most of it the common syllables
-            # (Chinese or Japanese names read as cp949 are Hangul and Hanja mixed, or rare syllables); Han alone, any
-            # of the Chinese and Japanese code pages may be the one
-            common = sum(c in KOREAN for c in letters) / max(kinds.count("HANGUL"), 1)
-            if {"kana": share("HIRAGANA", "KATAKANA") > 0.05, "Hangul": share("HANGUL") > 0.8 and common > 0.25,
-                    "Han": False}[mark]:
-                fits.append(name)
-    return " or ".join(fits or found) or None
+            # Japanese as it is written has kana; Korean is nearly all Hangul, most of its syllables the common ones
+            # (Chinese or Japanese names read as cp949 are Hangul and Hanja mixed, or rare syllables; a chat's ㅋㅋ are
+            # letters, no syllables); Han alone, any of the Chinese and Japanese code pages may be the one
+            syllables = [c for c in letters if "\uac00" <= c <= "\ud7a3"]
+            common = sum(c in KOREAN for c in syllables) / max(len(syllables), 1)
+            if mark == "Hangul" and share("HANGUL") > 0.8 and common > 0.25:
+                return name  # cp949's jamo (ㅋ ㅎ) are EUC-JP's kana bytes: Korean read as euc_jp has a little kana
+            if mark == "kana" and share("HIRAGANA", "KATAKANA") > 0.05:
+                kana[name] = share("HIRAGANA", "KATAKANA")
+    return " or ".join(kana or found) or None
 
 
 KOREAN = set("이다의는에을하고가기지사로한서도리자대수시를으인들어나정전적게해보상주부그아일만제과공성장국있것라중마우경여원"
@@ -255,20 +259,30 @@ def _decodes(data: bytes) -> bool:
         return False
 
 
-def _cut(data: bytes, codec: str) -> str | None:
+def _cut(data: bytes, codec: str, marked: bool = False) -> str | None:
     """What a file cut by bytes (head -c, tail -c) is told: where UTF-8 decodes once up to three bytes at its start
-    (continuation bytes) or its end are dropped, or UTF-16 is an odd number of bytes."""
+    (continuation bytes) or its end are dropped, or UTF-16 is an odd number of bytes. One byte at an edge may as well
+    be Windows' text ("© 2024", "café"): unless the rest is UTF-8 by two letters or more (or UTF-8's mark opens the
+    file), cp1252 is named beside it."""
     if codec.startswith("utf-16") and len(data) % 2:
         return "is an odd number of bytes, which UTF-16 never is (cut by bytes, head -c?): drop its last byte"
     if codec not in ("utf-8", "utf-8-sig") or _decodes(data):
         return None
     start = len(data[:3]) - len(data[:3].lstrip(bytes(range(0x80, 0xC0))))  # tail -c: begun inside a character
     for first, last in ((start, 0), (0, 1), (0, 2), (0, 3), (start, 1), (start, 2), (start, 3)):
-        kept = data[first:len(data) - last]  # UTF-8 by its other letters too: cp1252's "© 2024" or "café" alone is none
-        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and UTF8_LETTER.search(kept) and _decodes(kept):
+        kept = data[first:len(data) - last]
+        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and _decodes(kept):
             cut = "begins and ends" if first and last else "begins" if first else "ends"
-            return f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
+            said = f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
                 " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)
+            letters, high = _utf8_share(kept)
+            if marked or max(first, last) >= 2 or letters >= 4 and letters == high or not _cp1252(data) \
+                    or not _latin(data.decode("cp1252")):  # part of a character of 2 bytes or more, or UTF-8 text
+                return said
+            edges = " and ".join(repr(data[i:j].decode("cp1252")) for i, j in ((0, first), (len(data) - last, len(data)))
+                                 if j > i)
+            return f"is not UTF-8: either it is Windows' text (cp1252, whose {edges} it {cut} with): name cp1252; or " \
+                f"it {said}"
     return None
 
 
@@ -309,7 +323,7 @@ def read(path, encoding: str = "utf-8") -> str:
     if kind := next((k for m, k in DOCUMENTS.items() if re.match(m, data)), None):  # read as text, a riddle of bytes
         raise ValueError(f"text file {path} is {kind}")
     mark = _mark(data, encoding)
-    if mark == codecs.BOM_UTF8 and (cut := _cut(data[3:], "utf-8")):  # Notepad's file, cut by bytes
+    if mark == codecs.BOM_UTF8 and (cut := _cut(data[3:], "utf-8", marked=True)):  # Notepad's file, cut by bytes
         raise ValueError(f"text file {path} {cut}")
     if mark == codecs.BOM_UTF8 and (share := _utf8_share(data[3:]))[0] < share[1]:  # else named utf-8, told cp1252's,
         if share[0] >= 0.9 * share[1]:  # and sent back to utf-8 by the mark

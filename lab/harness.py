@@ -7,7 +7,6 @@ import ast
 import contextlib
 import functools
 import hashlib
-import inspect
 import io
 import json
 import math
@@ -710,42 +709,19 @@ def _job(args):
     return args, _SHARED["fn"](*_SHARED["shared"], *args)
 
 
-_TREES = {}  # a script's parsed lines, read once: a script edited while it runs is judged as it ran
+_FLAG = "MSRNN_POOL_FLAG"  # a pooled run's file, named to its workers: one that finds the run started again says so
 
 
-def _check_main():
-    """Refuse a pooled run started by a script's top level outside `if __name__ == "__main__":`: each worker process
-    imports the script again (Python's spawn), reaches the run, and dies, and the pool starts another for ever. The
-    script is the file the workers import (a runner's, under `python -m cProfile`; none for `python -m pkg`, whose
-    __main__ spawn never imports); where no line of it is on the stack (a thread, text run by exec), it runs."""
-    if getattr(multiprocessing.current_process(), "_inheriting", False):  # a worker importing the script, as
-        raise ValueError(_UNGUARDED)  # multiprocessing itself tells it: said by each one that dies
-    main = sys.modules.get("__main__")
-    script, spec = getattr(main, "__file__", None), getattr(getattr(main, "__spec__", None), "name", None) or ""
-    if not isinstance(script, str) or not os.path.isfile(script) or spec == "__main__" or spec.endswith(".__main__"):
-        return  # a notebook's, `python -c`'s, `python -`'s (see _unimportable) or a package's __main__
-    frame = next((f for f in reversed(inspect.stack(0)) if f.function == "<module>"
-                  and os.path.realpath(f.filename) == os.path.realpath(script)), None)
-    try:
-        tree = _TREES.setdefault(script, ast.parse(pathlib.Path(script).read_bytes())) if frame else None
-    except (SyntaxError, ValueError, OSError):
-        return
-    marks = ("__name__", "MainProcess")  # Python's guard, and multiprocessing's idiom for it (not parent_process(),
-    # None too in a worker that imports the script)
-    flags = set(marks)
-    for n in ast.walk(tree) if tree else ():  # a name that holds the guard: IS_MAIN = __name__ == "__main__" (typed
-        guard = isinstance(n, ast.If) and any(m in ast.unparse(n.test) for m in marks)  # too), one set under a guard,
-        for x in ([n] if isinstance(n, (ast.Assign, ast.AnnAssign, ast.FunctionDef)) else n.body if guard else []):
-            said = ast.unparse(x.value if isinstance(x, (ast.Assign, ast.AnnAssign)) and x.value else x)  # a function
-            if guard or any(m in said for m in marks):  # that tells it
-                targets = x.targets if isinstance(x, ast.Assign) else [x.target] if isinstance(x, ast.AnnAssign) else []
-                flags |= {t.id for t in targets if isinstance(t, ast.Name)} | ({x.name} if isinstance(x, ast.FunctionDef)
-                                                                              else set())
-    tests = [n.test if isinstance(n, (ast.If, ast.IfExp)) else n.values[0] if isinstance(n, ast.BoolOp) else n.subject
-             for n in ast.walk(tree) if isinstance(n, (ast.If, ast.IfExp, ast.BoolOp, ast.Match))
-             and n.lineno <= frame.lineno <= n.end_lineno] if tree else []  # `main() if __name__ == ... else None` too
-    if tree and not any(re.search(rf"\b{re.escape(f)}\b", ast.unparse(t)) for t in tests for f in flags):
+def _started_again():
+    """A worker importing the script (Python's spawn) reached a pooled run: the script starts it at its top level,
+    outside `if __name__ == "__main__":`, in a thread or not. Each worker would die, and the pool start another for
+    ever: it tells the run that started it (which refuses, below) and ends without a traceback of its own."""
+    flag = os.environ.get(_FLAG)
+    if not flag:  # a pool that is not ours
         raise ValueError(_UNGUARDED)
+    with open(flag, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    raise SystemExit(1)
 
 
 @contextlib.contextmanager
@@ -765,7 +741,7 @@ def _unimportable():
 
 
 _UNGUARDED = ("a pooled run (jobs > 1) was started by a script's top level: each worker process imports the script "
-              "again and would start it again; put the script's work under `if __name__ == \"__main__\":` (Python's "
+              "again, which starts it again; put the script's work under `if __name__ == \"__main__\":` (Python's "
               "rule for processes), or pass jobs=1")
 
 
@@ -779,18 +755,38 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     if processes <= 1:
         yield from ((args, fn(*shared, *args)) for args in jobs)
         return
-    _check_main()
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # in a worker importing the script, as
+        _started_again()  # multiprocessing itself tells it
     ctx = torch.multiprocessing.get_context("spawn")
     # Ctrl-C is the parent's to handle: it leaves the `with`, which ends the workers. A worker started
     # with SIGINT ignored keeps it ignored (exec keeps SIG_IGN, and Python then installs no handler),
     # so one still importing torch prints no traceback of its own.
     main = threading.current_thread() is threading.main_thread()
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    fd, flag = tempfile.mkstemp(prefix="msrnn-pool-")
+    os.close(fd)
+    outer, os.environ[_FLAG] = os.environ.get(_FLAG), flag  # the workers' environment, theirs from the start
     try:
-        with _unimportable():
-            pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
+        try:
+            with _unimportable():
+                pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, before)
+        with _terminate_as_exit(), pool:  # a SIGTERM leaves the `with` too: the workers end with the parent
+            results = pool.imap_unordered(_job, jobs, chunksize=1)
+            for _ in jobs:
+                while True:
+                    try:
+                        got = results.next(timeout=0.2)
+                        break
+                    except multiprocessing.TimeoutError:
+                        if os.path.getsize(flag):  # a worker found the run started again by the script it imports
+                            raise ValueError(_UNGUARDED) from None
+                yield got
     finally:
-        if main:
-            signal.signal(signal.SIGINT, before)
-    with _terminate_as_exit(), pool:  # a SIGTERM leaves the `with` too: the workers end with the parent
-        yield from pool.imap_unordered(_job, jobs, chunksize=1)
+        if outer is None:
+            del os.environ[_FLAG]
+        else:  # a pooled run inside another's
+            os.environ[_FLAG] = outer
+        os.unlink(flag)

@@ -560,6 +560,28 @@ class Sent(str):
         return hash((str(self), self.key))
 
 
+def _import_helpers(spec: str) -> bool:
+    """In a worker: import the helpers a policy file's source names (by their place on sys.path) that are not loaded
+    here; whether any was. A helper counts in the key where it is loaded: the parent's script may have imported it."""
+    path = pathlib.Path(spec.split(":")[0]).expanduser()
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    loaded = {pathlib.Path(f).resolve() for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)}
+    homes = [pathlib.Path(p).resolve() for p in sys.path if p]
+    imported = False
+    for f in harness.sources(path):
+        home = max((h for h in homes if f.is_relative_to(h)), key=lambda h: len(h.parts), default=None)  # its package
+        if f in loaded or f == path.resolve() or home is None:
+            continue
+        parts = f.relative_to(home).with_suffix("").parts
+        try:
+            importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+            imported = True
+        except Exception:  # not importable by that name: the key stays as it is, and the run says so
+            pass
+    return imported
+
+
 def sent(p, processes: int):
     """What a job names p by: in this process (processes 1), p itself, its file not read again here; for a worker,
     its spec with its key (Sent); p itself where it has no spec (a function made on the fly is measured here)."""
@@ -590,6 +612,8 @@ def named(spec) -> Named:
         return spec
     if isinstance(spec, Sent):  # in a worker: the policy the parent keyed, or a named refusal
         got = named(str(spec))
+        if got.key != spec.key and _import_helpers(str(spec)):  # a helper its file names that the parent's script
+            got = named(str(spec))  # imported (a guarded self-test's `import helper`) and this worker had not
         if got.key != spec.key:
             raise ValueError(f"policy {str(spec)!r}: read afresh in a worker process it keys as {got.key}, not as the "
                              f"{spec.key} it was keyed by (a setting changed since its file was read, or its file "
@@ -837,6 +861,7 @@ def _plain(x):
 _PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders of modules: namespace packages
 
 
+_LOADING = set()  # the policy files being imported now
 _IMPORTED = {}  # a policy file's resolved path -> (what its key reads from disk, its module, the modules it holds)
 
 
@@ -1109,11 +1134,15 @@ def _from_file(path, fname):
     if held and held[0] == disk and all(sys.modules.get(n) is m for n, m in held[2]):
         module = held[1]
     else:
+        if path in _LOADING:  # its top level names its own policy (an unguarded self-test): it would load for ever
+            raise ValueError(f"{path.name} names its own policy while it is imported (a self-test at its top level?): "
+                             "put that under `if __name__ == \"__main__\":`")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ file for its helpers: one
         try:  # edited to the same size within a second, Python reads the old file; and its own, the bytes its key hashed
             body = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+            _LOADING.add(path)
             with guards.imported(path):  # what its import changes is put back, and named
                 exec(body, module.__dict__)
         except BaseException as e:
@@ -1132,6 +1161,7 @@ def _from_file(path, fname):
             raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
         finally:
             sys.dont_write_bytecode = writes
+            _LOADING.discard(path)
         helpers = _helpers(before, module, code)  # beyond what its key read: importlib's, a folder on sys.path
         _SCOPE.update(map(_file, helpers.values()))
         _loaded({n: m for n, m in helpers.items() if n not in before})

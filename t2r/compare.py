@@ -6,8 +6,10 @@ its recipe.
 
 import inspect
 import math
+import os
 import pathlib
 import re
+import shlex
 import time
 
 import torch
@@ -251,9 +253,11 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     comp.log(f"TOVA {tail_size} + tail hedgehog {tail_r}: attention transfer under TOVA's drops -> {path.name}")
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
                    minutes=minutes, checkpoint=path, log=comp.log)
-    save(maps, path.with_name(f"{path.stem}-maps.safetensors"))  # the maps alone, for demo.py ppl --tail-maps
-    comp.log(f"   its maps: {path.stem}-maps.safetensors (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
-             f"--tail-maps results/{path.stem}-maps.safetensors)")
+    kept = path.with_name(f"{path.stem}-maps.safetensors")
+    save(maps, kept)  # the maps alone, for demo.py ppl --tail-maps; named where they are (MSRNN_RESULTS too)
+    shown = os.path.relpath(kept) if kept.resolve().is_relative_to(pathlib.Path.cwd()) else kept
+    comp.log(f"   its maps: {kept.name} (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
+             f"--tail-maps {shlex.quote(str(shown))}, with this run's --model)")
     for size in sizes:
         method = f"TOVA {size} + tail hedgehog {tail_r}"
         got = comp.measured(method, comp.trained(path.name, maps), lambda: experiments.next_token_nll(tail.forward(model, maps, test, tova.fn, size), test),

@@ -6690,3 +6690,117 @@ def test_round70_guards_kept_in_a_typed_name_a_flag_a_function_or_multiprocessin
         (tmp_path / "run70.py").write_text(head + guard)
         done = subprocess.run([sys.executable, str(tmp_path / "run70.py")], capture_output=True, text=True, timeout=120)
         assert done.stdout.split("\n")[0] == "[1, 2]", (guard, done.stderr[-600:])
+
+
+def test_round71_a_pooled_run_started_again_by_a_script_ends_named_and_no_guard_is_read_from_text(tmp_path):
+    """Round 71, the core and the lab: round 70's reading of a script's text for its guard let unguarded runs through
+    (`if p.__name__ not in done:`, a flag that is 2 in a worker too) and the pool started dying workers for ever, and
+    refused guarded ones (a tuple, a decorator): a worker that finds the run started again now tells the run, which
+    refuses it by name, and nothing is read from the text."""
+    import subprocess
+    import sys
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    head = (f"import sys\nsys.path.insert(0, {str(harness.ROOT)!r})\nfrom lab import harness\n"
+            "def go():\n    print(sorted(x for _, x in harness.pool_map(abs, (), [(-1,), (-2,)], 2)))\n")
+    for body, guarded in (('import policies\nfor p in [policies.tova]:\n    if p.__name__ not in set():\n        go()\n', False),
+                          ('JOBS = 2\nif __name__ == "__main__":\n    JOBS = 2\nif JOBS > 1:\n    go()\n', False),
+                          ('IS_MAIN, DEBUG = __name__ == "__main__", False\nif IS_MAIN:\n    go()\n', True),
+                          ('def main_only(f):\n    if __name__ == "__main__":\n        f()\n    return f\n\n\n'
+                           '@main_only\ndef run():\n    go()\n', True)):
+        (tmp_path / "run71.py").write_text(head + body)
+        done = subprocess.run([sys.executable, str(tmp_path / "run71.py")], capture_output=True, text=True, timeout=120)
+        if guarded:
+            assert done.stdout.split("\n")[0] == "[1, 2]", (body, done.stderr[-600:])
+        else:
+            assert done.returncode == 1 and 'if __name__ == "__main__":' in done.stderr.splitlines()[-1], \
+                (body, done.stderr[-600:])
+
+
+def test_round71_a_policy_files_guarded_self_test_and_one_that_names_itself(tmp_path):
+    """Round 71, the core and the lab: a policy file whose guarded self-test imports a helper its file names was keyed
+    with that helper in the parent and without it in a worker, and a pooled sweep refused it as "a setting changed"
+    (a worker now imports such a helper before it compares); a policy file whose unguarded self-test names its own
+    policy loaded itself until Python's recursion limit, in a 9.5 KB message that blamed tova."""
+    import subprocess
+    import sys
+    import time
+    (tmp_path / "helper71.py").write_text("SIZES = (16, 32)\n")
+    (tmp_path / "p71.py").write_text("def fn(rows):\n    return -rows.keys.norm(dim=-1) + 1e-9 * rows.pos\n\n\n"
+                                     "if __name__ == '__main__':\n    import helper71\n")
+    time.sleep(1.5)  # written before the sessions start (a file changed about then is read afresh, and counts alike)
+    run = (f"import sys; sys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import specs\n"
+           f"spec = {str(tmp_path / 'p71.py') + ':fn'!r}\n")
+    parent = subprocess.run([sys.executable, "-c", run + "import helper71\nprint(specs.named(spec).key)\n"],
+                            capture_output=True, text=True, timeout=120)
+    key = parent.stdout.strip()
+    worker = subprocess.run([sys.executable, "-c", run + f"print(specs.named(specs.Sent(spec, {key!r})).key)\n"],
+                            capture_output=True, text=True, timeout=120)
+    assert key and worker.stdout.strip() == key, worker.stderr[-600:]
+    (tmp_path / "self71.py").write_text("from lab import specs\n\n\ndef fn(rows):\n    return rows.pos.double()\n\n\n"
+                                        "specs.named(__file__ + ':fn')\n")
+    with pytest.raises(ValueError, match="names its own policy while it is imported") as e:
+        specs.named(f"{tmp_path / 'self71.py'}:fn")
+    assert str(e.value).count("could not import") == 1, str(e.value)[:600]
+
+
+def test_round71_one_byte_at_an_edge_a_cut_in_a_texts_only_sign_korean_chat_and_dos_notes(tmp_path):
+    """Round 71, the data: round 70's cut file needed one UTF-8 letter elsewhere, so a cp1252 lesson that writes "Ã©"
+    and opens with "©" was told to drop the ©, and a UTF-8 text cut inside its only ’ was told cp1252 ("Itâ€"); Korean
+    chat in cp949 ("ㅋㅋ", whose bytes are EUC-JP's kana) was told euc_jp; round 70's left: a DOS note opening "GIF89a"
+    and ending in Ctrl-Z, and a lesson opening "%PDF-1.4" and ending "%%EOF", were refused as an image and a PDF."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    eng = "Plain English text for the model.\n" * 20
+    for text in ("© 2024 Acme\n" + eng + "In UTF-8 read as cp1252, e-acute looks like Ã©.\n", eng + "café"):
+        f.write_bytes(text.encode("cp1252"))  # one byte at an edge: either reading is named
+        with pytest.raises(ValueError, match=r"(?s)name cp1252.*cut by bytes"):
+            corpus.read(f)
+    quoted = (eng + "It’s the end.").encode()
+    for data, says in ((quoted[:quoted.index("’".encode()) + 2], "drop its last 2 byte"),
+                       (("’" + eng).encode()[1:], "drop its first 2 byte")):
+        f.write_bytes(data)  # two bytes of a character: a cut, whatever the rest
+        with pytest.raises(ValueError, match=says) as e:
+            corpus.read(f)
+        assert "cp1252" not in str(e.value)
+    for text in ("ㅋㅋㅋㅋ 헐 대박 ㅎㅎ 꿀잼 짱짱\n" * 3, "오늘은 친구들이랑 카페에 갔다. 케이크가 정말 맛있었다 ㅎㅎ 다음에 또 가야지 ㅋㅋ\n" * 5):
+        f.write_bytes(text.encode("cp949"))
+        with pytest.raises(ValueError, match=r"\(cp949\?\)"):
+            corpus.read(f)
+    f.write_bytes(b"GIF89a is the header of a GIF file.\r\nIt opens every such image.\r\n" * 3 + b"\x1a")
+    assert corpus.read(f).startswith("GIF89a is")
+    f.write_bytes(b"%PDF-1.4 is the first line of a PDF file.\nAnd the last line says\n%%EOF\n")
+    assert corpus.read(f).startswith("%PDF-1.4 is")
+    f.write_bytes(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\nstartxref\n9\n%%EOF\n")
+    with pytest.raises(ValueError, match="a PDF document"):
+        corpus.read(f)
+
+
+def test_round71_a_shadowed_helper_graded_from_inside_the_folder_the_grader_as_a_file_and_the_tails_maps(tmp_path,
+                                                                                                            monkeypatch):
+    """Round 71, the course and T2R: graded from inside their folder, a student whose data.py the repository's data/
+    shadows lost round 70's hint (Python found theirs through the current folder; "(unknown location)" read as a
+    file there); round 70's left: `python course/grade.py` failed to import, and `demo.py t2r` printed the tail's
+    maps as results/… where MSRNN_RESULTS had put them elsewhere."""
+    import subprocess
+    import sys
+    import types
+    from course import grade
+    from t2r import compare
+    (tmp_path / "data.py").write_text("def mean_row(a):\n    return a\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # `cd mywork; python -m course.grade .`: their folder first
+    said = "ImportError: cannot import name 'mean_row' from 'data' (unknown location)"
+    assert "your data.py" in grade.shadowed("data", tmp_path, said)
+    done = subprocess.run([sys.executable, str(harness.ROOT / "course" / "grade.py"), "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "--reference" in done.stdout, done.stderr[-600:]
+    logged = []
+    comp = types.SimpleNamespace(model=MODEL, test=tokens(1, 16), epochs=1, log=logged.append,
+                                 cache=lambda *settings: tmp_path / "out" / "t2r_tail_k.safetensors")
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(compare, "transfer", lambda *a, **k: None)  # no training: the maps as they are made
+    compare.tail_rows(comp, tokens(1, 64), sizes=(), tail_r=4, tail_size=8, minutes=1e-4)
+    shown = re.search(r"--tail-maps (\S+),", next(line for line in logged if "--tail-maps" in line)).group(1)
+    assert (tmp_path / shown).is_file(), logged
