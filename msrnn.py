@@ -260,7 +260,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
     """The transformer view of a finite MSRNN, as the paper's experiments run one: (logits, state) for tokens
-    (B, T) or (T,), logits shaped as llama.forward's. state: as in `run`.
+    (B, T) or (T,), logits shaped as llama.forward's. state: a fresh one to fill (init_state's), or none.
 
     Each layer computes all queries and keys at once, derives row by row which keys every query may
     see under the policy (`held_mask`: the recurrence's own drops, whatever the policy), and attends

@@ -129,17 +129,25 @@ def _wide(data: bytes) -> str | None:
 
 UTF8_LETTER = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 SAVE = ", not text: save it as plain text"
-BINARY = rb"(?s:.{0,1014})(?:[\x00-\x08\x0e-\x19\x1c-\x1f]|\x1a(?!\Z))"  # a control byte in the first kilobyte,
-# not a terminal's ESC nor the Ctrl-Z that ends a DOS text
+BINARY = rb"(?s:.{0,1014})(?:[\x00-\x08\x0e-\x19\x1c-\x1f]|\x1a(?![\x1a\s]*\Z))"  # a control byte in the first
+# kilobyte, not a terminal's ESC nor the Ctrl-Z that ends a DOS text (a line end after it, or more of them)
 DOCUMENTS = {rb"PK\x03\x04": "a zip archive (a .docx, .odt or .epub document?)" + SAVE,
-             rb"%PDF-\d\.\d(?:" + BINARY + rb"|(?s:.*)startxref\s+\d+\s+%%EOF\s*$)": "a PDF document" + SAVE,
-             # (a lesson may quote "%PDF-1.4" and "%%EOF": a PDF ends with its trailer's offset)
+             rb"%PDF-\d\.\d" + BINARY: "a PDF document" + SAVE,  # else by its trailer (_pdf)
              rb"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1": "an old Word or Excel document (.doc, .xls)" + SAVE,
              rb"\x1f\x8b": "gzip-compressed: gunzip it", rb"BZh[1-9]1AY&SY" + BINARY: "bzip2-compressed: bunzip2 it",
              rb"\xfd7zXZ\x00": "xz-compressed: unxz it", rb"7z\xbc\xaf\x27\x1c": "a 7-Zip archive: unpack it",
              rb"\x89PNG": "a PNG image, not text", rb"\xff\xd8\xff": "a JPEG image, not text",
              rb"GIF8[79]a" + BINARY: "a GIF image, not text"}  # by their first bytes, as
 # `file` tells them; a printable signature with the bytes that follow it ("GIF89a is the header of ..." is a note)
+
+
+def _pdf(data: bytes) -> bool:
+    """Whether a file opening "%PDF-" without a binary byte is a PDF: its trailer's `startxref` gives the offset of
+    its cross-reference table ("xref", or an "N 0 obj" stream), which a lesson that quotes a trailer does not hold."""
+    return data.startswith(b"%PDF-") and any(re.match(rb"xref|\d+\s+\d+\s+obj", data[int(m.group(1)):])
+                                          for m in re.finditer(rb"startxref\s+(\d{1,12})\s+%%EOF", data))
+
+
 WESTERN = {"iso8859-1", "iso8859-15", "cp1252", "mac-roman", "cp437", "cp850"}  # 8-bit codecs of Latin letters
 
 
@@ -241,6 +249,8 @@ def _cjk(data: bytes) -> str | None:
             common = sum(c in KOREAN for c in syllables) / max(len(syllables), 1)
             if mark == "Hangul" and share("HANGUL") > 0.8 and common > 0.25:
                 return name  # cp949's jamo (ㅋ ㅎ) are EUC-JP's kana bytes: Korean read as euc_jp has a little kana
+            if mark == "Hangul" and share("HANGUL") > 0.8 and not syllables:  # jamo alone: a chat's ㅋㅋ ㅠㅠ, or
+                kana = {name: 1, **kana}  # EUC-JP's hiragana alone, byte for byte: both are named
             if mark == "kana" and share("HIRAGANA", "KATAKANA") > 0.05:
                 kana[name] = share("HIRAGANA", "KATAKANA")
     return " or ".join(kana or found) or None
@@ -260,29 +270,34 @@ def _decodes(data: bytes) -> bool:
 
 
 def _cut(data: bytes, codec: str, marked: bool = False) -> str | None:
-    """What a file cut by bytes (head -c, tail -c) is told: where UTF-8 decodes once up to three bytes at its start
-    (continuation bytes) or its end are dropped, or UTF-16 is an odd number of bytes. One byte at an edge may as well
-    be Windows' text ("© 2024", "café"): unless the rest is UTF-8 by two letters or more (or UTF-8's mark opens the
-    file), cp1252 is named beside it."""
+    """What a file cut by bytes (head -c, tail -c) is told: where UTF-8 decodes once the continuation bytes that open
+    it (up to three) or the unfinished character that ends it (a lead byte, short of its continuation bytes) are
+    dropped, or UTF-16 is an odd number of bytes. The same bytes may as well be Windows' text ("© 2024", "¡¡Feliz",
+    "café", "café»"): where cp1252 reads the file as Latin text, both are named, the cut first where the rest is UTF-8
+    by its letters or the end is a lead byte with its continuation bytes; but behind UTF-8's mark, the cut alone."""
     if codec.startswith("utf-16") and len(data) % 2:
         return "is an odd number of bytes, which UTF-16 never is (cut by bytes, head -c?): drop its last byte"
     if codec not in ("utf-8", "utf-8-sig") or _decodes(data):
         return None
     start = len(data[:3]) - len(data[:3].lstrip(bytes(range(0x80, 0xC0))))  # tail -c: begun inside a character
-    for first, last in ((start, 0), (0, 1), (0, 2), (0, 3), (start, 1), (start, 2), (start, 3)):
+    need = lambda lead: 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4  # a lead byte's character, in bytes
+    end = next((k for k in (1, 2, 3) if len(data) > k and 0xC2 <= data[-k] <= 0xF4 and k < need(data[-k])
+                and all(0x80 <= b <= 0xBF for b in data[len(data) - k + 1:])), 0)  # head -c: "Zoë\n" ends in none
+    for first, last in ((start, 0), (0, end), (start, end)):
         kept = data[first:len(data) - last]
-        if (first or last) and (not last or 0xC2 <= data[-last] <= 0xF4) and _decodes(kept):
-            cut = "begins and ends" if first and last else "begins" if first else "ends"
-            said = f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
-                " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)
-            letters, high = _utf8_share(kept)
-            if marked or max(first, last) >= 2 or letters >= 4 and letters == high or not _cp1252(data) \
-                    or not _latin(data.decode("cp1252")):  # part of a character of 2 bytes or more, or UTF-8 text
-                return said
-            edges = " and ".join(repr(data[i:j].decode("cp1252")) for i, j in ((0, first), (len(data) - last, len(data)))
-                                 if j > i)
-            return f"is not UTF-8: either it is Windows' text (cp1252, whose {edges} it {cut} with): name cp1252; or " \
-                f"it {said}"
+        if not (first or last) or not _decodes(kept):
+            continue
+        cut = "begins and ends" if first and last else "begins" if first else "ends"
+        said = f"{cut} in the middle of a UTF-8 character (cut by bytes, head -c or tail -c?): drop its " + \
+            " and ".join(f"{w} {n} byte(s)" for w, n in (("first", first), ("last", last)) if n)
+        if marked or not _cp1252(data) or not _latin(data.decode("cp1252")):
+            return said
+        edges = " and ".join(repr(data[i:j].decode("cp1252")) for i, j in ((0, first), (len(data) - last, len(data))) if j > i)
+        windows = f"is Windows' text (cp1252, whose {edges} it {cut} with): name cp1252"
+        letters, high = _utf8_share(kept)  # bytes of UTF-8's letters, and all non-ASCII bytes, in the rest
+        if letters >= 4 and letters == high or last >= 2:
+            return f"is not UTF-8: either it {said}; or it {windows}"
+        return f"is not UTF-8: either it {windows}; or it {said}"
     return None
 
 
@@ -320,7 +335,8 @@ def read(path, encoding: str = "utf-8") -> str:
         raise FileNotFoundError(f"text file {path} " + ("is not a regular file (a device, a folder or a pipe)"
                                                         if path.exists() else "not found"))
     data = path.read_bytes()
-    if kind := next((k for m, k in DOCUMENTS.items() if re.match(m, data)), None):  # read as text, a riddle of bytes
+    if kind := next((k for m, k in DOCUMENTS.items() if re.match(m, data)), None) or \
+            _pdf(data) and "a PDF document" + SAVE:  # read as text, a riddle of bytes
         raise ValueError(f"text file {path} is {kind}")
     mark = _mark(data, encoding)
     if mark == codecs.BOM_UTF8 and (cut := _cut(data[3:], "utf-8", marked=True)):  # Notepad's file, cut by bytes

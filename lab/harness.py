@@ -4,6 +4,7 @@ a pool of worker processes. Nothing here changes a number.
 """
 import argparse
 import ast
+import concurrent.futures
 import contextlib
 import functools
 import hashlib
@@ -709,15 +710,17 @@ def _job(args):
     return args, _SHARED["fn"](*_SHARED["shared"], *args)
 
 
-_FLAG = "MSRNN_POOL_FLAG"  # a pooled run's file, named to its workers: one that finds the run started again says so
+def _flag(parent: int) -> str:
+    """The file a pooled run's workers tell it through, named by the run's process (spawn's workers are its
+    children): one that finds the run started again says so there. Not the environment, which a policy may read."""
+    return os.path.join(tempfile.gettempdir(), f"msrnn-pool-{parent}")
 
 
 def _started_again():
     """A worker importing the script (Python's spawn) reached a pooled run: the script starts it at its top level,
-    outside `if __name__ == "__main__":`, in a thread or not. Each worker would die, and the pool start another for
-    ever: it tells the run that started it (which refuses, below) and ends without a traceback of its own."""
-    flag = os.environ.get(_FLAG)
-    if not flag:  # a pool that is not ours
+    outside `if __name__ == "__main__":`, in a thread or not. It tells the run that started it (which refuses, below)
+    and ends without a traceback of its own."""
+    if not os.path.exists(flag := _flag(os.getppid())):  # a pool that is not ours
         raise ValueError(_UNGUARDED)
     with open(flag, "a") as f:
         f.write(f"{os.getpid()}\n")
@@ -758,35 +761,50 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     if getattr(multiprocessing.current_process(), "_inheriting", False):  # in a worker importing the script, as
         _started_again()  # multiprocessing itself tells it
     ctx = torch.multiprocessing.get_context("spawn")
-    # Ctrl-C is the parent's to handle: it leaves the `with`, which ends the workers. A worker started
-    # with SIGINT ignored keeps it ignored (exec keeps SIG_IGN, and Python then installs no handler),
-    # so one still importing torch prints no traceback of its own.
+    # Ctrl-C is the parent's to handle: it ends the workers below. A worker started with SIGINT ignored
+    # keeps it ignored (exec keeps SIG_IGN, and Python then installs no handler), so one still importing
+    # torch prints no traceback of its own. A worker that dies (killed, or failing to import the script)
+    # breaks the pool, which says so, where multiprocessing.Pool started another and waited for ever.
     main = threading.current_thread() is threading.main_thread()
+    flag, pool, ended = _flag(os.getpid()), None, False
+    pathlib.Path(flag).write_bytes(b"")
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    fd, flag = tempfile.mkstemp(prefix="msrnn-pool-")
-    os.close(fd)
-    outer, os.environ[_FLAG] = os.environ.get(_FLAG), flag  # the workers' environment, theirs from the start
     try:
         try:
-            with _unimportable():
-                pool = ctx.Pool(processes, initializer=_start, initargs=(fn, shared, threads.cores() // processes))
+            with _unimportable():  # the workers start as the jobs are submitted
+                pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=ctx, initializer=_start,
+                                                              initargs=(fn, shared, threads.cores() // processes))
+                futures = [pool.submit(_job, args) for args in jobs]
         finally:
             if main:
                 signal.signal(signal.SIGINT, before)
-        with _terminate_as_exit(), pool:  # a SIGTERM leaves the `with` too: the workers end with the parent
-            results = pool.imap_unordered(_job, jobs, chunksize=1)
-            for _ in jobs:
-                while True:
-                    try:
-                        got = results.next(timeout=0.2)
-                        break
-                    except multiprocessing.TimeoutError:
-                        if os.path.getsize(flag):  # a worker found the run started again by the script it imports
-                            raise ValueError(_UNGUARDED) from None
+        with _terminate_as_exit():  # a SIGTERM leaves too: the workers end with the parent
+            for done in concurrent.futures.as_completed(futures):
+                try:
+                    got = done.result()
+                except concurrent.futures.process.BrokenProcessPool:
+                    raise ValueError(_UNGUARDED if os.path.getsize(flag) else _died(pool)) from None
                 yield got
+        ended = True
     finally:
-        if outer is None:
-            del os.environ[_FLAG]
-        else:  # a pooled run inside another's
-            os.environ[_FLAG] = outer
-        os.unlink(flag)
+        if pool is not None:
+            if not ended:  # Ctrl-C, an error, a consumer that stopped: the jobs still running end now
+                for p in list((getattr(pool, "_processes", None) or {}).values()):  # (Python 3.14 has this as
+                    p.kill()  # terminate_workers())
+            pool.shutdown(wait=ended, cancel_futures=True)
+        with contextlib.suppress(FileNotFoundError):  # a pooled run beside it in another thread shares it
+            os.unlink(flag)
+
+
+def _died(pool) -> str:
+    """What a broken pool is told: how its workers ended (a signal: killed, out of memory?), and what to try."""
+    for _ in range(20):  # read once the pool's own thread has reaped them (while it does, a code reads None)
+        codes = sorted({p.exitcode for p in list((getattr(pool, "_processes", None) or {}).values()) if p.exitcode})
+        if codes:
+            break
+        time.sleep(0.1)
+    codes = [c for c in codes if c != -signal.SIGTERM] or codes  # the others, ended by the pool once it broke
+    how = ", ".join(f"killed by signal {-c}" if c < 0 else f"exit code {c}" for c in codes) or "unknown"
+    return (f"a worker process ended without its result ({how}): killed (out of memory?), or it died importing the "
+            "script, whose top level each worker runs again (input(), an exit or a run outside `if __name__ == "
+            "\"__main__\":`; its error is printed above); run with fewer jobs, or jobs=1")

@@ -65,20 +65,21 @@ class Named:
 
     def _keyed(self, skip=(), probe=True) -> str:
         global _WALKED
-        _WALKED = {}  # the objects keyed so far (_seen): each once; those in `skip` by their place alone
-        for x in skip:
-            _seen(x)
-        try:
-            return self._key(probe)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as e:  # an attribute of the policy's, or a global's __repr__, that raises (or exits) when read
-            if isinstance(e, ValueError) and str(e).startswith("policy "):
-                raise  # the key's own refusals, already named
-            raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
-                             f"{guards._typename(e)}: {guards._said(e)}") from None
-        finally:
-            _WALKED = None
+        with _ONE:  # one key at a time in a process: the walk's record (_WALKED) is the process's
+            _WALKED = {}  # the objects keyed so far (_seen): each once; those in `skip` by their place alone
+            for x in skip:
+                _seen(x)
+            try:
+                return self._key(probe)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # an attribute of the policy's, or a global's __repr__, that raises (or exits) when read
+                if isinstance(e, ValueError) and str(e).startswith("policy "):
+                    raise  # the key's own refusals, already named
+                raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
+                                 f"{guards._typename(e)}: {guards._said(e)}") from None
+            finally:
+                _WALKED = None
 
     def _key(self, probe) -> str:
         before = set(sys.modules)
@@ -861,7 +862,8 @@ def _plain(x):
 _PACKAGES = ("engine", "lab", "t2r", "data", "course")  # the project's folders of modules: namespace packages
 
 
-_LOADING = set()  # the policy files being imported now
+_ONE = threading.RLock()  # keys and policy files' imports, one at a time (the same thread may nest them)
+_LOADING = set()  # the policy files being imported now (by the thread that holds _ONE)
 _IMPORTED = {}  # a policy file's resolved path -> (what its key reads from disk, its module, the modules it holds)
 
 
@@ -1106,6 +1108,11 @@ def _is_file(name, file: pathlib.Path) -> bool:
 
 
 def _from_file(path, fname):
+    with _ONE:  # one import at a time: another thread naming the file waits for it, then finds it imported
+        return _imported_from(path, fname)
+
+
+def _imported_from(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two

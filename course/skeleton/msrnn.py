@@ -249,7 +249,7 @@ def generate(model, prompt, max_new: int, policy=None, size=None, state=None, te
 @torch.no_grad()
 def masked_forward(model: llama.Model, tokens: torch.Tensor, policy=None, size: int | None = None, state=None):
     """Part 5. The transformer view of a finite MSRNN, as the paper runs one: (logits, state)
-    for tokens (B, T) or (T,), logits shaped as llama.forward's. state: as in `run`.
+    for tokens (B, T) or (T,), logits shaped as llama.forward's. state: a fresh one to fill (init_state's), or none.
 
     Check the policy and tokens as run does, start from init_state (or the given state), and run
     llama.forward with an attention that, in layer i, applies softmax_attention under
