@@ -227,15 +227,19 @@ CJK = {"gbk": "Han", "cp950": "Han", "cp932": "kana", "euc_jp": "kana", "cp949":
 # superset of big5, shift_jis, euc_kr: ①, ㈱, 똠, € are theirs only), each with what its language's text holds
 
 
-def _cjk(data: bytes) -> str | None:
+def _cjk(data: bytes, mixed: bool = False) -> str | None:
     """The double-byte code pages that read the bytes as Chinese, Japanese or Korean text (most of its letters are
     CJK's, kana or Hangul), only those whose reading has their language's kana or Hangul where one has: Big5 read as
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
-    but with most letters ASCII's."""
+    but with most letters ASCII's. `mixed`: among English (a word list, code with a comment), most of its non-ASCII
+    letters, where its non-ASCII bytes come in runs, as a double-byte code's do (French's accents stand alone)."""
     found, kana = [], {}
+    head = data[:200_000]
+    if mixed and sum(map(len, re.findall(rb"[\x80-\xff]{2,}", head))) < 0.8 * max(len(re.findall(rb"[\x80-\xff]", head)), 1):
+        return None
     for name, mark in CJK.items():
         try:
-            letters = [c for c in data[:200_000].decode(name) if c.isalpha()]
+            letters = [c for c in head.decode(name) if c.isalpha() and (c >= "\x80" or not mixed)]
         except UnicodeDecodeError:
             continue
         kinds = [unicodedata.name(c, "").split()[0] for c in letters]
@@ -247,8 +251,9 @@ def _cjk(data: bytes) -> str | None:
             # letters, no syllables); Han alone, any of the Chinese and Japanese code pages may be the one
             syllables = [c for c in letters if "\uac00" <= c <= "\ud7a3"]
             common = sum(c in KOREAN for c in syllables) / max(len(syllables), 1)
-            if mark == "Hangul" and share("HANGUL") > 0.8 and common > 0.25:
-                return name  # cp949's jamo (ㅋ ㅎ) are EUC-JP's kana bytes: Korean read as euc_jp has a little kana
+            if mark == "Hangul" and share("HANGUL") > 0.8 and common > 0.25 and len(syllables) >= 20:  # (a few
+                return name  # Han read as cp949 may hit them); cp949's jamo (ㅋ ㅎ) are EUC-JP's kana bytes: Korean
+                # read as euc_jp has a little kana
             if mark == "Hangul" and share("HANGUL") > 0.8 and not syllables:  # jamo alone: a chat's ㅋㅋ ㅠㅠ, or
                 kana = {name: 1, **kana}  # EUC-JP's hiragana alone, byte for byte: both are named
             if mark == "kana" and share("HIRAGANA", "KATAKANA") > 0.05:
@@ -354,6 +359,7 @@ def read(path, encoding: str = "utf-8") -> str:
         text = codecs.getincrementaldecoder(encoding)().decode(data, final=True)  # as open() reads: utf-16 needs a BOM
         text = text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")  # old Mac's too, as open() reads;
         # every leading mark: a file saved twice with one, or two such files joined, starts with two
+        text = re.sub(r"\x1a+(\s*)\Z", r"\1", text)  # DOS's end-of-file mark (Ctrl-Z), not text
     except UnicodeError as e:  # UnicodeDecodeError, or utf-16's "does not start with BOM"
         where = f"byte {e.start}: {e.reason}" if isinstance(e, UnicodeDecodeError) else str(e)
         inside, high = _utf8_share(data)
@@ -372,7 +378,10 @@ def read(path, encoding: str = "utf-8") -> str:
                              f"{joined[1]:,}): two files of different encodings joined? convert each part to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
-        advice = f"name its encoding ({cjk}?)" if (cjk := _cjk(data)) else "name its encoding (--encoding cp1252 for " \
+        cjk = _cjk(data)
+        if not cjk and western and (mixed := _cjk(data, mixed=True)):  # Chinese among English: cp1252 reads it too
+            cjk = f"{mixed}, or --encoding cp1252 for Windows' text"
+        advice = f"name its encoding ({cjk}?)" if cjk else "name its encoding (--encoding cp1252 for " \
             "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
@@ -408,7 +417,7 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    if codec.name in WESTERN and (cjk := _cjk(data)):
+    if codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
               f"letters: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents

@@ -315,11 +315,12 @@ def refused_sizes(named: list, sizes) -> None:
                               keys=r(1, 2, n, 8), values=r(1, 2, n, 8), query=r(1, 2, 3, 8),
                               prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
             try:
-                p.fn(rows)
-            except ValueError as e:
-                raise ValueError(f"{p.label} refuses size {size}: {e}") from None
-            except Exception:  # anything else is the run's to name, with the rows it is really given
-                pass
+                with guards.policy_call(p.fn, rows):  # watched as in the run: sys.exit() is the policy's failure
+                    p.fn(rows)
+            except guards.PolicyError as e:
+                if isinstance(getattr(e, "original", None), ValueError):
+                    raise ValueError(f"{p.label} refuses size {size}: {e.original}") from None
+                # anything else is the run's to name, with the rows it is really given
 
 
 def drops_nothing(sizes, longest: int, where: str, scored: bool = True):

@@ -704,6 +704,14 @@ _SHARED = {}  # in a worker process: the function and the arguments every job sh
 def _start(fn, shared, threads):
     torch.set_num_threads(threads)
     _SHARED.update(fn=fn, shared=shared)
+    parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
+    threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()  # whose own worker ended it, ends it too
+
+
+def _orphaned(parent: int):
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _job(args):
@@ -783,7 +791,8 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
                 try:
                     got = done.result()
                 except concurrent.futures.process.BrokenProcessPool:
-                    raise ValueError(_UNGUARDED if os.path.getsize(flag) else _died(pool)) from None
+                    again = os.path.exists(flag) and os.path.getsize(flag)  # (a run beside it may have removed it)
+                    raise ValueError(_UNGUARDED if again else _died(pool)) from None
                 yield got
         ended = True
     finally:
@@ -798,13 +807,14 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
 
 def _died(pool) -> str:
     """What a broken pool is told: how its workers ended (a signal: killed, out of memory?), and what to try."""
-    for _ in range(20):  # read once the pool's own thread has reaped them (while it does, a code reads None)
-        codes = sorted({p.exitcode for p in list((getattr(pool, "_processes", None) or {}).values()) if p.exitcode})
-        if codes:
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for _ in range(20):  # read once the pool's own thread has reaped them all (while it does, a code reads None)
+        if all(p.exitcode is not None for p in workers):
             break
         time.sleep(0.1)
+    codes = sorted({p.exitcode for p in workers if p.exitcode is not None})
     codes = [c for c in codes if c != -signal.SIGTERM] or codes  # the others, ended by the pool once it broke
     how = ", ".join(f"killed by signal {-c}" if c < 0 else f"exit code {c}" for c in codes) or "unknown"
-    return (f"a worker process ended without its result ({how}): killed (out of memory?), or it died importing the "
-            "script, whose top level each worker runs again (input(), an exit or a run outside `if __name__ == "
-            "\"__main__\":`; its error is printed above); run with fewer jobs, or jobs=1")
+    return (f"a worker process ended without its result ({how}): if it was killed (out of memory?), run with fewer "
+            "jobs; if it ended importing the script, whose top level each worker runs again (input(), an exit, a run "
+            "outside `if __name__ == \"__main__\":`), put that under the guard; jobs=1 runs in this process")

@@ -6885,3 +6885,80 @@ def test_round72_two_threads_naming_one_policy_file_at_once(tmp_path):
     for t in both:
         t.join()
     assert got[0] == got[1] and got[0].startswith("fn-"), got
+
+
+def test_round73_chinese_japanese_or_korean_among_english_a_rounding_student_and_a_dos_notes_end(tmp_path, capsys):
+    """Round 73, the data and the course: Chinese, Japanese or Korean words among English (a vocabulary list, a game
+    chat, code with a comment) were told cp1252 alone, which reads them as mojibake, and named cp1252 were read
+    without a word (their non-ASCII letters, in runs as a double-byte code's are, now name the code pages beside
+    cp1252, and warn when cp1252 is named); a student whose rope rounds to float32 was told their query heads are
+    grouped wrongly (a failure by rounding alone is told so); a DOS note's Ctrl-Z was read as text and warned of."""
+    import shutil
+    from course import grade
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text, encoding, named in (("Vocabulary: 学生 means student, 老师 means teacher.\n" * 3, "gbk", "gbk"),
+                                  ("gg ㅋㅋㅋ nice game, see you tomorrow ㅎㅎ\n" * 3, "cp949", "cp949"),
+                                  ("def add(a, b):\n    return a + b\n" * 5 + "# comment: これはテストです\n", "cp932", "cp932")):
+        f.write_bytes(text.encode(encoding))
+        with pytest.raises(ValueError, match=rf"\({named}.*, or --encoding cp1252 for Windows' text\?\)"):
+            corpus.read(f)
+    f.write_bytes(("Vocabulary: 学生 means student, 老师 means teacher.\n" * 3).encode("gbk"))
+    capsys.readouterr()
+    corpus.read(f, "cp1252")
+    assert "reads as Chinese, Japanese or Korean text in gbk" in capsys.readouterr().err
+    f.write_bytes(b"Hello from DOS.\r\n\x1a")
+    assert corpus.read(f) == "Hello from DOS.\n"
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("llama.py", "msrnn.py", "policies.py"):
+        shutil.copy(harness.ROOT / name, work / name)
+    text = (work / "llama.py").read_text()
+    rotate = "    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)\n"
+    assert rotate in text
+    (work / "llama.py").write_text(text.replace(rotate, "    return torch.cat([x1.float() * cos.float() - x2.float() * "
+                                                "sin.float(), x2.float() * cos.float() + x1.float() * sin.float()], "
+                                                "dim=-1).to(x.dtype)\n"))
+    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[0]], log=lambda line: None)
+    assert failed and "rounding and not the method" in why and "grouped wrongly" not in why, why
+
+
+def test_round73_workers_end_with_their_run_and_a_policys_exit_is_no_commands_end(tmp_path):
+    """Round 73, the core and the lab: a pooled run killed with SIGKILL (the out-of-memory killer), or ended while its
+    workers ran a pooled run of their own, left its workers running for ever (each now ends once its parent is gone); a
+    worker that exited 0 importing the script was told "killed by signal 15"; a policy that calls sys.exit(0) ended
+    `demo.py sweep` and `board` with status 0 and no word (their check before the run called it unwatched)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from engine import threads
+
+    def stop(rows):
+        sys.exit(0)
+    assert experiments.refused_sizes([specs.named(stop)], [8]) is None
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    head = f"import sys, time\nsys.path.insert(0, {str(harness.ROOT)!r})\nfrom lab import harness\n"
+    (tmp_path / "exit73.py").write_text(head + 'if __name__ != "__main__":\n    sys.exit(0)\n'
+                                        'print(list(harness.pool_map(abs, (), [(-1,), (-2,)], 2)))\n')
+    done = subprocess.run([sys.executable, str(tmp_path / "exit73.py")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "(exit code 0)" in done.stderr.splitlines()[-1], done.stderr[-600:]
+    (tmp_path / "sleep73.py").write_text(head + 'if __name__ == "__main__":\n'
+                                         '    print(list(harness.pool_map(time.sleep, (), [(60,), (60,)], 2)))\n')
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "sleep73.py")], stderr=subprocess.DEVNULL)
+    children = []
+    for _ in range(300):  # the workers start (spawn imports torch): at most 30 s
+        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+        if len(children) >= 2:
+            break
+        time.sleep(0.1)
+    time.sleep(3)  # their first job begun
+    parent.kill()
+    parent.wait(timeout=30)
+    time.sleep(3)
+    alive = [c for c in children if os.path.exists(f"/proc/{c}") and "Z" not in open(f"/proc/{c}/stat").read().split()[2]]
+    for c in alive:
+        os.kill(int(c), signal.SIGKILL)
+    assert len(children) >= 2 and not alive, (children, alive)
