@@ -466,9 +466,14 @@ def test_ctrl_c_is_the_parents_a_pool_worker_ignores_it(monkeypatch):
     worker traceback (the parent's KeyboardInterrupt ends the pool); the parent's handler is put back."""
     import signal
     monkeypatch.setattr(harness.threads, "cores", lambda: 2)
-    seen = [got for _, got in harness.pool_map(signal.getsignal, (), [(signal.SIGINT,)] * 2, 2)]
-    assert seen == [signal.SIG_IGN] * 2
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # as Python starts from a terminal: a shell's background job (`cmd &`) starts with SIGINT ignored
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        seen = [got for _, got in harness.pool_map(signal.getsignal, (), [(signal.SIGINT,)] * 2, 2)]
+        assert seen == [signal.SIG_IGN] * 2
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_memory_check_reads_the_processs_own_limit():
