@@ -6745,6 +6745,14 @@ def test_round71_a_policy_files_guarded_self_test_and_one_that_names_itself(tmp_
     assert str(e.value).count("could not import") == 1, str(e.value)[:600]
 
 
+def _refused(f, data: bytes, says: str):
+    """corpus.read refuses `data` written to f, saying `says`."""
+    from data import corpus
+    f.write_bytes(data)
+    with pytest.raises(ValueError, match=says):
+        corpus.read(f)
+
+
 def test_round71_one_byte_at_an_edge_a_cut_in_a_texts_only_sign_korean_chat_and_dos_notes(tmp_path):
     """Round 71, the data: round 70's cut file needed one UTF-8 letter elsewhere, so a cp1252 lesson that writes "Ã©"
     and opens with "©" was told to drop the ©, and a UTF-8 text cut inside its only ’ was told cp1252 ("Itâ€"); Korean
@@ -6760,20 +6768,15 @@ def test_round71_one_byte_at_an_edge_a_cut_in_a_texts_only_sign_korean_chat_and_
     quoted = (eng + "It’s the end.").encode()
     for data, says in ((quoted[:quoted.index("’".encode()) + 2], "drop its last 2 byte"),
                        (("’" + eng).encode()[1:], "drop its first 2 byte")):
-        f.write_bytes(data)  # two bytes of a character: a cut is named, whatever the rest (round 72: cp1252 too)
-        with pytest.raises(ValueError, match=says):
-            corpus.read(f)
+        _refused(f, data, says)  # two bytes of a character: a cut is named, whatever the rest (round 72: cp1252 too)
     for text in ("ㅋㅋㅋㅋ 헐 대박 ㅎㅎ 꿀잼 짱짱\n" * 3, "오늘은 친구들이랑 카페에 갔다. 케이크가 정말 맛있었다 ㅎㅎ 다음에 또 가야지 ㅋㅋ\n" * 5):
-        f.write_bytes(text.encode("cp949"))
-        with pytest.raises(ValueError, match=r"\(cp949\?\)"):
-            corpus.read(f)
+        _refused(f, text.encode("cp949"), r"\(cp949\?\)")
     f.write_bytes(b"GIF89a is the header of a GIF file.\r\nIt opens every such image.\r\n" * 3 + b"\x1a")
     assert corpus.read(f).startswith("GIF89a is")
     f.write_bytes(b"%PDF-1.4 is the first line of a PDF file.\nAnd the last line says\n%%EOF\n")
     assert corpus.read(f).startswith("%PDF-1.4 is")
-    f.write_bytes(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\nstartxref\n9\n%%EOF\n")
-    with pytest.raises(ValueError, match="a PDF document"):
-        corpus.read(f)
+    _refused(f, b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\nstartxref\n9\n%%EOF\n",
+             "a PDF document")
 
 
 def test_round71_a_shadowed_helper_graded_from_inside_the_folder_the_grader_as_a_file_and_the_tails_maps(tmp_path,
@@ -6823,15 +6826,10 @@ def test_round72_a_last_word_accented_two_signs_first_a_mojibake_lesson_jamo_and
     for text in ("¡¡Feliz Navidad!!\n" + eng, "“‘Tis the season\n" + eng,
                  "© 2024 Acme\n" + eng + "In UTF-8 read as cp1252, é looks like Ã© and è like Ã¨.\n".replace("é ", "e ")
                  .replace("è ", "e ")):
-        f.write_bytes(text.encode("cp1252"))
-        with pytest.raises(ValueError, match="name cp1252"):
-            corpus.read(f)
-    f.write_bytes(("ㅋㅋㅋㅋㅋㅋ ㅠㅠ ㅎㅎㅎ\n" * 3).encode("cp949"))
-    with pytest.raises(ValueError, match=r"\(cp949 or euc_jp\?\)"):
-        corpus.read(f)
-    f.write_bytes(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\nxref\n0 1\ntrailer\n<<>>\nstartxref\n45\n%%EOF\nmore\n")
-    with pytest.raises(ValueError, match="a PDF document"):
-        corpus.read(f)
+        _refused(f, text.encode("cp1252"), "name cp1252")
+    _refused(f, ("ㅋㅋㅋㅋㅋㅋ ㅠㅠ ㅎㅎㅎ\n" * 3).encode("cp949"), r"\(cp949 or euc_jp\?\)")
+    _refused(f, b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog >>\nendobj\nxref\n0 1\ntrailer\n<<>>\nstartxref\n45\n%%EOF\nmore\n",
+             "a PDF document")
     for data in (b"GIF89a is the header of a GIF file.\r\n" * 3 + b"\x1a\r\n",
                  b"%PDF-1.7 is the version line.\nA trailer ends:\nstartxref\n116\n%%EOF\n"):
         f.write_bytes(data)
@@ -6900,9 +6898,7 @@ def test_round73_chinese_japanese_or_korean_among_english_a_rounding_student_and
     for text, encoding, named in (("Vocabulary: 学生 means student, 老师 means teacher.\n" * 3, "gbk", "gbk"),
                                   ("gg ㅋㅋㅋ nice game, see you tomorrow ㅎㅎ\n" * 3, "cp949", "cp949"),
                                   ("def add(a, b):\n    return a + b\n" * 5 + "# comment: これはテストです\n", "cp932", "cp932")):
-        f.write_bytes(text.encode(encoding))
-        with pytest.raises(ValueError, match=rf"\({named}.*, or --encoding cp1252 for Windows' text\?\)"):
-            corpus.read(f)
+        _refused(f, text.encode(encoding), rf"\({named}.*, or --encoding cp1252 for Windows' text\?\)")
     f.write_bytes(("Vocabulary: 学生 means student, 老师 means teacher.\n" * 3).encode("gbk"))
     capsys.readouterr()
     corpus.read(f, "cp1252")
