@@ -427,11 +427,12 @@ def hint(part: Part, failed, folder=None):
         return "not written yet: " + ", ".join(f"{fn} ({file}, line {line})" for (file, fn), line in
                                                sorted(first.items(), key=lambda item: (item[0][0], item[1])))
     gaps = [re.search(r"Greatest absolute difference: (\S+) at", r["message"] or "") for r in failed]
-    if failed and all(g and float(g.group(1)) < 1e-6 for g in gaps):  # each failure by rounding alone, no method's
-        r = failed[0]  # mistake: a hint of the part's would send them to change what is right
-        return (f"{r['test'].split('::')[-1]}: your numbers differ from the reference's {details(r['message'])} only, "
-                "rounding and not the method: the tests compute in float64; does your code round to float32 "
-                "somewhere (.float(), a float32 tensor or constant)?")
+    if failed and all(g and float(g.group(1)) < 1e-6 for g in gaps):  # each failure under 1e-6: rounding, or a tiny
+        r = failed[0]  # constant the method lacks (den + EPS); a hint of the part's would send them to change what is right
+        return (f"{r['test'].split('::')[-1]}: your numbers differ from the reference's {details(r['message'])} only: "
+                "the tests compute in float64, so a gap this small is rounding to float32 somewhere (.float(), a "
+                "float32 tensor or constant) or a tiny constant added where the method has none (den + EPS where "
+                "the paper floors the denominator, max(den, EPS))")
     for name, says, text in part.hints:
         for r in failed:
             message = r["message"] or ""

@@ -232,10 +232,10 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
     CJK's, kana or Hangul), only those whose reading has their language's kana or Hangul where one has: Big5 read as
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
     but with most letters ASCII's. `mixed`: among English (a word list, code with a comment), most of its non-ASCII
-    letters, where its non-ASCII bytes come in runs, as a double-byte code's do (French's accents stand alone)."""
+    letters, where its non-ASCII bytes stand as words of their own (`_own_words`)."""
     found, kana = [], {}
     head = data[:200_000]
-    if mixed and sum(map(len, re.findall(rb"[\x80-\xff]{2,}", head))) < 0.8 * max(len(re.findall(rb"[\x80-\xff]", head)), 1):
+    if mixed and not _own_words(head):
         return None
     for name, mark in CJK.items():
         try:
@@ -264,6 +264,24 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
 KOREAN = set("이다의는에을하고가기지사로한서도리자대수시를으인들어나정전적게해보상주부그아일만제과공성장국있것라중마우경여원"
              "면신내화동관비소무방연문회계요습니까세학생님입었했할된될모든없같위때년월말김박최영민철희선현진은와러며께히더또잘안못좀왜")
 # about a hundred of Korean's most frequent syllables: half of a Korean text, none of "랹밹뫞쁚" (Japanese names as cp949)
+
+
+WORDS = re.compile(rb"(?<![A-Za-z\x80-\xff])(?:[\x81-\xfe][\x40-\x7e\x80-\xfe]|[\x80-\xff])+(?![A-Za-z])")  # read
+# two bytes a character where it can be: a double-byte code's second byte may be an ASCII letter (Big5's 你 is A7 41)
+
+
+def _own_words(head: bytes) -> bool:
+    """Whether most non-ASCII bytes stand as words of their own, as Chinese, Japanese or Korean among English do (a
+    Latin text's accents sit inside its words: "ção", "Tuesday’s"; a rule "————" is one byte repeated; "½" stands
+    alone), and one of those words is sure of it: two characters, a second byte no ASCII's, or a first that is not
+    one of cp1252's signs that close a number's unit ("25°C" and "5µs" are Big5's characters too)."""
+    own, sure = 0, False
+    for word in WORDS.findall(head):
+        ours = [b for b in word if b >= 0x80]
+        if len(set(ours)) > 1 or len(word) == 2 and len(ours) == 1:
+            own += len(ours)
+            sure = sure or len(word) >= 4 or len(ours) >= 2 or word[0] not in b"\xb0\xb5"
+    return sure and own >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
 
 
 def _decodes(data: bytes) -> bool:

@@ -560,6 +560,10 @@ class PolicyError(ValueError):
     """A policy raised, or returned something other than a score per row."""
 
 
+class ThreadLeft(PolicyError):
+    """A policy started a thread that is no daemon: refused wherever the policy is called, its key's probe too."""
+
+
 ROWS_FIELDS = ("attn", "pos", "score", "keys", "values", "query", "prev")
 
 
@@ -1166,11 +1170,26 @@ def imported(path):
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
+_EXIT = os._exit  # Python's own
+_CALLING = set()  # the threads in a watched policy call
+
+
+def _exit(code):
+    """os._exit, once a policy was watched: called by the policy (a debugging stop) it ends no process, where it would
+    skip every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch
+    names; from any other thread (a worker's own end) it is Python's."""
+    if threading.get_ident() in _CALLING:
+        raise SystemExit(code)
+    _EXIT(code)
+
+
 class _Watched(_Kept):
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
+        os._exit, self.threads, self.outer = _exit, frozenset(threading.enumerate()), threading.get_ident() in _CALLING
+        _CALLING.add(threading.get_ident())
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1180,6 +1199,8 @@ class _Watched(_Kept):
         self.snap()
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
+        if not self.outer:  # (a policy calling another, watched too, is still in its own call)
+            _CALLING.discard(threading.get_ident())
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
@@ -1199,6 +1220,10 @@ class _Watched(_Kept):
         if changed:
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
                               "must not change global settings")
+        if threading.active_count() > len(self.threads) and \
+                (started := [x for x in threading.enumerate() if not x.daemon and x not in self.threads]):
+            raise ThreadLeft(f"policy {policy_name(self.policy)} started thread {started[0].name!r}, which is no daemon: "
+                             "the process would wait for it at its end, for ever; start it with daemon=True")
         return False
 
 

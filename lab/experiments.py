@@ -306,9 +306,13 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
 def refused_sizes(named: list, sizes) -> None:
     """Each policy called once at each size on random rows (2 KV heads of 8), before the work: a size a
     policy refuses with its own ValueError (sink's 4 sinks at size 4) is named now, not after the other
-    settings were measured. A bound that reads ahead is built per text, and is not called here."""
+    settings were measured. One it refuses at twice the largest size too refuses these rows, not the size (made
+    for the model's heads): the run, on its rows, says. A bound that reads ahead is built per text, and is not
+    called here."""
+    spare = 2 * max(sizes, default=1)
     for p in (p for p in named if p.fn is not None and not p.reads_ahead):
-        for size in sizes:
+        refused = {}
+        for size in (*sizes, spare):
             g, n = torch.Generator().manual_seed(0), size + 1
             r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
             rows = msrnn.Rows(attn=r(1, 2, 3, n).softmax(-1), pos=torch.arange(n).expand(1, 2, n), score=r(1, 2, n).abs(),
@@ -319,8 +323,11 @@ def refused_sizes(named: list, sizes) -> None:
                     p.fn(rows)
             except guards.PolicyError as e:
                 if isinstance(getattr(e, "original", None), ValueError):
-                    raise ValueError(f"{p.label} refuses size {size}: {e.original}") from None
+                    refused.setdefault(size, e.original)
                 # anything else is the run's to name, with the rows it is really given
+        if refused and spare not in refused:
+            size, e = next(iter(refused.items()))
+            raise ValueError(f"{p.label} refuses size {size}: {e}")
 
 
 def drops_nothing(sizes, longest: int, where: str, scored: bool = True):

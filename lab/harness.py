@@ -30,7 +30,7 @@ import warnings
 
 import torch
 
-from engine import threads
+from engine import guards, threads
 from engine.guards import digest, sealed  # noqa: F401  (a results file's seal: `save` writes it, readers check it)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
@@ -620,6 +620,36 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     MemoryError, RuntimeError: they name the file, field or argument) are shown as they are, anything
     else with its type; --debug on the command line shows the traceback of either."""
     warnings.formatwarning = _one_line
+    before = set(threading.enumerate())
+    try:
+        _named(main, interrupted)
+    except SystemExit as e:
+        _unwaited(before, e.code)
+        raise
+    _unwaited(before, 0)
+
+
+def _unwaited(before: set, code):
+    """A thread that main() started and left running, no daemon (a policy's logger), would keep the process from
+    ending for ever once all is said: named, and not waited for."""
+    left = [t for t in threading.enumerate() if not t.daemon and t not in before]
+    if not left or threading.current_thread() is not threading.main_thread():
+        return
+    end = time.monotonic() + 2
+    for t in left:  # a pool's own thread ends once its workers have
+        t.join(max(end - time.monotonic(), 0))
+    if not (left := [t for t in left if t.is_alive()]):
+        return
+    if isinstance(code, str):  # an error's line, which SystemExit would print
+        print(code, file=sys.stderr)
+    print(f"[msrnn] thread {left[0].name!r} is still running and is no daemon (a policy's? start it "
+          "with daemon=True): not waiting for it", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    guards._EXIT(1 if isinstance(code, str) else code or 0)
+
+
+def _named(main, interrupted):
     try:
         main()
     except KeyboardInterrupt:

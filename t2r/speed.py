@@ -83,6 +83,8 @@ def check_lengths(lengths, size) -> None:
 def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None) -> msrnn.State:
     """The state of `kind` ('full', 'tova', 'tail', 't2r', 'hybrid': t2r_maps, or hybrid's) as it stands
     after n tokens (see the top)."""
+    if kind not in ("full", "tova", "tail", "t2r", "hybrid"):  # else it would build TOVA's state under that name
+        raise ValueError(f"kind is one of 'full', 'tova', 'tail', 't2r', 'hybrid', not {kind!r}")
     g = torch.Generator().manual_seed(0)
     rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
     if kind in ("t2r", "hybrid"):
