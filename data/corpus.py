@@ -233,7 +233,7 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
     but with most letters ASCII's. `mixed`: among English (a word list, code with a comment), most of its non-ASCII
     letters, where its non-ASCII bytes stand as words of their own (`_own_words`)."""
-    found, kana = [], {}
+    found, kana, jamo = [], {}, False
     head = data[:200_000]
     if mixed and not _own_words(head):
         return None
@@ -254,11 +254,12 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
             if mark == "Hangul" and share("HANGUL") > 0.8 and common > 0.25 and len(syllables) >= 20:  # (a few
                 return name  # Han read as cp949 may hit them); cp949's jamo (ㅋ ㅎ) are EUC-JP's kana bytes: Korean
                 # read as euc_jp has a little kana
-            if mark == "Hangul" and share("HANGUL") > 0.8 and not syllables:  # jamo alone: a chat's ㅋㅋ ㅠㅠ, or
-                kana = {name: 1, **kana}  # EUC-JP's hiragana alone, byte for byte: both are named
+            if mark == "Hangul" and share("HANGUL") > 0.8 and (not syllables or common > 0.25):  # jamo (a chat's
+                kana, jamo = {name: 1, **kana}, True  # ㅋㅋ ㅠㅠ) are EUC-JP's hiragana and Big5's commonest Han (中
+                # is A4 A4), byte for byte: all are named
             if mark == "kana" and share("HIRAGANA", "KATAKANA") > 0.05:
                 kana[name] = share("HIRAGANA", "KATAKANA")
-    return " or ".join(kana or found) or None
+    return " or ".join(dict.fromkeys([*kana, *found]) if jamo else kana or found) or None
 
 
 KOREAN = set("이다의는에을하고가기지사로한서도리자대수시를으인들어나정전적게해보상주부그아일만제과공성장국있것라중마우경여원"
@@ -272,16 +273,23 @@ WORDS = re.compile(rb"(?<![A-Za-z\x80-\xff])(?:[\x81-\xfe][\x40-\x7e\x80-\xfe]|[
 
 def _own_words(head: bytes) -> bool:
     """Whether most non-ASCII bytes stand as words of their own, as Chinese, Japanese or Korean among English do (a
-    Latin text's accents sit inside its words: "ção", "Tuesday’s"; a rule "————" is one byte repeated; "½" stands
-    alone), and one of those words is sure of it: two characters, a second byte no ASCII's, or a first that is not
-    one of cp1252's signs that close a number's unit ("25°C" and "5µs" are Big5's characters too)."""
-    own, sure = 0, False
-    for word in WORDS.findall(head):
-        ours = [b for b in word if b >= 0x80]
-        if len(set(ours)) > 1 or len(word) == 2 and len(ours) == 1:
-            own += len(ours)
-            sure = sure or len(word) >= 4 or len(ours) >= 2 or word[0] not in b"\xb0\xb5"
-    return sure and own >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
+    Latin text's accents sit inside its words: "ção", "Tuesday’s"; "½" stands alone; a rule repeats a dash, a dot or a
+    bullet), or in runs of two characters or more, glued to English ("加载tokenizer"), and one of those is sure of it:
+    two characters, a second byte no ASCII's, or a first that is not one of cp1252's signs that close a number's unit
+    ("25°C", "180ºC" and "5µs" are Big5's characters too)."""
+    own, sure = set(), False
+    for m in WORDS.finditer(head):
+        if len(word := m.group()) > 1 and not set(word) <= RULES:
+            own.update(i for i in range(*m.span()) if head[i] >= 0x80)
+            sure = sure or sum(b >= 0x80 for b in word) >= 2 or word[0] not in b"\xb0\xb5\xba"
+    for m in re.finditer(rb"[\x80-\xff]{4,}", head):
+        if len(set(m.group())) > 1 and not set(m.group()) <= RULES:
+            own.update(range(*m.span()))
+            sure = True
+    return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
+
+
+RULES = set(b"\x85\x95\x96\x97")  # cp1252's … • – —
 
 
 def _decodes(data: bytes) -> bool:

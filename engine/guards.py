@@ -69,8 +69,10 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
             not torch.isfinite(logits.sum(dtype=torch.float64)) and \
             not torch.isfinite(logits).all():  # one number first, no copy the size of the logits; a sum of finite
         # float64 logits near 1e308 overflows, so its verdict is confirmed
-        raise FloatingPointError(f"the logits are not finite ({logits.dtype}): the computation overflowed its dtype "
-                                 "(float16 ends at 65504: run in float32 or bfloat16), or a weight is inf or NaN")
+        why = "overflowed its dtype (float16 ends at 65504: run in float32 or bfloat16), divided 0 by 0" \
+            if logits.dtype in (torch.float16, torch.bfloat16) else "divided 0 by 0 or overflowed"
+        raise FloatingPointError(f"the logits are not finite ({logits.dtype}): the computation {why} (a denominator "
+                                 "not floored: a linear attention's is floored at EPS), or a weight is inf or NaN")
     return logits
 
 
@@ -558,10 +560,6 @@ def _restore(ms, fields):
 
 class PolicyError(ValueError):
     """A policy raised, or returned something other than a score per row."""
-
-
-class ThreadLeft(PolicyError):
-    """A policy started a thread that is no daemon: refused wherever the policy is called, its key's probe too."""
 
 
 ROWS_FIELDS = ("attn", "pos", "score", "keys", "values", "query", "prev")
@@ -1170,17 +1168,24 @@ def imported(path):
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
-_EXIT = os._exit  # Python's own
-_CALLING = set()  # the threads in a watched policy call
+_EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
+_CALLING = set()  # the threads in a watched policy call (none in a process forked from one)
+os.register_at_fork(after_in_child=_CALLING.clear)
 
 
 def _exit(code):
-    """os._exit, once a policy was watched: called by the policy (a debugging stop) it ends no process, where it would
-    skip every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch
-    names; from any other thread (a worker's own end) it is Python's."""
+    """os._exit, as a policy sees it: called by the policy (a debugging stop) it ends no process, where it would skip
+    every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch names;
+    from any other thread (a worker's own end) it is Python's. Put in place on import, before a policy file's
+    `from os import _exit` binds it."""
     if threading.get_ident() in _CALLING:
         raise SystemExit(code)
     _EXIT(code)
+
+
+_exit.python = _EXIT
+os._exit = _exit
+setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 
 
 class _Watched(_Kept):
@@ -1188,7 +1193,7 @@ class _Watched(_Kept):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        os._exit, self.threads, self.outer = _exit, frozenset(threading.enumerate()), threading.get_ident() in _CALLING
+        self.outer = threading.get_ident() in _CALLING
         _CALLING.add(threading.get_ident())
         rows = self.rows
         _copying(type(rows))
@@ -1220,10 +1225,6 @@ class _Watched(_Kept):
         if changed:
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
                               "must not change global settings")
-        if threading.active_count() > len(self.threads) and \
-                (started := [x for x in threading.enumerate() if not x.daemon and x not in self.threads]):
-            raise ThreadLeft(f"policy {policy_name(self.policy)} started thread {started[0].name!r}, which is no daemon: "
-                             "the process would wait for it at its end, for ever; start it with daemon=True")
         return False
 
 

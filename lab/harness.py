@@ -632,7 +632,8 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
 def _unwaited(before: set, code):
     """A thread that main() started and left running, no daemon (a policy's logger), would keep the process from
     ending for ever once all is said: named, and not waited for."""
-    left = [t for t in threading.enumerate() if not t.daemon and t not in before]
+    left = [t for t in threading.enumerate() if not t.daemon and t not in before and
+            not t.name.startswith("ThreadPoolExecutor")]  # (those Python ends at exit itself: torch's compiling)
     if not left or threading.current_thread() is not threading.main_thread():
         return
     end = time.monotonic() + 2

@@ -56,8 +56,7 @@ class Named:
         helper or a constant beside the function counts, not only the function's own lines; and so do
         the data files those sources name beside them (harness.data_files: weights it loads), and the
         values its code reads (_reads), and every public data global of the user's modules those files are
-        (_world), and what it returns on a fixed probe (_behaviour); but for a policy whose own calls change
-        what it reads (a list it records into), those values are not. Not covered, where the probe's scores stay
+        (_world), and what it returns on a fixed probe (_behaviour). Not covered, where the probe's scores stay
         as they were: what it imports from anywhere else (an installed package, a folder on PYTHONPATH, a module
         its source does not import), the state only such code reaches, a private global (_NAME) its code does
         not name, and a file it reads by a name its source does not spell: after changing those, run with
@@ -96,11 +95,6 @@ class Named:
         except (OSError, TypeError):
             source, codes = repr(self.fn), []
         held += _world({p for code in codes for p in code}, runs)
-        if probed and held:  # probed once more: what its own calls change (a list it records into, a counter) is its
-            _behaviour(self.fn)  # record, no setting, and differs with the calls a process made (named twice, or once)
-            again = _reads(self.fn)[1] + _world({p for code in codes for p in code}, runs)
-            if harness.fingerprint(*again) != harness.fingerprint(*held):
-                held = ["what it reads changes as it is called"]
         bound = harness.fingerprint(*_value(dict(sorted(getattr(self.fn, "keywords", {}).items()))))  # the parameters, as
         # bound, by contents, in any order they were given
         bound += harness.fingerprint(*held) if held else ""  # what it reads besides: Scaled(1.0) is not Scaled(-1.0)
@@ -144,8 +138,6 @@ def _behaviour(fn) -> list:
                 with torch.inference_mode(False), torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not
                     # changed here, unseen later); inside the caller's inference_mode too, so the key is the same there
                     got = fn(rows)
-            except guards.ThreadLeft:  # the process could never end: no refusal of the probe's rows
-                raise
             except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
                 parts.append(f"refused at t={t}")
                 continue
@@ -625,8 +617,9 @@ def named(spec) -> Named:
             got = named(str(spec))  # imported (a guarded self-test's `import helper`) and this worker had not
         if got.key != spec.key:
             raise ValueError(f"policy {str(spec)!r}: read afresh in a worker process it keys as {got.key}, not as the "
-                             f"{spec.key} it was keyed by (a setting changed since its file was read, or its file "
-                             "changes what it reads when imported again): run it with --jobs 1")
+                             f"{spec.key} it was keyed by (a setting changed since its file was read, its file "
+                             "changes what it reads when imported again, or its calls do: a list it records into): "
+                             "run it with --jobs 1")
         return got
     if callable(spec):
         return _bind(spec, [], None)

@@ -85,6 +85,8 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
     after n tokens (see the top)."""
     if kind not in ("full", "tova", "tail", "t2r", "hybrid"):  # else it would build TOVA's state under that name
         raise ValueError(f"kind is one of 'full', 'tova', 'tail', 't2r', 'hybrid', not {kind!r}")
+    if (maps := {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}.get(kind, ...)) is None:
+        raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps); got None")
     g = torch.Generator().manual_seed(0)
     rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
     if kind in ("t2r", "hybrid"):
