@@ -232,10 +232,11 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
     CJK's, kana or Hangul), only those whose reading has their language's kana or Hangul where one has: Big5 read as
     cp1252 is ASCII letters among symbols; one of these reads another's bytes too. French in cp1252 reads as gbk too,
     but with most letters ASCII's. `mixed`: among English (a word list, code with a comment), most of its non-ASCII
-    letters, where its non-ASCII bytes stand as words of their own (`_own_words`)."""
+    letters, where its non-ASCII bytes stand as words of their own (`_own_words`) or read as kana or Korean
+    (`_spoken`)."""
     found, kana, jamo = [], {}, False
     head = data[:200_000]
-    if mixed and not _own_words(head):
+    if mixed and not (_own_words(head) or _spoken(head)):
         return None
     for name, mark in CJK.items():
         try:
@@ -275,21 +276,35 @@ def _own_words(head: bytes) -> bool:
     """Whether most non-ASCII bytes stand as words of their own, as Chinese, Japanese or Korean among English do (a
     Latin text's accents sit inside its words: "ção", "Tuesday’s"; "½" stands alone; a rule repeats a dash, a dot or a
     bullet), or in runs of two characters or more, glued to English ("加载tokenizer"), and one of those is sure of it:
-    two characters, a second byte no ASCII's, or a first that is not one of cp1252's signs that close a number's unit
-    ("25°C", "180ºC" and "5µs" are Big5's characters too)."""
+    not all of its bytes cp1252's signs ("§§ 12", "25°C", "180ºC", "5µs", "10³m" are Big5's characters too)."""
     own, sure = set(), False
     for m in WORDS.finditer(head):
         if len(word := m.group()) > 1 and not set(word) <= RULES:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
-            sure = sure or sum(b >= 0x80 for b in word) >= 2 or word[0] not in b"\xb0\xb5\xba"
+            sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
         if len(set(m.group())) > 1 and not set(m.group()) <= RULES:
             own.update(range(*m.span()))
-            sure = True
+            sure = sure or not set(m.group()) <= SIGNS
     return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
 
 
 RULES = set(b"\x85\x95\x96\x97")  # cp1252's … • – —
+SIGNS = set(b"\xa7\xb6\xb0\xba\xb5\xb2\xb3\xb9\xb1\xd7\xf7")  # cp1252's § ¶ ° º µ ² ³ ¹ ± × ÷
+
+
+def _spoken(head: bytes) -> bool:
+    """Whether many non-ASCII letters read as Japanese kana or Korean's common syllables in a code page of theirs:
+    their particles glued to English words ("model을", "GPUでtrain"), which Latin text in cp1252 hardly reads as."""
+    for name in ("cp932", "euc_jp", "cp949"):
+        try:
+            letters = [c for c in head.decode(name) if c >= "\x80" and c.isalpha()]
+        except UnicodeDecodeError:
+            continue
+        hits = sum(c in KOREAN if name == "cp949" else "\u3041" <= c <= "\u30ff" for c in letters)
+        if hits >= 2 and hits >= 0.3 * len(letters):  # (Japanese is about half kana)
+            return True
+    return False
 
 
 def _decodes(data: bytes) -> bool:
@@ -405,8 +420,8 @@ def read(path, encoding: str = "utf-8") -> str:
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
         cjk = _cjk(data)
-        if not cjk and western and (mixed := _cjk(data, mixed=True)):  # Chinese among English: cp1252 reads it too
-            cjk = f"{mixed}, or --encoding cp1252 for Windows' text"
+        if not cjk and (mixed := _cjk(data, mixed=True)):  # Chinese among English: cp1252 may read it too
+            cjk = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed
         advice = f"name its encoding ({cjk}?)" if cjk else "name its encoding (--encoding cp1252 for " \
             "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named

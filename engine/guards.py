@@ -1174,11 +1174,11 @@ os.register_at_fork(after_in_child=_CALLING.clear)
 
 
 def _exit(code):
-    """os._exit, as a policy sees it: called by the policy (a debugging stop) it ends no process, where it would skip
-    every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch names;
-    from any other thread (a worker's own end) it is Python's. Put in place on import, before a policy file's
-    `from os import _exit` binds it."""
-    if threading.get_ident() in _CALLING:
+    """os._exit, as a policy sees it: called while a policy runs (a debugging stop, in its call or in a thread of its
+    own pool) it ends no process, where it would skip every flush and `finally` (a run that printed nothing and exited
+    0), but raises SystemExit, which the watch names; else it is Python's. Put in place on import, before a policy
+    file's `from os import _exit` binds it."""
+    if _CALLING:
         raise SystemExit(code)
     _EXIT(code)
 

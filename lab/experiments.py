@@ -325,9 +325,9 @@ def refused_sizes(named: list, sizes) -> None:
                 if isinstance(getattr(e, "original", None), ValueError):
                     refused.setdefault(size, e.original)
                 # anything else is the run's to name, with the rows it is really given
-        if refused and len(refused) < len(set(sizes) | {spare}):  # one it takes: a size it refuses, not the rows
-            size, e = next(iter(refused.items()))
-            raise ValueError(f"{p.label} refuses size {size}: {e}")
+        asked = [s for s in refused if s in sizes]  # (the spare is no size of the user's to name)
+        if asked and len(refused) < len(set(sizes) | {spare}):  # one it takes: a size it refuses, not the rows
+            raise ValueError(f"{p.label} refuses size {asked[0]}: {refused[asked[0]]}")
 
 
 def drops_nothing(sizes, longest: int, where: str, scored: bool = True):

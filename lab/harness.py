@@ -632,10 +632,14 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
 def _unwaited(before: set, code):
     """A thread that main() started and left running, no daemon (a policy's logger), would keep the process from
     ending for ever once all is said: named, and not waited for."""
-    left = [t for t in threading.enumerate() if not t.daemon and t not in before and
-            not t.name.startswith("ThreadPoolExecutor")]  # (those Python ends at exit itself: torch's compiling)
+    left = [t for t in threading.enumerate() if not t.daemon and t not in before]
     if not left or threading.current_thread() is not threading.main_thread():
         return
+    pools = sys.modules.get("concurrent.futures.thread")  # a thread pool's threads (torch's compiling, a policy's):
+    if any(t in getattr(pools, "_threads_queues", {}) for t in left):  # the idle end once woken, as at Python's exit
+        pools._shutdown = True  # (which would wait for a busy one for ever)
+        for q in list(pools._threads_queues.values()):
+            q.put(None)
     end = time.monotonic() + 2
     for t in left:  # a pool's own thread ends once its workers have
         t.join(max(end - time.monotonic(), 0))
@@ -742,7 +746,7 @@ def _start(fn, shared, threads):
 def _orphaned(parent: int):
     while os.getppid() == parent:
         time.sleep(0.5)
-    os._exit(1)
+    guards._EXIT(1)  # Python's own, even while a policy runs
 
 
 def _job(args):

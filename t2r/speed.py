@@ -85,6 +85,8 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
     after n tokens (see the top)."""
     if kind not in ("full", "tova", "tail", "t2r", "hybrid"):  # else it would build TOVA's state under that name
         raise ValueError(f"kind is one of 'full', 'tova', 'tail', 't2r', 'hybrid', not {kind!r}")
+    if not (guards.integer(n) and n >= 0):
+        raise ValueError(f"n is the tokens the state has read, a whole number from 0; got {n!r}")
     if (maps := {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}.get(kind, ...)) is None:
         raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps); got None")
     g = torch.Generator().manual_seed(0)

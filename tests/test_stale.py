@@ -7090,3 +7090,46 @@ def test_round74_traditional_chinese_among_english_western_runs_a_students_eps_a
     assert "rounding to float32" in why and "den + EPS" in why, why
     with pytest.raises(ValueError, match="kind is one of 'full', 'tova', 'tail', 't2r', 'hybrid', not 'Full'"):
         speed.built(MODEL, "Full", 100, 8, None, None)
+
+
+def test_round76_a_pools_exit_a_busy_pool_the_spare_size_particles_and_signs(tmp_path, capsys):
+    """Round 76: `os._exit` in a helper a policy ran on a thread pool of its own ended a run with status 0 and nothing
+    printed (raised while any policy runs now); a policy's thread pool kept busy hung the command at its end (its
+    threads are told to end, and a busy one is named and not waited for); a policy that takes every size asked but
+    refuses twice the largest was refused "size 64", a size nobody asked for. The data: Korean and Japanese particles
+    glued to English words ("model을", "GPUでtrain") were told cp1252 alone (their kana or common Korean syllables now
+    name them); "§§ 101" and "10³m" in cp1252 were warned of as CJK; t2r.speed.built took n = -1."""
+    import subprocess
+    import sys
+    from data import corpus
+    from t2r import speed
+    script = tmp_path / "pooled.py"  # a process of its own: unwatched, the exit would end the tests' process
+    script.write_text(f"import os, sys, concurrent.futures\nsys.path.insert(0, {str(harness.ROOT)!r})\n"
+                      f"sys.path.insert(0, {str(harness.ROOT / 'tests')!r})\nfrom engine import guards\n"
+                      "from test_stale import _rows\nEX = concurrent.futures.ThreadPoolExecutor(1)\n"
+                      "def pooled(rows):\n    return EX.submit(os._exit, 0).result()\n"
+                      "try:\n    guards.score_rows(pooled, _rows(8))\nexcept ValueError as e:\n    print(e)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert "policy pooled raised SystemExit: 0" in done.stdout, done
+    script = tmp_path / "busy.py"
+    script.write_text(f"import sys, time, concurrent.futures\nsys.path.insert(0, {str(harness.ROOT)!r})\nfrom lab import "
+                      "harness\nEX = concurrent.futures.ThreadPoolExecutor(2)\nharness.command(lambda: (EX.submit(time."
+                      "sleep, 600), EX.submit(int), print('said')))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "said\n" and "is still running" in done.stderr, done
+
+    def capped(rows):
+        if rows.size > 40:
+            raise ValueError("made for sizes up to 40")
+        return rows.score
+    assert experiments.refused_sizes([specs.named(capped)], [8, 32]) is None
+    f = tmp_path / "t.txt"
+    for text, encoding in (("def f(x):\n    # x가 0이면 None을 반환\n    # model을 load합니다\n    return x\n" * 2, "cp949"),
+                           ("# GPUでmodelをtrainする\n# dataをloadしてxの値を返す\nx = 1\n" * 2, "cp932")):
+        _refused(f, text.encode(encoding), rf"\((\w+ or )*{encoding}( or \w+)*, or --encoding cp1252 for Windows' text\?\)")
+    for text in ("This note is about a law.\nSee §§ 101-105 of the code.\n", "The room is 12 m² and the tank 10³m.\n"):
+        f.write_bytes(text.encode("cp1252"))
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="n is the tokens the state has read"):
+        speed.built(MODEL, "t2r", -1, 8, speed.maps_from("relu:4", MODEL), None)
