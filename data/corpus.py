@@ -240,12 +240,17 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
         return None
     for name, mark in CJK.items():
         try:
-            letters = [c for c in head.decode(name) if c.isalpha() and (c >= "\x80" or not mixed)]
+            text = head.decode(name)
         except UnicodeDecodeError:
             continue
+        if mixed:  # cp932's half-width kana count in words of three letters or more, most of them apart (ﾌｧｲﾙ): one or
+            text = re.sub("[\uff61-\uff9f]+", lambda m: m[0] if 2 < len(set(m[0])) > len(m[0]) / 2 else "", text)  # two,
+        letters = [c for c in text if c.isalpha() and (c >= "\x80" or not mixed)]  # or a box's rule ═══, are Latin's
+        # capitals and signs read in cp932
         kinds = [unicodedata.name(c, "").split()[0] for c in letters]
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
-        if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL") > 0.5:
+        if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL", *["HALFWIDTH"] * mixed) > 0.5:  # (cp932's
+            # half-width kana among English; alone, they are what gbk's bytes read as in cp932)
             found.append(name)
             # Japanese as it is written has kana; Korean is nearly all Hangul, most of its syllables the common ones
             # (Chinese or Japanese names read as cp949 are Hangul and Hanja mixed, or rare syllables; a chat's ㅋㅋ are
@@ -261,6 +266,21 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
             if mark == "kana" and share("HIRAGANA", "KATAKANA") > 0.05:
                 kana[name] = share("HIRAGANA", "KATAKANA")
     return " or ".join(dict.fromkeys([*kana, *found]) if jamo else kana or found) or None
+
+
+HAN = set("的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么"
+          "心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现"
+          "分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位"
+          "因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师"
+          "书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及"
+          "今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结"
+          "六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领传近留红治决周保达办运武半候七必城父强步完革深区"
+          "即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱党倒未持音送考查格根若则返值均读取载错误"
+          "输函据类列测试调库這國個說們為來時會對學過後裡麼經頭動兩長樣現將與進實點種聲話兒問機給幾業間開發無當從還"
+          "沒見電門東聽氣關內軍產萬體別處總師書員應車親記邊戰幹認讓論義數術結條變聯權運場達辦區強轉黨錢錯讀寫識語紅"
+          "遠資隊帶滿傳則載誤輸據類測試調庫檔設計執碼參")
+# Chinese's most frequent characters (about 430: most of a Chinese text), the traditional forms of a hundred of them,
+# and a few of code's comments (返回, 读取, 函数); a Latin text read as gbk or cp950 makes rare ones
 
 
 KOREAN = set("이다의는에을하고가기지사로한서도리자대수시를으인들어나정전적게해보상주부그아일만제과공성장국있것라중마우경여원"
@@ -289,20 +309,23 @@ def _own_words(head: bytes) -> bool:
     return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
 
 
-RULES = set(b"\x85\x95\x96\x97")  # cp1252's … • – —
+RULES = set(b"\x85\x95\x96\x97\xab\xbb")  # cp1252's … • – — « »
 SIGNS = set(b"\xa7\xb6\xb0\xba\xb5\xb2\xb3\xb9\xb1\xd7\xf7")  # cp1252's § ¶ ° º µ ² ³ ¹ ± × ÷
 
 
 def _spoken(head: bytes) -> bool:
-    """Whether many non-ASCII letters read as Japanese kana or Korean's common syllables in a code page of theirs:
-    their particles glued to English words ("model을", "GPUでtrain"), which Latin text in cp1252 hardly reads as."""
-    for name in ("cp932", "euc_jp", "cp949"):
+    """Whether many non-ASCII letters read as Japanese kana, Korean's common syllables or Chinese's common characters
+    in a code page of theirs: words glued to English ("model을", "GPUでtrain", "若n為0則回傳None"), which Latin text in
+    cp1252 hardly reads as."""
+    head = re.sub(rb"([\x80-\xff])\1+", b" ", head)  # a byte repeated is a rule or a shade ("»»", "░░▒▒"), by chance a
+    for name in ("cp932", "euc_jp", "cp949", "gbk", "cp950"):  # common syllable
         try:
             letters = [c for c in head.decode(name) if c >= "\x80" and c.isalpha()]
         except UnicodeDecodeError:
             continue
-        hits = sum(c in KOREAN if name == "cp949" else "\u3041" <= c <= "\u30ff" for c in letters)
-        if hits >= 2 and hits >= 0.3 * len(letters):  # (Japanese is about half kana)
+        hits = [c for c in letters if (c in KOREAN if name == "cp949" else c in HAN if name in ("gbk", "cp950") else
+                                       "\u3041" <= c <= "\u30ff")]  # (not half-width kana: koi8-r's Cyrillic reads as them)
+        if len(set(hits)) >= 2 and len(hits) >= 0.3 * len(letters):  # (Japanese is about half kana)
             return True
     return False
 
@@ -420,8 +443,8 @@ def read(path, encoding: str = "utf-8") -> str:
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
         cjk = _cjk(data)
-        if not cjk and (mixed := _cjk(data, mixed=True)):  # Chinese among English: cp1252 may read it too
-            cjk = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed
+        if not cjk and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
+            cjk = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English: cp1252 may read it
         advice = f"name its encoding ({cjk}?)" if cjk else "name its encoding (--encoding cp1252 for " \
             "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named

@@ -70,7 +70,7 @@ def check_logits(logits: torch.Tensor) -> torch.Tensor:
             not torch.isfinite(logits).all():  # one number first, no copy the size of the logits; a sum of finite
         # float64 logits near 1e308 overflows, so its verdict is confirmed
         why = "overflowed its dtype (float16 ends at 65504: run in float32 or bfloat16), divided 0 by 0" \
-            if logits.dtype in (torch.float16, torch.bfloat16) else "divided 0 by 0 or overflowed"
+            if logits.dtype == torch.float16 else "divided 0 by 0 or overflowed"
         raise FloatingPointError(f"the logits are not finite ({logits.dtype}): the computation {why} (a denominator "
                                  "not floored: a linear attention's is floored at EPS), or a weight is inf or NaN")
     return logits
@@ -1170,17 +1170,30 @@ def imported(path):
 
 _EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
 _CALLING = set()  # the threads in a watched policy call (none in a process forked from one)
-os.register_at_fork(after_in_child=_CALLING.clear)
+_STOPPED = []  # (code, thread) of each os._exit that a thread outside the calls made once a policy had run
+os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _STOPPED.clear()))
 
 
 def _exit(code):
     """os._exit, as a policy sees it: called while a policy runs (a debugging stop, in its call or in a thread of its
-    own pool) it ends no process, where it would skip every flush and `finally` (a run that printed nothing and exited
-    0), but raises SystemExit, which the watch names; else it is Python's. Put in place on import, before a policy
-    file's `from os import _exit` binds it."""
-    if _CALLING:
+    own pool), or by a thread other than the main one once a policy has run (its logger), it ends no process, where it
+    would skip every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the
+    watch names (a thread's, which Python drops, at the next call's end: `stopped`); else it is Python's. Put in place
+    on import, before a policy file's `from os import _exit` binds it."""
+    if _CALLING or _Watched.ran and threading.current_thread() is not threading.main_thread():
+        if threading.get_ident() not in _CALLING:
+            _STOPPED.append((code, threading.current_thread().name))
         raise SystemExit(code)
     _EXIT(code)
+
+
+def stopped() -> str:
+    """An os._exit a policy's own thread called, said once (at a policy call's end, or a command's)."""
+    if _STOPPED:
+        code, name = _STOPPED.pop(0)
+        _STOPPED.clear()
+        return f"thread {name!r} called os._exit({code!r}), which would have ended the process without a word"
+    return ""
 
 
 _exit.python = _EXIT
@@ -1189,11 +1202,13 @@ setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 
 
 class _Watched(_Kept):
+    ran = False  # a policy was called in this process
+
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.outer = threading.get_ident() in _CALLING
+        _Watched.ran, self.outer = True, threading.get_ident() in _CALLING
         _CALLING.add(threading.get_ident())
         rows = self.rows
         _copying(type(rows))
@@ -1225,6 +1240,8 @@ class _Watched(_Kept):
         if changed:
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
                               "must not change global settings")
+        if said := stopped():
+            raise PolicyError(f"policy {policy_name(self.policy)}: its {said}")
         return False
 
 

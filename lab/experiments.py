@@ -306,9 +306,9 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
 def refused_sizes(named: list, sizes) -> None:
     """Each policy called once at each size on random rows (2 KV heads of 8), before the work: a size a
     policy refuses with its own ValueError (sink's 4 sinks at size 4) is named now, not after the other
-    settings were measured. One it refuses at every size, and at twice the largest too, refuses these rows, not
-    a size (made for the model's heads): the run, on its rows, says. A bound that reads ahead is built per text, and is not
-    called here."""
+    settings were measured; a size asked for, and only where the policy takes another size (or twice the
+    largest): one it refuses at every size refuses these rows (made for the model's heads), and the run, on its
+    rows, says. A bound that reads ahead is built per text, and is not called here."""
     spare = 2 * max(sizes, default=1)
     for p in (p for p in named if p.fn is not None and not p.reads_ahead):
         refused = {}

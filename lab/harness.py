@@ -7,6 +7,7 @@ import ast
 import concurrent.futures
 import contextlib
 import functools
+import gc
 import hashlib
 import io
 import json
@@ -623,21 +624,21 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     before = set(threading.enumerate())
     try:
         _named(main, interrupted)
-    except SystemExit as e:
-        _unwaited(before, e.code)
-        raise
-    _unwaited(before, 0)
+        if said := guards.stopped():  # a policy's thread's, after its last call
+            raise SystemExit(f"error: a policy's {said}")
+    finally:
+        _unwaited(before)
 
 
-def _unwaited(before: set, code):
+def _unwaited(before: set):
     """A thread that main() started and left running, no daemon (a policy's logger), would keep the process from
-    ending for ever once all is said: named, and not waited for."""
+    ending for ever once all is said: named, and not waited for (the process ends as it would, its files flushed)."""
     left = [t for t in threading.enumerate() if not t.daemon and t not in before]
     if not left or threading.current_thread() is not threading.main_thread():
         return
     pools = sys.modules.get("concurrent.futures.thread")  # a thread pool's threads (torch's compiling, a policy's):
     if any(t in getattr(pools, "_threads_queues", {}) for t in left):  # the idle end once woken, as at Python's exit
-        pools._shutdown = True  # (which would wait for a busy one for ever)
+        pools._shutdown = True
         for q in list(pools._threads_queues.values()):
             q.put(None)
     end = time.monotonic() + 2
@@ -645,13 +646,20 @@ def _unwaited(before: set, code):
         t.join(max(end - time.monotonic(), 0))
     if not (left := [t for t in left if t.is_alive()]):
         return
-    if isinstance(code, str):  # an error's line, which SystemExit would print
-        print(code, file=sys.stderr)
     print(f"[msrnn] thread {left[0].name!r} is still running and is no daemon (a policy's? start it "
           "with daemon=True): not waiting for it", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    guards._EXIT(1 if isinstance(code, str) else code or 0)
+    for t in left:  # Python's exit waits for a thread of its own pool (and then for any thread) that is still on
+        getattr(pools, "_threads_queues", {}).pop(t, None)
+    for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
+        with contextlib.suppress(Exception):
+            if issubclass(type(f), io.IOBase) and not f.closed and f.writable():  # (no attribute of anything else read)
+                f.flush()
+    if not hasattr(threading, "_shutdown_locks"):  # (Python 3.11 and 3.12's record of the threads its exit waits for)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        guards._EXIT(1)
+    with threading._shutdown_locks_lock:
+        threading._shutdown_locks.difference_update(t._tstate_lock for t in left)
 
 
 def _named(main, interrupted):

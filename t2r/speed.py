@@ -87,8 +87,9 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
         raise ValueError(f"kind is one of 'full', 'tova', 'tail', 't2r', 'hybrid', not {kind!r}")
     if not (guards.integer(n) and n >= 0):
         raise ValueError(f"n is the tokens the state has read, a whole number from 0; got {n!r}")
-    if (maps := {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}.get(kind, ...)) is None:
-        raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps); got None")
+    maps = {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}
+    if kind in maps and not isinstance(maps[kind], linear.FeatureMaps):
+        raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps: maps_from's); got {maps[kind]!r:.60}")
     g = torch.Generator().manual_seed(0)
     rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
     if kind in ("t2r", "hybrid"):

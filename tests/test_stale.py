@@ -7045,7 +7045,7 @@ def test_round75_a_policy_forks_glued_chinese_a_lone_character_and_0_by_0(tmp_pa
                                                  "denominator not floored"):
         guards.check_logits(torch.tensor([0.0]) / torch.tensor([0.0]).double())
     from t2r import speed
-    with pytest.raises(ValueError, match="kind 't2r' needs its feature maps"):
+    with pytest.raises(ValueError, match="kind .t2r. needs its feature maps"):
         speed.built(MODEL, "t2r", 100, 8, None, None)
 
 
@@ -7133,3 +7133,62 @@ def test_round76_a_pools_exit_a_busy_pool_the_spare_size_particles_and_signs(tmp
         assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
     with pytest.raises(ValueError, match="n is the tokens the state has read"):
         speed.built(MODEL, "t2r", -1, 8, speed.maps_from("relu:4", MODEL), None)
+
+
+def test_round77_a_policys_thread_that_exits_and_a_log_its_thread_holds(tmp_path):
+    """Round 77: `os._exit` called by a policy's own thread (a logger, a job left on its pool, a helper it joins)
+    outside a watched call ended `ppl`, `sweep` and `check` with status 0 and nothing printed, or was dropped (a
+    thread's SystemExit): once a policy has run, a thread's `os._exit` raises there and is named at the next call's
+    end or at the command's; a command that did not wait for a policy's thread ended without flushing the policy's
+    log (the process now ends as Python's does, its open files flushed)."""
+    import subprocess
+    import sys
+    script = tmp_path / "threads77.py"
+    script.write_text(f"import os, sys, threading, time\nsys.path[:0] = [{str(harness.ROOT)!r}, "
+                      f"{str(harness.ROOT / 'tests')!r}]\nfrom engine import guards\nfrom lab import harness\n"
+                      "from test_stale import _rows\nLOG = open(sys.argv[2], 'w')\n"
+                      "def joined(rows):\n    t = threading.Thread(target=os._exit, args=(3,))\n    t.start()\n"
+                      "    t.join()\n    return rows.score\n"
+                      "def later(rows):\n    threading.Thread(target=lambda: (time.sleep(0.2), os._exit(0)), daemon=True)"
+                      ".start()\n    return rows.score\n"
+                      "def logs(rows):\n    threading.Thread(target=threading.Event().wait).start()\n"
+                      "    LOG.write('scored\\n')\n    return rows.score\n"
+                      "def main():\n    guards.score_rows(globals()[sys.argv[1]], _rows(8))\n    time.sleep(0.5)\n"
+                      "    print('done')\nharness.command(main)\n")
+    log = tmp_path / "log.txt"
+    run = lambda how: subprocess.run([sys.executable, str(script), how, str(log)], capture_output=True, text=True,
+                                     timeout=120)
+    done = run("joined")
+    assert done.returncode == 1 and "policy joined: its thread" in done.stderr and "os._exit(3)" in done.stderr, done
+    done = run("later")
+    assert done.returncode == 1 and done.stdout == "done\n" and "a policy's thread" in done.stderr, done
+    done = run("logs")
+    assert done.returncode == 0 and "is still running" in done.stderr and log.read_text() == "scored\n", done
+
+
+def test_round77_chinese_glued_to_code_half_width_kana_signs_and_boxes(tmp_path, capsys):
+    """Round 77, the data: Chinese in code comments, a character glued to each name ("若n為0則回傳None"), in Big5 and
+    GBK, was told cp1252 alone and read as mojibake without a word (Chinese's common characters now name it, as kana
+    and Korean's syllables do); half-width kana ("ﾌｧｲﾙ open") were told every code page but cp932; "»»" and a box
+    drawn in cp437 were warned of as CJK. A bfloat16 run was told to run in bfloat16; t2r.speed.built took a spec
+    string for its maps and raised an AttributeError."""
+    from data import corpus
+    from engine import guards
+    from t2r import speed
+    f = tmp_path / "t.txt"
+    code = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(20))
+    for text, encoding in ((code + "# 若n為0則回傳None\n# 用numpy算x的平均\n", "cp950"),
+                           (code + "# 若n为0则返回None\n# 用numpy算x的平均值\n", "gbk"),
+                           (code + "# ﾌｧｲﾙ open\n# ﾃﾞｰﾀ load\n", "cp932")):
+        _refused(f, text.encode(encoding), rf"\((\w+ or )*{encoding}( or \w+)*, or --encoding cp1252 for Windows' text\?\)")
+    eng = "This is a plain English note kept as a text file for the records. " * 3 + "\n"
+    for text, encoding in ((eng + "Next page »»\n«« Previous page\n", "cp1252"),
+                           (eng + "╔════════╗\n║ Name   ║\n╚════════╝\n", "cp437")):
+        f.write_bytes(text.encode(encoding))
+        capsys.readouterr()
+        assert corpus.read(f, encoding) == text and capsys.readouterr().err == ""
+    with pytest.raises(FloatingPointError) as e:
+        guards.check_logits(torch.tensor([0.0], dtype=torch.bfloat16) / 0)
+    assert "float16 ends" not in str(e.value) and "divided 0 by 0" in str(e.value)
+    with pytest.raises(ValueError, match="kind 't2r' needs its feature maps .* got 'relu:4'"):
+        speed.built(MODEL, "t2r", 20, 8, "relu:4", None)
