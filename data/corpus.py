@@ -299,7 +299,9 @@ def _own_words(head: bytes) -> bool:
     not all of its bytes cp1252's signs ("§§ 12", "25°C", "180ºC", "5µs", "10³m" are Big5's characters too)."""
     own, sure = set(), False
     for m in WORDS.finditer(head):
-        if len(word := m.group()) > 1 and not set(word) <= RULES:
+        if re.search(rb"[A-Za-z]", word := m.group()) and word.decode("cp1252", "replace").isalpha():
+            continue  # a Latin word read two bytes a character: "Öl", "Ça", "æða" (Big5's 你 is "§A")
+        if len(word) > 1 and not set(word) <= RULES:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
@@ -377,6 +379,17 @@ def _latin(text: str) -> bool:
     return len(letters) < 20 or sum(c >= "\x80" for c in letters) <= 0.5 * len(letters)
 
 
+def _dos(data: bytes) -> str | None:
+    """The code pages of DOS's or an old Mac's Latin text that read the file (cp850, cp437, mac-roman), where most of
+    the non-ASCII bytes that touch an ASCII letter are letters in them ("L'élève": 0x82, 0x8A in cp850) and mostly signs
+    in cp1252 ("L'‚lŠve")."""
+    touching = re.findall(rb"(?<=[A-Za-z])[\x80-\xff]|[\x80-\xff](?=[A-Za-z])", data[:200_000])
+    share = lambda codec: sum(b.decode(codec, "replace").isalpha() for b in touching) / len(touching)
+    if len(touching) < 3 or not any(b < 0xa0 for b in b"".join(touching)) or share("cp1252") >= 0.5:
+        return None
+    return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if share(c) >= 0.8) or None
+
+
 def _cp1252(data: bytes) -> bool:
     """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
     try:
@@ -445,7 +458,8 @@ def read(path, encoding: str = "utf-8") -> str:
         cjk = _cjk(data)
         if not cjk and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
             cjk = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English: cp1252 may read it
-        advice = f"name its encoding ({cjk}?)" if cjk else "name its encoding (--encoding cp1252 for " \
+        advice = f"name its encoding ({cjk}?)" if cjk else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
+            else "name its encoding (--encoding cp1252 for " \
             "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
         # not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
@@ -484,12 +498,15 @@ def read(path, encoding: str = "utf-8") -> str:
     if codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
               f"letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve"
+        print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents are letters there and signs in "
+              f"{encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
         # word list is Latin too; Cyrillic read as cp1252 reads "Ïðèâåò"
     if codec.name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
-            and _cp1252(data):
+            and _cp1252(data) and not _dos(data):
         raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
                          "reads as control characters), not latin-1: name cp1252")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

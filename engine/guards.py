@@ -1159,30 +1159,33 @@ class _ImportKept(_Kept):
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was = _ImportKept().snap()
+    was, threads = _ImportKept().snap(), frozenset(threading.enumerate())
     try:
         yield
     finally:
         said = was.put_back(quiet=_LIBRARIES_DO)
+        _POLICYS.update(set(threading.enumerate()) - threads)  # a logger its import starts is the policy's
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
 _EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
-_CALLING = set()  # the threads in a watched policy call (none in a process forked from one)
-_STOPPED = []  # (code, thread) of each os._exit that a thread outside the calls made once a policy had run
-os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _STOPPED.clear()))
+_CALLING = {}  # the threads in a watched policy call, each with the threads alive when it began (none after a fork)
+_POLICYS = weakref.WeakSet()  # the threads a policy started, in a call or importing its file (its pool's, its logger)
+_STOPPED = []  # (code, thread) of each os._exit such a thread called
+os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
 def _exit(code):
-    """os._exit, as a policy sees it: called while a policy runs (a debugging stop, in its call or in a thread of its
-    own pool), or by a thread other than the main one once a policy has run (its logger), it ends no process, where it
-    would skip every flush and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the
-    watch names (a thread's, which Python drops, at the next call's end: `stopped`); else it is Python's. Put in place
-    on import, before a policy file's `from os import _exit` binds it."""
-    if _CALLING or _Watched.ran and threading.current_thread() is not threading.main_thread():
-        if threading.get_ident() not in _CALLING:
-            _STOPPED.append((code, threading.current_thread().name))
+    """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger, its
+    pool's), it ends no process, where it would skip every flush and `finally` (a run that printed nothing and exited
+    0), but raises SystemExit, which the watch names (a thread's, which Python drops, at the next call's end or the
+    command's: `stopped`); from any other thread (the script's own watchdog, a worker's end) it is Python's. Put in
+    place on import, before a policy file's `from os import _exit` binds it."""
+    if threading.get_ident() in _CALLING:
+        raise SystemExit(code)
+    if (thread := threading.current_thread()) in _POLICYS or any(thread not in alive for alive in list(_CALLING.values())):
+        _STOPPED.append((code, thread.name))  # (started by a policy, or while one ran)
         raise SystemExit(code)
     _EXIT(code)
 
@@ -1202,14 +1205,13 @@ setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 
 
 class _Watched(_Kept):
-    ran = False  # a policy was called in this process
-
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        _Watched.ran, self.outer = True, threading.get_ident() in _CALLING
-        _CALLING.add(threading.get_ident())
+        self.outer, self.threads = threading.get_ident() in _CALLING, frozenset(threading.enumerate())  # (under a µs)
+        if not self.outer:
+            _CALLING[threading.get_ident()] = self.threads
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1220,10 +1222,14 @@ class _Watched(_Kept):
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if not self.outer:  # (a policy calling another, watched too, is still in its own call)
-            _CALLING.discard(threading.get_ident())
+            _CALLING.pop(threading.get_ident(), None)
+        if threading.active_count() > len(self.threads):  # threads the call started: the policy's
+            _POLICYS.update(set(threading.enumerate()) - self.threads)
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
+        if e is not None:
+            _STOPPED.clear()  # (a stop its own pool's thread made is what it raised)
         if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's
             # own (a BaseException) is the policy's failure, not the program's end; Ctrl-C is the user's
             err = PolicyError(f"policy {policy_name(self.policy)} raised {_typename(e)}: {_said(e)} {_where(self.policy, e)}"

@@ -636,20 +636,19 @@ def _unwaited(before: set):
     left = [t for t in threading.enumerate() if not t.daemon and t not in before]
     if not left or threading.current_thread() is not threading.main_thread():
         return
-    pools = sys.modules.get("concurrent.futures.thread")  # a thread pool's threads (torch's compiling, a policy's):
-    if any(t in getattr(pools, "_threads_queues", {}) for t in left):  # the idle end once woken, as at Python's exit
-        pools._shutdown = True
-        for q in list(pools._threads_queues.values()):
-            q.put(None)
+    pooled = getattr(sys.modules.get("concurrent.futures.thread"), "_threads_queues", {})  # a thread pool's threads
+    # (torch's compiling, a policy's): Python's exit wakes the idle and waits for the busy for ever; not waited for
     end = time.monotonic() + 2
-    for t in left:  # a pool's own thread ends once its workers have
-        t.join(max(end - time.monotonic(), 0))
+    for t in left:
+        if t not in pooled:
+            t.join(max(end - time.monotonic(), 0))
     if not (left := [t for t in left if t.is_alive()]):
         return
-    print(f"[msrnn] thread {left[0].name!r} is still running and is no daemon (a policy's? start it "
-          "with daemon=True): not waiting for it", file=sys.stderr)
-    for t in left:  # Python's exit waits for a thread of its own pool (and then for any thread) that is still on
-        getattr(pools, "_threads_queues", {}).pop(t, None)
+    if named := [t for t in left if t not in pooled]:
+        print(f"[msrnn] thread {named[0].name!r} is still running and is no daemon (a policy's? start it "
+              "with daemon=True): not waiting for it", file=sys.stderr)
+    for t in left:
+        pooled.pop(t, None)
     for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
         with contextlib.suppress(Exception):
             if issubclass(type(f), io.IOBase) and not f.closed and f.writable():  # (no attribute of anything else read)

@@ -90,6 +90,11 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
     maps = {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}
     if kind in maps and not isinstance(maps[kind], linear.FeatureMaps):
         raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps: maps_from's); got {maps[kind]!r:.60}")
+    if kind in ("t2r", "tail") and (maps[kind].window or maps[kind].sinks) or kind == "hybrid" and not hybrid.window:
+        raise ValueError(f"kind {kind!r} got maps with window {maps[kind].window} and sinks {maps[kind].sinks}: a hybrid's "
+                         "maps (hybrid_maps') have a window, T2R's and a tail's (maps_from's) none")
+    if kind in ("tova", "tail") and not (guards.integer(size) and size >= 1):  # else the full cache, named TOVA's
+        raise ValueError(f"kind {kind!r} keeps `size` rows, a whole number from 1; got {size!r}")
     g = torch.Generator().manual_seed(0)
     rand = lambda like: (torch.rand(like.shape, generator=g, dtype=like.dtype) * 0.1).to(like.device)
     if kind in ("t2r", "hybrid"):
