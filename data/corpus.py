@@ -380,14 +380,28 @@ def _latin(text: str) -> bool:
 
 
 def _dos(data: bytes) -> str | None:
-    """The code pages of DOS's or an old Mac's Latin text that read the file (cp850, cp437, mac-roman), where most of
-    the non-ASCII bytes that touch an ASCII letter are letters in them ("L'élève": 0x82, 0x8A in cp850) and mostly signs
-    in cp1252 ("L'‚lŠve")."""
-    touching = re.findall(rb"(?<=[A-Za-z])[\x80-\xff]|[\x80-\xff](?=[A-Za-z])", data[:200_000])
-    share = lambda codec: sum(b.decode(codec, "replace").isalpha() for b in touching) / len(touching)
-    if len(touching) < 3 or not any(b < 0xa0 for b in b"".join(touching)) or share("cp1252") >= 0.5:
+    """The code pages of DOS's or an old Mac's Latin text (cp850, cp437, mac-roman) that read the file's words with an
+    accent as words, where cp1252 reads most of them as no words: "L'‚lŠve" (a sign inside), "BrŸcke" (a capital
+    after a small letter). Windows' own quotes, dashes and ™ at a word's edge, or ’ inside, keep a word a word."""
+    head = data[:200_000]
+    words = lambda codec: _words(head.decode(codec, "replace"))
+    if (share := words("cp1252"))[1] < 2 or share[0] >= 0.5 or not _latin(head.decode("cp850")):
         return None
-    return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if share(c) >= 0.8) or None
+    return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if words(c)[0] >= 0.8) or None
+
+
+def _words(text: str) -> tuple[float, int]:
+    """The share of a text's words with a non-ASCII character and an ASCII letter (numbers aside) that read as words,
+    and how many."""
+    good = n = 0
+    for word in text.split():
+        if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
+            continue
+        core = word.strip("\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©")  # (what a word's edge holds in Windows' text)
+        n += 1
+        good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
+            "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
+    return good / max(n, 1), n
 
 
 def _cp1252(data: bytes) -> bool:

@@ -1159,33 +1159,35 @@ class _ImportKept(_Kept):
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was, threads = _ImportKept().snap(), frozenset(threading.enumerate())
+    was, outer = _ImportKept().snap(), threading.get_ident() in _IMPORTING
+    _IMPORTING.add(threading.get_ident())  # a logger its import starts is the policy's
     try:
         yield
     finally:
+        if not outer:
+            _IMPORTING.discard(threading.get_ident())
         said = was.put_back(quiet=_LIBRARIES_DO)
-        _POLICYS.update(set(threading.enumerate()) - threads)  # a logger its import starts is the policy's
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
 _EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
-_CALLING = {}  # the threads in a watched policy call, each with the threads alive when it began (none after a fork)
-_POLICYS = weakref.WeakSet()  # the threads a policy started, in a call or importing its file (its pool's, its logger)
+_CALLING, _IMPORTING = set(), set()  # the threads in a watched policy call, and importing a policy's file
+_POLICYS = weakref.WeakSet()  # the threads a policy started (in its call, its import, or a thread of its own)
 _STOPPED = []  # (code, thread) of each os._exit such a thread called
-os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _POLICYS.clear(), _STOPPED.clear()))
+os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
 def _exit(code):
     """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger, its
-    pool's), it ends no process, where it would skip every flush and `finally` (a run that printed nothing and exited
-    0), but raises SystemExit, which the watch names (a thread's, which Python drops, at the next call's end or the
-    command's: `stopped`); from any other thread (the script's own watchdog, a worker's end) it is Python's. Put in
-    place on import, before a policy file's `from os import _exit` binds it."""
+    pool's; a raw `_thread` one while a call runs), it ends no process, where it would skip every flush and `finally`
+    (a run that printed nothing and exited 0), but raises SystemExit, which the watch names (a thread's, which Python
+    drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own watchdog, a
+    worker's end) it is Python's. Put in place on import, before a policy file's `from os import _exit` binds it."""
     if threading.get_ident() in _CALLING:
         raise SystemExit(code)
-    if (thread := threading.current_thread()) in _POLICYS or any(thread not in alive for alive in list(_CALLING.values())):
-        _STOPPED.append((code, thread.name))  # (started by a policy, or while one ran)
+    if (thread := threading.current_thread()) in _POLICYS or _CALLING and isinstance(thread, threading._DummyThread):
+        _STOPPED.append((code, thread.name))
         raise SystemExit(code)
     _EXIT(code)
 
@@ -1199,8 +1201,19 @@ def stopped() -> str:
     return ""
 
 
-_exit.python = _EXIT
-os._exit = _exit
+_START = getattr(threading.Thread.start, "python", threading.Thread.start)
+
+
+def _start(self):
+    """Thread.start, the thread noted as the policy's where a policy starts it: in its call, importing its file, or
+    from a thread of its own."""
+    if threading.get_ident() in _CALLING or threading.get_ident() in _IMPORTING or threading.current_thread() in _POLICYS:
+        _POLICYS.add(self)
+    return _START(self)
+
+
+_exit.python, _start.python = _EXIT, _START
+os._exit, threading.Thread.start = _exit, _start
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 
 
@@ -1209,9 +1222,8 @@ class _Watched(_Kept):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.outer, self.threads = threading.get_ident() in _CALLING, frozenset(threading.enumerate())  # (under a µs)
-        if not self.outer:
-            _CALLING[threading.get_ident()] = self.threads
+        self.outer = threading.get_ident() in _CALLING
+        _CALLING.add(threading.get_ident())
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1222,9 +1234,7 @@ class _Watched(_Kept):
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if not self.outer:  # (a policy calling another, watched too, is still in its own call)
-            _CALLING.pop(threading.get_ident(), None)
-        if threading.active_count() > len(self.threads):  # threads the call started: the policy's
-            _POLICYS.update(set(threading.enumerate()) - self.threads)
+            _CALLING.discard(threading.get_ident())
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False

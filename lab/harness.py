@@ -748,6 +748,8 @@ def _start(fn, shared, threads):
     _SHARED.update(fn=fn, shared=shared)
     parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
     threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()  # whose own worker ended it, ends it too
+    threading._register_atexit(functools.partial(_unwaited, set(threading.enumerate())))  # nor waits at its end for
+    # a thread a policy left (its import's heartbeat), as a command does not
 
 
 def _orphaned(parent: int):

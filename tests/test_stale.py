@@ -7240,3 +7240,39 @@ def test_round78_dos_text_latin_words_and_a_state_under_anothers_name(tmp_path, 
         speed.built(MODEL, "t2r", 20, 8, speed.hybrid_maps(MODEL), None)
     with pytest.raises(ValueError, match="kind 'hybrid' got maps with window 0"):
         speed.built(MODEL, "hybrid", 20, 8, None, None, speed.maps_from("relu:4", MODEL))
+
+
+def test_round79_a_watchdog_beside_a_policy_a_workers_thread_and_windows_quotes(tmp_path, capsys):
+    """Round 79: a thread started while another thread ran a policy (a script's watchdog) was taken as the policy's, so
+    its `os._exit` no longer ended a stuck run (a thread is the policy's only where the policy, or a thread of its own,
+    starts it); a worker of a pooled run whose policy left a thread that is no daemon never ended, and the run with it
+    (a worker does not wait for it, as a command does not). The data: round 78's DOS reading took Windows' own quotes,
+    ellipses and ™ for DOS's accents ("Don’t" told cp850 alone), and missed an old Mac's German ("BrŸcke")."""
+    import subprocess
+    import sys
+    from data import corpus
+    from engine import threads
+    script = tmp_path / "watchdog79.py"
+    script.write_text(f"import os, sys, threading, time\nsys.path[:0] = [{str(harness.ROOT)!r}, "
+                      f"{str(harness.ROOT / 'tests')!r}]\nfrom engine import guards\nfrom test_stale import _rows\n"
+                      "go = threading.Event()\ndef slow(rows):\n    go.set()\n    time.sleep(20)\n    return rows.score\n"
+                      "threading.Thread(target=guards.score_rows, args=(slow, _rows(8))).start()\ngo.wait()\n"
+                      "threading.Timer(0.1, os._exit, args=(7,)).start()\n")
+    assert subprocess.run([sys.executable, str(script)], capture_output=True, timeout=15).returncode == 7
+    f = tmp_path / "t.txt"
+    for text in ("“Don’t go,” she said. It’s late—and the bus… Brand™ costs 5€.\n" * 3,):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+    _refused(f, "Über die Brücke gehen wir, größer und schöner, mit dem Mädchen.\n".encode("mac-roman") * 3,
+             r"name its encoding \((\w+ or )*mac-roman\?\)")
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs79.py").write_text("import threading\n\ndef start(x):\n    threading.Thread(target=threading.Event()"
+                                        ".wait).start()\n    return x\n")
+    script = tmp_path / "pool79.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs79\nif __name__ == '__main__':\n    harness.command(lambda: print(sorted(got for _, got in "
+                      "harness.pool_map(jobs79.start, (), [(1,), (2,)], 2))))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "[1, 2]\n", done
