@@ -249,8 +249,9 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
         # capitals and signs read in cp932
         kinds = [unicodedata.name(c, "").split()[0] for c in letters]
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
-        if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL", *["HALFWIDTH"] * mixed) > 0.5:  # (cp932's
-            # half-width kana among English; alone, they are what gbk's bytes read as in cp932)
+        among = mixed and kinds.count("HALFWIDTH") < sum(c.isascii() and c.isalpha() for c in text)
+        if kinds and share("CJK", "HIRAGANA", "KATAKANA", "HANGUL", *["HALFWIDTH"] * among) > 0.5:  # (cp932's
+            # half-width kana among English; alone, they are what gbk's bytes, or koi8-r's Cyrillic, read as in cp932)
             found.append(name)
             # Japanese as it is written has kana; Korean is nearly all Hangul, most of its syllables the common ones
             # (Chinese or Japanese names read as cp949 are Hangul and Hanja mixed, or rare syllables; a chat's ㅋㅋ are
