@@ -313,11 +313,7 @@ def refused_sizes(named: list, sizes) -> None:
     for p in (p for p in named if p.fn is not None and not p.reads_ahead):
         refused = {}
         for size in (*sizes, spare):
-            g, n = torch.Generator().manual_seed(0), size + 1
-            r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
-            rows = msrnn.Rows(attn=r(1, 2, 3, n).softmax(-1), pos=torch.arange(n).expand(1, 2, n), score=r(1, 2, n).abs(),
-                              keys=r(1, 2, n, 8), values=r(1, 2, n, 8), query=r(1, 2, 3, 8),
-                              prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
+            rows = random_rows(size)
             try:
                 with guards.policy_call(p.fn, rows):  # watched as in the run: sys.exit() is the policy's failure
                     p.fn(rows)
@@ -328,6 +324,15 @@ def refused_sizes(named: list, sizes) -> None:
         asked = [s for s in refused if s in sizes]  # (the spare is no size of the user's to name)
         if asked and len(refused) < len(set(sizes) | {spare}):  # one it takes: a size it refuses, not the rows
             raise ValueError(f"{p.label} refuses size {asked[0]}: {refused[asked[0]]}")
+
+
+def random_rows(size: int) -> msrnn.Rows:
+    """Seeded random float64 rows of a size-`size` state with its new row: 2 KV heads of 8, 3 queries each."""
+    g, n = torch.Generator().manual_seed(0), size + 1
+    r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
+    return msrnn.Rows(attn=r(1, 2, 3, n).softmax(-1), pos=torch.arange(n).expand(1, 2, n), score=r(1, 2, n).abs(),
+                      keys=r(1, 2, n, 8), values=r(1, 2, n, 8), query=r(1, 2, 3, 8),
+                      prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
 
 
 def drops_nothing(sizes, longest: int, where: str, scored: bool = True):

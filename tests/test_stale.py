@@ -23,6 +23,19 @@ def results_in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _workers(parent) -> list:
+    """The pids of a pooled run's two workers once both have started (spawn imports torch: at most 30 s)."""
+    import subprocess
+    import time
+    children = []
+    for _ in range(300):
+        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+        if len(children) >= 2:
+            break
+        time.sleep(0.1)
+    return children
+
+
 def imported(folder, *names):
     """The modules `names` of a test's own folder, imported (its policy files), the folder off the path after."""
     import importlib
@@ -1206,12 +1219,7 @@ def test_a_sigterm_ends_the_pools_workers_with_the_parent():
         pytest.skip("one core: pool_map runs in the process itself")
     code = "from lab import harness\nimport time\nfor _ in harness.pool_map(time.sleep, (), [(60,), (60,)], 2):\n    pass\n"
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=harness.ROOT, stderr=subprocess.PIPE, text=True)
-    children = []
-    for _ in range(300):  # the workers start (spawn imports torch): at most 30 s
-        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
-        if len(children) >= 2:
-            break
-        time.sleep(0.1)
+    children = _workers(parent)
     time.sleep(1)
     parent.send_signal(signal.SIGTERM)
     parent.wait(timeout=30)
@@ -6944,12 +6952,7 @@ def test_round73_workers_end_with_their_run_and_a_policys_exit_is_no_commands_en
     (tmp_path / "sleep73.py").write_text(head + 'if __name__ == "__main__":\n'
                                          '    print(list(harness.pool_map(time.sleep, (), [(60,), (60,)], 2)))\n')
     parent = subprocess.Popen([sys.executable, str(tmp_path / "sleep73.py")], stderr=subprocess.DEVNULL)
-    children = []
-    for _ in range(300):  # the workers start (spawn imports torch): at most 30 s
-        children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
-        if len(children) >= 2:
-            break
-        time.sleep(0.1)
+    children = _workers(parent)
     time.sleep(3)  # their first job begun
     parent.kill()
     parent.wait(timeout=30)
@@ -7050,14 +7053,8 @@ def test_round75_a_policy_forks_glued_chinese_a_lone_character_and_0_by_0(tmp_pa
 
 
 def _rows(size):
-    """Random float64 rows of `size` + 1 (2 KV heads of 8, 3 queries each)."""
-    import math
-    import msrnn
-    g, n = torch.Generator().manual_seed(0), size + 1
-    r = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)
-    return msrnn.Rows(attn=r(1, 2, 3, n).softmax(-1), pos=torch.arange(n).expand(1, 2, n), score=r(1, 2, n).abs(),
-                      keys=r(1, 2, n, 8), values=r(1, 2, n, 8), query=r(1, 2, 3, 8),
-                      prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
+    """The sizes' check's random rows (the scripts below import this name)."""
+    return experiments.random_rows(size)
 
 
 def test_round74_traditional_chinese_among_english_western_runs_a_students_eps_and_a_kind_misspelled(tmp_path, capsys):
