@@ -243,10 +243,12 @@ def _cjk(data: bytes, mixed: bool = False) -> str | None:
             text = head.decode(name)
         except UnicodeDecodeError:
             continue
-        if mixed:  # cp932's half-width kana count in words of three letters or more, most of them apart (ﾌｧｲﾙ): one or
-            text = re.sub("[\uff61-\uff9f]+", lambda m: m[0] if 2 < len(set(m[0])) > len(m[0]) / 2 else "", text)  # two,
-        letters = [c for c in text if c.isalpha() and (c >= "\x80" or not mixed)]  # or a box's rule ═══, are Latin's
-        # capitals and signs read in cp932
+        if mixed:  # cp932's half-width kana count in words of three letters or more, most of them apart (ﾌｧｲﾙ), not
+            # of bytes C0-DF alone (koi8-r's small letters: "мир"); one or two, or a box's rule ═══, are Latin's capitals
+            # and signs read in cp932
+            text = re.sub("[\uff61-\uff9f]+", lambda m: m[0] if 2 < len(set(m[0])) > len(m[0]) / 2 and not re.fullmatch(
+                "[\uff80-\uff9f]+", m[0]) else "", text)
+        letters = [c for c in text if c.isalpha() and (c >= "\x80" or not mixed)]
         kinds = [unicodedata.name(c, "").split()[0] for c in letters]
         share = lambda *ks: sum(k in ks for k in kinds) / max(len(kinds), 1)
         among = mixed and kinds.count("HALFWIDTH") < sum(c.isascii() and c.isalpha() for c in text)
@@ -300,16 +302,24 @@ def _own_words(head: bytes) -> bool:
     not all of its bytes cp1252's signs ("§§ 12", "25°C", "180ºC", "5µs", "10³m" are Big5's characters too)."""
     own, sure = set(), False
     for m in WORDS.finditer(head):
-        if re.search(rb"[A-Za-z]", word := m.group()) and word.decode("cp1252", "replace").isalpha():
-            continue  # a Latin word read two bytes a character: "Öl", "Ça", "æða" (Big5's 你 is "§A")
+        if _latin_word(word := m.group()):
+            continue
         if len(word) > 1 and not set(word) <= RULES:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
-        if len(set(m.group())) > 1 and not set(m.group()) <= RULES:
+        if len(set(m.group())) > 1 and not set(m.group()) <= RULES and not _latin_word(m.group()):
             own.update(range(*m.span()))
             sure = sure or not set(m.group()) <= SIGNS
     return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
+
+
+def _latin_word(word: bytes) -> bool:
+    """A Latin word read two bytes a character: letters alone in cp1252 with an ASCII one ("Öl", "Ça", "æða"; Big5's 你
+    is "§A"), or small letters alone ("äöüß", "æøå"): Chinese, Japanese and Korean's first bytes are mostly cp1252's
+    capitals and signs."""
+    text = word.decode("cp1252", "replace")
+    return text.isalpha() and (re.search(rb"[A-Za-z]", word) is not None or text.islower())
 
 
 RULES = set(b"\x85\x95\x96\x97\xab\xbb")  # cp1252's … • – — « »
@@ -388,14 +398,16 @@ def _dos(data: bytes) -> str | None:
     words = lambda codec: _words(head.decode(codec, "replace"))
     if (share := words("cp1252"))[1] < 2 or share[0] >= 0.5 or not _latin(head.decode("cp850")):
         return None
-    return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if words(c)[0] >= 0.8) or None
+    same = lambda codec: head.decode(codec, "replace") in (head.decode("cp850", "replace"), head.decode("cp437", "replace"))
+    return " or ".join(c for c in ("cp850", "cp437", "mac-roman", "cp861") if words(c)[0] >= 0.8 and not (
+        c == "cp861" and same(c))) or None  # Icelandic's where it reads otherwise (its Þ ð are cp850's ì î: "ìaî")
 
 
 def _words(text: str) -> tuple[float, int]:
     """The share of a text's words with a non-ASCII character and an ASCII letter (numbers aside) that read as words,
     and how many."""
     good = n = 0
-    for word in text.split():
+    for word in re.split(r"[\s…–—•]+", text):  # Windows' joiners ("said—no", "Wait…what", "•Item") part two words
         if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
             continue
         core = word.strip("\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©")  # (what a word's edge holds in Windows' text)
@@ -403,6 +415,39 @@ def _words(text: str) -> tuple[float, int]:
         good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
             "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
     return good / max(n, 1), n
+
+
+def _script(data: bytes) -> str | None:
+    """The one-byte code pages of Cyrillic, Greek, Hebrew or Arabic that read a file's words of non-ASCII bytes alone
+    (three or more, most of its non-ASCII bytes: "Привет" among English, which cp1252 reads "Ïðèâåò") as one script's
+    words (a Greek word's ς its last letter, and one of four letters or more in small letters has its accent: not
+    Russian's т, or its words, read as cp1253). Named: those with the most words written
+    as words are, in small letters, one capital first or a script without capitals (cp1251's small letters are koi8-r's
+    capitals); Hebrew's and Arabic's, which read a cased script's small letters as letters too, only where no cased
+    reading named has a capital."""
+    head = data[:200_000]
+    runs = re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
+    if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
+        return None
+    edge = lambda w: "".join(itertools.dropwhile(lambda c: unicodedata.category(c)[0] == "P", w))  # quotes, dashes
+    words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in
+             ("cp1251", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
+    natural = lambda w: w.islower() or w[:1].isupper() and w[1:].islower() or w.lower() == w.upper()  # (or caseless)
+    good = {codec: [w for w in ws if len(w) > 1 and w[:1].isalpha() and all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w)
+                    and len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) == 1 and "ς" not in w[:-1]
+                    and (natural(w) or w.isupper()) and (codec != "cp1253" or len(w) < 4 or w.isupper() or
+                                                         re.search("[άέήίόύώΐ]", w))] for codec, ws in words.items()}
+    good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and (c != "koi8-u" or words[c] != words["koi8-r"])}
+    small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
+    capital = lambda c: any(w[:1].isupper() for w in good[c])
+    named = [c for c in small if small[c] > max(small.values(), default=0) / 2]
+    return " or ".join(c for c in named if c not in ("cp1255", "cp1256") or not any(map(capital, named))) or None
+
+
+def _euro(data: bytes) -> bool:
+    """Whether the file is latin-9 (iso8859-15) by its €, byte A4, beside a number ("5 €"), which cp1252 and latin-1
+    read as ¤: a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes)."""
+    return re.search(rb"\d ?\xa4|\xa4 ?\d", data) is not None and re.search(rb"[\x80-\x9f]", data) is None
 
 
 def _cp1252(data: bytes) -> bool:
@@ -470,13 +515,15 @@ def read(path, encoding: str = "utf-8") -> str:
                              f"{joined[1]:,}): two files of different encodings joined? convert each part to UTF-8") from None
         if (wide := _wide(data)) and not mark:
             raise ValueError(f"text file {path} is not {encoding} ({where}): it reads as {wide}, name that") from None
-        cjk = _cjk(data)
-        if not cjk and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
-            cjk = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English: cp1252 may read it
-        advice = f"name its encoding ({cjk}?)" if cjk else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
-            else "name its encoding (--encoding cp1252 for " \
-            "Windows' text)" if western and codec.name != "cp1252" else "name the encoding it is in"  # cp1252 reads it
-        # not (or as another script's letters), or was named
+        pages = _cjk(data)
+        if not pages and (script := _script(data)):  # Russian or Greek, alone or among English: cp1252 may read it
+            pages = f"{script}, or --encoding cp1252 for Windows' text" if western else script
+        if not pages and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
+            pages = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English
+        windows = "cp1252 for Windows' text" + (", or iso8859-15 for its €" if _euro(data) else "")
+        advice = f"name its encoding ({pages}?)" if pages else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
+            else f"name its encoding (--encoding {windows})" if western and codec.name != "cp1252" else \
+            "name the encoding it is in"  # cp1252 reads it not (or as another script's letters), or was named
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
@@ -510,9 +557,15 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
-    if codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
+    if codec.name in WESTERN and (script := _script(data)):
+        print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
+              f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
               f"letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in ("cp1252", "iso8859-1") and _euro(data):
+        print(f"[msrnn] warning: text file {path} reads ¤ beside a number, as latin-9 writes €: if it is, name "
+              "iso8859-15", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve"
         print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents are letters there and signs in "
               f"{encoding}: if it is, name that encoding", file=sys.stderr)

@@ -16,6 +16,7 @@ import math
 import operator
 import os
 import re
+import signal
 import site
 import sys
 import sysconfig
@@ -1160,21 +1161,22 @@ def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
     was, outer = _ImportKept().snap(), threading.get_ident() in _IMPORTING
-    _IMPORTING.add(threading.get_ident())  # a logger its import starts is the policy's
+    if not outer:
+        _IMPORTING[threading.get_ident()] = f"file {path}"  # a logger its import starts is the policy's
     try:
         yield
     finally:
         if not outer:
-            _IMPORTING.discard(threading.get_ident())
+            _IMPORTING.pop(threading.get_ident(), None)
         said = was.put_back(quiet=_LIBRARIES_DO)
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
 
 
 _EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
-_CALLING, _IMPORTING = set(), set()  # the threads in a watched policy call, and importing a policy's file
-_POLICYS = weakref.WeakSet()  # the threads a policy started (in its call, its import, or a thread of its own)
-_STOPPED = []  # (code, thread) of each os._exit such a thread called
+_CALLING, _IMPORTING = {}, {}  # the threads in a watched policy call, and importing a policy's file: whose
+_POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its call, its import, or a thread of its
+_STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
@@ -1183,21 +1185,38 @@ def _exit(code):
     pool's; a raw `_thread` one while a call runs), it ends no process, where it would skip every flush and `finally`
     (a run that printed nothing and exited 0), but raises SystemExit, which the watch names (a thread's, which Python
     drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own watchdog, a
-    worker's end) it is Python's. Put in place on import, before a policy file's `from os import _exit` binds it."""
-    if threading.get_ident() in _CALLING:
+    worker's end, a signal's handler) it is Python's. Put in place on import, before a policy file's `from os import
+    _exit` binds it."""
+    if threading.get_ident() in _CALLING and not _handling():
         raise SystemExit(code)
-    if (thread := threading.current_thread()) in _POLICYS or _CALLING and isinstance(thread, threading._DummyThread):
-        _STOPPED.append((code, thread.name))
+    thread = threading.current_thread()
+    if (whose := _POLICYS.get(thread)) is not None or _CALLING and isinstance(thread, threading._DummyThread):
+        _STOPPED.append((code, thread.name, whose))
         raise SystemExit(code)
     _EXIT(code)
+
+
+def _handling() -> bool:
+    """Whether a signal's handler runs here: Python runs it in the main thread between two steps of whatever that
+    does, a policy's call too (a script's SIGTERM handler that arms a watchdog, or exits, is the script's)."""
+    handlers = {getattr(getattr(h, "__func__", h), "__code__", None) for s in signal.valid_signals()
+                if callable(h := signal.getsignal(s))} - {None}
+    frame = sys._getframe(1)
+    while frame is not None and handlers:
+        if frame.f_code in handlers:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def stopped() -> str:
     """An os._exit a policy's own thread called, said once (at a policy call's end, or a command's)."""
     if _STOPPED:
-        code, name = _STOPPED.pop(0)
+        code, name, whose = _STOPPED.pop(0)
         _STOPPED.clear()
-        return f"thread {name!r} called os._exit({code!r}), which would have ended the process without a word"
+        whose = "a policy's" if whose is None else f"policy {whose}: its" if isinstance(whose, str) else \
+            f"policy {policy_name(whose)}: its"  # (whose call, or file, started it)
+        return f"{whose} thread {name!r} called os._exit({code!r}), which would have ended the process without a word"
     return ""
 
 
@@ -1205,10 +1224,13 @@ _START = getattr(threading.Thread.start, "python", threading.Thread.start)
 
 
 def _start(self):
-    """Thread.start, the thread noted as the policy's where a policy starts it: in its call, importing its file, or
-    from a thread of its own."""
-    if threading.get_ident() in _CALLING or threading.get_ident() in _IMPORTING or threading.current_thread() in _POLICYS:
-        _POLICYS.add(self)
+    """Thread.start, the thread noted as the policy's where a policy starts it: in its call (not its signal
+    handler's), importing its file, or from a thread of its own."""
+    me = threading.get_ident()
+    whose = _CALLING[me] if me in _CALLING and not _handling() else \
+        _IMPORTING.get(me, _POLICYS.get(threading.current_thread()))
+    if whose is not None:
+        _POLICYS[self] = whose
     return _START(self)
 
 
@@ -1223,7 +1245,8 @@ class _Watched(_Kept):
 
     def __enter__(self):
         self.outer = threading.get_ident() in _CALLING
-        _CALLING.add(threading.get_ident())
+        if not self.outer:
+            _CALLING[threading.get_ident()] = self.policy
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1234,7 +1257,7 @@ class _Watched(_Kept):
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         if not self.outer:  # (a policy calling another, watched too, is still in its own call)
-            _CALLING.discard(threading.get_ident())
+            _CALLING.pop(threading.get_ident(), None)
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
             return False
@@ -1257,7 +1280,9 @@ class _Watched(_Kept):
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
                               "must not change global settings")
         if said := stopped():
-            raise PolicyError(f"policy {policy_name(self.policy)}: its {said}")
+            err = PolicyError(said)
+            err.stop = True  # (a key's probe, which takes a policy's failure as a refusal, lets it pass)
+            raise err
         return False
 
 

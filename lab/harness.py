@@ -624,10 +624,13 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     before = set(threading.enumerate())
     try:
         _named(main, interrupted)
-        if said := guards.stopped():  # a policy's thread's, after its last call
-            raise SystemExit(f"error: a policy's {said}")
     finally:
-        _unwaited(before)
+        _unwaited(before)  # (a policy's thread may stop while it is joined)
+        said = guards.stopped()  # a policy's thread's, after its last call: said here, not left to the next command
+        if said and sys.exc_info()[0] is not None:
+            print(f"[msrnn] also: {said}", file=sys.stderr)
+    if said:
+        raise SystemExit(f"error: {said}")
 
 
 def _unwaited(before: set):
@@ -748,8 +751,14 @@ def _start(fn, shared, threads):
     _SHARED.update(fn=fn, shared=shared)
     parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
     threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()  # whose own worker ended it, ends it too
-    threading._register_atexit(functools.partial(_unwaited, set(threading.enumerate())))  # nor waits at its end for
-    # a thread a policy left (its import's heartbeat), as a command does not
+    threading._register_atexit(functools.partial(_worker_end, set(threading.enumerate())))  # nor waits at its end
+    # for a thread a policy left (its import's heartbeat), as a command does not
+
+
+def _worker_end(before: set):
+    _unwaited(before)
+    if said := guards.stopped():  # after the worker's last job: its result is sent, the run gone on
+        print(f"[msrnn] a worker: {said}", file=sys.stderr)
 
 
 def _orphaned(parent: int):

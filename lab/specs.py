@@ -74,8 +74,8 @@ class Named:
             except KeyboardInterrupt:
                 raise
             except BaseException as e:  # an attribute of the policy's, or a global's __repr__, that raises (or exits) when read
-                if isinstance(e, ValueError) and str(e).startswith("policy "):
-                    raise  # the key's own refusals, already named
+                if isinstance(e, ValueError) and str(e).startswith("policy ") or getattr(e, "stop", False):
+                    raise  # the key's own refusals, already named, and a policy's thread's os._exit
                 raise ValueError(f"policy {self.label}: cannot be keyed, reading it or a value it holds raised "
                                  f"{guards._typename(e)}: {guards._said(e)}") from None
             finally:
@@ -138,7 +138,9 @@ def _behaviour(fn) -> list:
                 with torch.inference_mode(False), torch.no_grad(), guards.policy_call(fn, rows):  # that is put back (not
                     # changed here, unseen later); inside the caller's inference_mode too, so the key is the same there
                     got = fn(rows)
-            except (Exception, SystemExit):  # made for other shapes, refusing what it is shown, or quitting: the run says so
+            except (Exception, SystemExit) as e:  # made for other shapes, refusing what it is shown, or quitting: the
+                if getattr(e, "stop", False):  # run says so; but a policy's thread's os._exit, then or before, is said now
+                    raise
                 parts.append(f"refused at t={t}")
                 continue
             parts.append(got.detach().clone() if isinstance(got, torch.Tensor) else repr(got))

@@ -158,7 +158,12 @@ class Comparison:
         nll = lambda: experiments.next_token_nll(forward(model or self.model, maps, self.test), self.test)
         self.rows.append(dict(method=method, family=family, state_bytes=state_bytes(self.model, maps),
                               **self.measured(method, self.trained(trained, maps, model), nll), **extra))
-        self.log(f"   {method}: {self.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {self.rows[-1]['ppl']:.2f}")
+        self.log(f"   {method}: {mib(self.rows[-1]['state_bytes'])} of state, perplexity {self.rows[-1]['ppl']:.2f}")
+
+
+def mib(n: int) -> str:
+    """A state's size as the table shows it: in KiB under a hundredth of a MiB (a tiny model's states all read "0.00 MiB")."""
+    return f"{n / 2**20:.2f} MiB" if n >= 2**20 / 100 else f"{n / 2**10:.2f} KiB"
 
 
 def cost(run) -> dict:
@@ -228,7 +233,7 @@ def policy_rows(model, test, sizes, log=print) -> list:
         full = p is specs.FULL
         rows.append(dict(method="softmax, full cache" if full else f"{p.label} {size}", family="full" if full else p.spec,
                          state_bytes=msrnn.state_bytes(model, size), ppl=got["ppl"], ppl_per_chunk=got["per_chunk"]))
-        log(f"   {rows[-1]['method']}: {rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f} "
+        log(f"   {rows[-1]['method']}: {mib(rows[-1]['state_bytes'])} of state, perplexity {got['ppl']:.2f} "
             f"({got['seconds']:.0f} s)")
     return rows
 
@@ -264,7 +269,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
                             tova.key, *harness.sources(pathlib.Path(tail.__file__)))  # an edit of policies.tova, the tail or msrnn measures it again
         comp.rows.append(dict(method=method, family="tail", state_bytes=tail.state_bytes(model, maps, size), **got,
                               stage=f"transfer at {tail_size} rows", **cost(run)))
-        comp.log(f"   {method}: {comp.rows[-1]['state_bytes'] / 2**20:.2f} MiB of state, perplexity {got['ppl']:.2f}")
+        comp.log(f"   {method}: {mib(comp.rows[-1]['state_bytes'])} of state, perplexity {got['ppl']:.2f}")
         alone = next(x["ppl"] for x in comp.rows if x["method"] == f"{tova.label} {size}")
         comp.bypass[method] = {"with": got["ppl"], "zeroed": alone}
 
@@ -347,7 +352,7 @@ def table(data) -> str:
             speed = row["tokens"] / row["seconds"] if guards.number(row.get("seconds")) and row["seconds"] >= 60 else \
                 row["tokens_per_s"]  # round 18); under a
             cost = f"{row['tokens']:,} | {row['seconds']} s | {speed:.0f}"  # minute, its rounded seconds would not say
-        lines.append(f"| {recipe(row)} | {row['state_bytes'] / 2**20:.2f} MiB | {row['ppl']:.2f} | {cost} |")
+        lines.append(f"| {recipe(row)} | {mib(row['state_bytes'])} | {row['ppl']:.2f} | {cost} |")
     full = [row for row in data["results"] if row["family"] == "full"]
     if len(full) != 1:
         raise ValueError(f"{len(full)} full-cache rows: the table's gaps are measured against one")

@@ -89,7 +89,8 @@ def built(model, kind: str, n: int, size: int, t2r_maps, tail_maps, hybrid=None)
         raise ValueError(f"n is the tokens the state has read, a whole number from 0; got {n!r}")
     maps = {"t2r": t2r_maps, "tail": tail_maps, "hybrid": hybrid}
     if kind in maps and not isinstance(maps[kind], linear.FeatureMaps):
-        raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps: maps_from's); got {maps[kind]!r:.60}")
+        raise ValueError(f"kind {kind!r} needs its feature maps (a linear.FeatureMaps: "
+                         f"{'hybrid_maps' if kind == 'hybrid' else 'maps_from'}'s); got {maps[kind]!r:.60}")
     if kind in ("t2r", "tail") and (maps[kind].window or maps[kind].sinks) or kind == "hybrid" and not hybrid.window:
         raise ValueError(f"kind {kind!r} got maps with window {maps[kind].window} and sinks {maps[kind].sinks}: a hybrid's "
                          "maps (hybrid_maps') have a window, T2R's and a tail's (maps_from's) none")

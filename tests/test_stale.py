@@ -6091,7 +6091,7 @@ def test_round61_texts_advice_own_folders_masks_and_saved_models(tmp_path, monke
     import io
     with contextlib.redirect_stderr(said := io.StringIO()):  # a warning since round 64: a list of accents is Latin too
         corpus.read(tmp_path / "koi8.txt", "cp1252")
-    assert "most of its letters are not ASCII's as cp1252 reads them" in said.getvalue()
+    assert "another script (Cyrillic, Greek, Hebrew or Arabic) in koi8-r" in said.getvalue()  # (by name since round 80)
     own = tmp_path / "own"
     (own / ".git").mkdir(parents=True)
     (own / ".gitignore").write_text("*.pyc\n__pycache__/\n")
@@ -7158,7 +7158,7 @@ def test_round77_a_policys_thread_that_exits_and_a_log_its_thread_holds(tmp_path
     done = run("joined")
     assert done.returncode == 1 and "policy joined: its thread" in done.stderr and "os._exit(3)" in done.stderr, done
     done = run("later")
-    assert done.returncode == 1 and done.stdout == "done\n" and "a policy's thread" in done.stderr, done
+    assert done.returncode == 1 and done.stdout == "done\n" and "policy later: its thread" in done.stderr, done
     done = run("logs")
     assert done.returncode == 0 and "is still running" in done.stderr and log.read_text() == "scored\n", done
 
@@ -7273,3 +7273,80 @@ def test_round79_a_watchdog_beside_a_policy_a_workers_thread_and_windows_quotes(
                       "harness.pool_map(jobs79.start, (), [(1,), (2,)], 2))))\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "[1, 2]\n", done
+
+
+def test_round80_windows_joiners_cyrillic_and_greek_among_english_icelandic_dos_latin9_and_an_eps(tmp_path, capsys):
+    """Round 80, the data: English in cp1252 with a dash, an ellipsis or a bullet between two words ("said—no",
+    "Wait…what", "•Item") was told DOS's code pages alone, and warned of as DOS's text when read as cp1252; Russian or
+    Greek among English (cp1251, koi8-r, cp1253) was told cp1252 alone or CJK's code pages, and read as "Ïðèâåò" without
+    a word; Icelandic in cp861 was told cp850 or cp437, which read "Það" as "ìaî"; latin-9's "5 €" was told cp1252 and
+    read as "5 ¤" without a word; "(äöüß)" in cp1252 was warned of as cp949. The course: a student's RMSNorm eps of
+    their own was told a layout hint. T2R: `demo.py t2r`'s tiny states all read "0.00 MiB"; `speed.built` sent a
+    hybrid's missing maps to maps_from."""
+    import shutil
+    from course import grade
+    from data import corpus
+    from t2r import compare, speed
+    f = tmp_path / "t.txt"
+    for text in ("He said—no, he shouted—that the train was late.\n" * 3, "Wait…what? She paused…then left.\n" * 3,
+                 "Features:\n•fast\n•small\n•free—as in speech\n", "London–Paris and Paris–Berlin run daily.\n" * 3,
+                 "German umlauts (äöüß) and Nordic letters (æøåÆØÅ) appear here.\n"):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+    for text, encoding in (("The word Привет means hello. The word мир means world. And Дела are things.\n" * 3, "cp1251"),
+                           ("Это текст. Он на русском языке, with a few English words like model and data.\n" * 3, "koi8-r"),
+                           ("The word καλημέρα means good morning. The word κόσμος means world.\n" * 3, "cp1253")):
+        _refused(f, text.encode(encoding), rf"name its encoding \({encoding}, or --encoding cp1252 for Windows' text\?\)")
+        capsys.readouterr()
+        corpus.read(f, "cp1252")
+        assert f"reads as words of another script (Cyrillic, Greek, Hebrew or Arabic) in {encoding}," in capsys.readouterr().err
+    _refused(f, "Það er gott að vera hér. Ég á heima í Reykjavík. Þetta er þýðing.\n".encode("cp861") * 3,
+             r"name its encoding \((\w+ or )*cp861\?\)")
+    _refused(f, "Der Preis ist 5 € für Öl und Brücke. Schöne Grüße.\n".encode("iso8859-15") * 3,
+             r"--encoding cp1252 for Windows' text, or iso8859-15 for its €\)$")
+    capsys.readouterr()
+    assert "5 ¤" in corpus.read(f, "cp1252") and "reads ¤ beside a number" in capsys.readouterr().err
+    assert corpus.read(f, "iso8859-15").startswith("Der Preis ist 5 €") and capsys.readouterr().err == ""
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("llama.py", "msrnn.py", "policies.py"):
+        shutil.copy(harness.ROOT / name, work / name)
+    text = (work / "llama.py").read_text()
+    norm = "    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight\n"
+    assert norm in text
+    (work / "llama.py").write_text(text.replace(norm, norm.replace("+ eps)", "+ 1e-6)")))
+    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[0]], log=lambda line: None)
+    assert failed and "an eps of your own" in why, why
+    assert compare.mib(3 * 2**10) == "3.00 KiB" and compare.mib(3 * 2**20) == "3.00 MiB"
+    with pytest.raises(ValueError, match="a linear.FeatureMaps: hybrid_maps's"):
+        speed.built(MODEL, "hybrid", 20, 8, None, None, None)
+
+
+def test_round80_a_signal_handlers_exit_an_idle_policys_thread_and_a_stop_before_a_key(tmp_path):
+    """Round 80, the core: a script's SIGTERM handler that arms a watchdog (or exits) while the main thread is in a
+    policy's call was taken as the policy's, so a stuck run never ended (a signal's handler is the script's); a
+    policy's thread that called `os._exit` while the command's end joined it was never named (status 0; the stop is
+    read after the join); and a stop left pending was taken by the next policy's key probe as a refusal of its shapes
+    (a stop passes the probe, named)."""
+    import subprocess
+    import sys
+    script = tmp_path / "exits80.py"
+    script.write_text(f"import os, signal, sys, threading, time\nsys.path[:0] = [{str(harness.ROOT)!r}, "
+                      f"{str(harness.ROOT / 'tests')!r}]\nfrom engine import guards\nfrom lab import harness, specs\n"
+                      "from test_stale import _rows\nhow = sys.argv[1]\n"
+                      "def stuck(rows):\n    time.sleep(20)\n    return rows.score\n"
+                      "def on_term(sig, frame):\n    if how == 'timer':\n"
+                      "        threading.Timer(0.1, os._exit, args=(7,)).start()\n    else:\n        os._exit(7)\n"
+                      "def idle(rows):\n    threading.Thread(target=lambda: (time.sleep(0.3), os._exit(3))).start()\n"
+                      "    return rows.score\n"
+                      "if how in ('timer', 'direct'):\n    signal.signal(signal.SIGTERM, on_term)\n"
+                      "    threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGTERM)).start()\n"
+                      "    guards.score_rows(stuck, _rows(8))\n"
+                      "elif how == 'idle':\n    harness.command(lambda: guards.score_rows(idle, _rows(8)))\n"
+                      "else:\n    guards.score_rows(idle, _rows(8))\n    time.sleep(0.6)\n"
+                      "    harness.command(lambda: specs.Named('tova', 'TOVA', __import__('policies').tova).key)\n")
+    for how, code, says in (("timer", 7, ""), ("direct", 7, ""), ("idle", 1, "policy idle: its thread"),
+                            ("probe", 1, "policy idle: its thread")):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=15)
+        assert done.returncode == code and says in done.stderr, (how, done)
