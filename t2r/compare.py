@@ -162,7 +162,8 @@ class Comparison:
 
 
 def mib(n: int) -> str:
-    """A state's size as the table shows it: in KiB under a hundredth of a MiB (a tiny model's states all read "0.00 MiB")."""
+    """A state's size as the table shows it: in KiB under a hundredth of a MiB (a tiny model's states all read
+    "0.00 MiB")."""
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 / 100 else f"{n / 2**10:.2f} KiB"
 
 
