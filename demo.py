@@ -189,7 +189,8 @@ def read_text(args) -> str:
 def cmd_ppl(args):
     policy = specs.named(args.policy)
     if (policy is specs.FULL) != (args.size is None):
-        raise SystemExit("error: --policy full takes no --size; every other policy needs --size")
+        raise SystemExit(f"error: --policy {args.policy} needs --size (the rows it keeps)" if args.size is None else
+                         "error: --policy full takes no --size (it keeps every row)")  # (tova by default)
     with_tail = args.tail is not None or args.tail_maps is not None
     if with_tail and (policy is specs.FULL or args.prompt != "step" or args.prompt_len):
         raise SystemExit("error: --tail folds what a policy drops at every step: it needs a policy, --size, --prompt step")

@@ -433,12 +433,9 @@ def hint(part: Part, failed, folder=None):
                 "the tests compute in float64, so a gap this small is rounding to float32 somewhere (.float(), a "
                 "float32 tensor or constant) or a tiny constant added where the method has none (den + EPS where "
                 "the paper floors the denominator, max(den, EPS))")
-    if failed and all(g and float(g.group(1)) < 1e-4 for g in gaps):  # an eps of their own (1e-6 for the config's
-        r = failed[0]  # 1e-5) is a gap of 1e-5 at most, which no hint of the part's (a layout, a step) explains
-        return (f"{r['test'].split('::')[-1]}: your numbers differ from the reference's {details(r['message'])} only: "
-                "a gap this small is most likely a small constant other than the reference's (an eps of your own "
-                "where the config has one, rms_norm_eps; den + EPS where the paper floors the denominator), not a "
-                "step done wrong")
+    small = " (a gap this small may also be a constant other than the reference's: an eps of your own where the " \
+        "config has one, rms_norm_eps)" if failed and all(g and float(g.group(1)) < 1e-4 for g in gaps) else ""  # (an
+    # eps of 1e-6 for the config's 1e-5 is a gap of 1e-5 at most, which a layout or a step's hint alone does not explain)
     for name, says, text in part.hints:
         for r in failed:
             message = r["message"] or ""
@@ -447,12 +444,12 @@ def hint(part: Part, failed, folder=None):
             if name in r["test"] and not crashed and (re.search(says, f"{r['error']}: {message}", re.S | re.I) if says
                                                       else r["error"] == "AssertionError"):
                 return text.format(diff=details(message), test=r["test"].split("::")[-1],
-                                   says=first_line(message))
+                                   says=first_line(message)) + small
     r = next((r for r in failed if r["where"]), failed[0])
     at = f", raised in your {r['where'][0]} line {r['where'][1]} ({r['where'][2]})" if r["where"] else ""
     module = re.search(r"module '([\w.]+)' has no attribute", r["message"] or "")  # Python's profile.py, not theirs
     return f"{r['test'].split('::')[-1]}: {r['error']}: {first_line(r['message'])}{at}" + \
-        shadowed(module and module.group(1), folder, r["message"] or "")
+        shadowed(module and module.group(1), folder, r["message"] or "") + small
 
 
 def first_line(message):

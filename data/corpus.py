@@ -323,7 +323,7 @@ def _latin_word(word: bytes) -> bool:
 
 
 RULES = set(b"\x85\x95\x96\x97\xab\xbb")  # cp1252's … • – — « »
-SIGNS = set(b"\xa7\xb6\xb0\xba\xb5\xb2\xb3\xb9\xb1\xd7\xf7")  # cp1252's § ¶ ° º µ ² ³ ¹ ± × ÷
+SIGNS = set(b"\xa7\xb6\xb0\xba\xb5\xb2\xb3\xb9\xb1\xd7\xf7\xbc\xbd\xbe")  # cp1252's § ¶ ° º µ ² ³ ¹ ± × ÷ ¼ ½ ¾
 
 
 def _spoken(head: bytes) -> bool:
@@ -396,8 +396,8 @@ def _dos(data: bytes) -> str | None:
     after a small letter). Windows' own quotes, dashes and ™ at a word's edge, or ’ inside, keep a word a word."""
     head = data[:200_000]
     words = lambda codec: _words(head.decode(codec, "replace"))
-    if (share := words("cp1252"))[1] < 2 or share[0] >= 0.5 or not _latin(head.decode("cp850")):
-        return None
+    if (share := words("cp1252"))[1] < 2 or share[0] >= 0.5 or not _latin(head.decode("cp850")) or _euro(head):
+        return None  # (latin-9's œ, read as cp1252's ½, is no word either: "c½ur")
     same = lambda codec: head.decode(codec, "replace") in (head.decode("cp850", "replace"), head.decode("cp437", "replace"))
     return " or ".join(c for c in ("cp850", "cp437", "mac-roman", "cp861") if words(c)[0] >= 0.8 and not (
         c == "cp861" and same(c))) or None  # Icelandic's where it reads otherwise (its Þ ð are cp850's ì î: "ìaî")
@@ -410,7 +410,7 @@ def _words(text: str) -> tuple[float, int]:
     for word in re.split(r"[\s…–—•]+", text):  # Windows' joiners ("said—no", "Wait…what", "•Item") part two words
         if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
             continue
-        core = word.strip("\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©")  # (what a word's edge holds in Windows' text)
+        core = word.strip("\"'“”‘’‚„«»‹›()[]{}¿¡.,;:!?…–—-*™®©†‡‰€°§")  # (what a word's edge holds in Windows' text)
         n += 1
         good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
             "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
@@ -425,13 +425,14 @@ def _script(data: bytes) -> str | None:
     as words are, in small letters, one capital first or a script without capitals (cp1251's small letters are koi8-r's
     capitals); Hebrew's and Arabic's, which read a cased script's small letters as letters too, only where no cased
     reading named has a capital."""
-    head = data[:200_000]
+    head = re.sub(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", lambda m: b" " if _letters(m[0]) else m[0],
+                  data[:200_000])  # a list of Latin letters is no word ("äöü", "éèêë", "ÆØÅ")
     runs = re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
     if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
         return None
     edge = lambda w: "".join(itertools.dropwhile(lambda c: unicodedata.category(c)[0] == "P", w))  # quotes, dashes
     words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in
-             ("cp1251", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
+             ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
     natural = lambda w: w.islower() or w[:1].isupper() and w[1:].islower() or w.lower() == w.upper()  # (or caseless)
     good = {codec: [w for w in ws if len(w) > 1 and w[:1].isalpha() and all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w)
                     and len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) == 1 and "ς" not in w[:-1]
@@ -441,13 +442,34 @@ def _script(data: bytes) -> str | None:
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
     capital = lambda c: any(w[:1].isupper() for w in good[c])
     named = [c for c in small if small[c] > max(small.values(), default=0) / 2]
-    return " or ".join(c for c in named if c not in ("cp1255", "cp1256") or not any(map(capital, named))) or None
+    named = [c for c in named if c not in ("cp1255", "cp1256") or not any(map(capital, named))]
+    named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
+    return " or ".join(named) or None
 
 
-def _euro(data: bytes) -> bool:
-    """Whether the file is latin-9 (iso8859-15) by its €, byte A4, beside a number ("5 €"), which cp1252 and latin-1
-    read as ¤: a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes)."""
-    return re.search(rb"\d ?\xa4|\xa4 ?\d", data) is not None and re.search(rb"[\x80-\x9f]", data) is None
+def _euro(data: bytes) -> str | None:
+    """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
+    cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
+    ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside a word (latin-9's œ,
+    "c½ur" as cp1252 reads it; latin-2's ž, "¾luť")."""
+    if re.search(rb"[\x80-\x9f]", data):
+        return None
+    if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
+        return "iso8859-15"
+    if re.search(rb"[A-Za-z][\xa6\xa8\xb8\xbc\xbd\xbe][a-z]|(?<![A-Za-z\x80-\xff])[\xa6\xbe][a-z]{2}", data):
+        return "iso8859-15 or iso8859-2"
+    return None
+
+
+def _letters(run: bytes) -> bool:
+    """Whether bytes that stand as a word are a list of Latin letters as cp1252 reads them, each once: one letter
+    with its accents ("éèêë"), or one accent on each letter ("äöü"), or the Nordic letters ("ÆØÅ", "åäö")."""
+    text = run.decode("cp1252", "replace")
+    if not text.isalpha() or len(set(text)) != len(text):
+        return False
+    parts = [unicodedata.decomposition(c).split() for c in text]
+    return set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (len({p[0] for p in parts}) == 1 or
+                                                              len({p[-1] for p in parts}) == 1)
 
 
 def _cp1252(data: bytes) -> bool:
@@ -520,7 +542,7 @@ def read(path, encoding: str = "utf-8") -> str:
             pages = f"{script}, or --encoding cp1252 for Windows' text" if western else script
         if not pages and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
             pages = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English
-        windows = "cp1252 for Windows' text" + (", or iso8859-15 for its €" if _euro(data) else "")
+        windows = "cp1252 for Windows' text" + (f", or {iso} for its € or œ, ž" if (iso := _euro(data)) else "")
         advice = f"name its encoding ({pages}?)" if pages else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
             else f"name its encoding (--encoding {windows})" if western and codec.name != "cp1252" else \
             "name the encoding it is in"  # cp1252 reads it not (or as another script's letters), or was named
@@ -563,9 +585,9 @@ def read(path, encoding: str = "utf-8") -> str:
     elif codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
               f"letters: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in ("cp1252", "iso8859-1") and _euro(data):
-        print(f"[msrnn] warning: text file {path} reads ¤ beside a number, as latin-9 writes €: if it is, name "
-              "iso8859-15", file=sys.stderr)
+    elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
+        print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
+              f"{encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve"
         print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents are letters there and signs in "
               f"{encoding}: if it is, name that encoding", file=sys.stderr)

@@ -3,6 +3,7 @@ fast.prefill, fast.generate) checks its inputs here, once, so that the step itse
 and a bad input gets a message that names it rather than a wrong answer (a negative token id would
 silently index the last rows of the embedding). Nothing here changes a result: test_inputs.py."""
 import collections
+from concurrent import futures
 import contextlib
 from collections import abc
 import dataclasses
@@ -1161,8 +1162,8 @@ def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
     was, outer = _ImportKept().snap(), threading.get_ident() in _IMPORTING
-    if not outer:
-        _IMPORTING[threading.get_ident()] = f"file {path}"  # a logger its import starts is the policy's
+    if not outer:  # a logger its import starts is the policy's
+        _IMPORTING[threading.get_ident()] = (f"file {path}", _depth())
     try:
         yield
     finally:
@@ -1174,39 +1175,47 @@ def imported(path):
 
 
 _EXIT = getattr(os._exit, "python", os._exit)  # Python's own (this module imported again finds its own in place)
-_CALLING, _IMPORTING = {}, {}  # the threads in a watched policy call, and importing a policy's file: whose
+_CALLING, _IMPORTING = {}, {}  # the threads in a watched policy call, and importing a policy's file: whose, and
+# in how many signal handlers it began
 _POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its call, its import, or a thread of its
 _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
+_OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
+_HANDLING = [0]  # the signal handlers running in the main thread, one in another
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
+def _depth() -> int:
+    """How many signal handlers this thread is in (Python runs them in the main thread, between two steps of whatever
+    it does: a policy's call too)."""
+    return _HANDLING[0] if threading.current_thread() is threading.main_thread() else 0
+
+
+def _whose():
+    """The policy (or policy file) whose code runs here: a watched call or import begun in this thread (and not a
+    signal's handler that interrupts it: a script's SIGTERM handler that arms a watchdog is the script's), a thread
+    the policy started, or a pool's job it submitted; else None."""
+    me = threading.get_ident()
+    for held in (_CALLING, _IMPORTING):
+        if me in held and held[me][1] == _depth():
+            return held[me][0]
+    whose = getattr(_OWNER, "whose", None)
+    return whose if whose is not None else _POLICYS.get(threading.current_thread())
+
+
 def _exit(code):
-    """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger, its
-    pool's; a raw `_thread` one while a call runs), it ends no process, where it would skip every flush and `finally`
-    (a run that printed nothing and exited 0), but raises SystemExit, which the watch names (a thread's, which Python
-    drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own watchdog, a
-    worker's end, a signal's handler) it is Python's. Put in place on import, before a policy file's `from os import
-    _exit` binds it."""
-    if threading.get_ident() in _CALLING and not _handling():
+    """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger; a raw
+    `_thread` one while a call runs) or a pool's job it submitted, it ends no process, where it would skip every flush
+    and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch names (a thread's,
+    which Python drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own
+    watchdog, a worker's end) or a signal's handler it is Python's. Put in place on import, before a policy file's
+    `from os import _exit` binds it."""
+    me, thread = threading.get_ident(), threading.current_thread()
+    if me in _CALLING and _CALLING[me][1] == _depth():
         raise SystemExit(code)
-    thread = threading.current_thread()
-    if (whose := _POLICYS.get(thread)) is not None or _CALLING and isinstance(thread, threading._DummyThread):
+    if (whose := _whose()) is not None or _CALLING and isinstance(thread, threading._DummyThread):
         _STOPPED.append((code, thread.name, whose))
         raise SystemExit(code)
     _EXIT(code)
-
-
-def _handling() -> bool:
-    """Whether a signal's handler runs here: Python runs it in the main thread between two steps of whatever that
-    does, a policy's call too (a script's SIGTERM handler that arms a watchdog, or exits, is the script's)."""
-    handlers = {getattr(getattr(h, "__func__", h), "__code__", None) for s in signal.valid_signals()
-                if callable(h := signal.getsignal(s))} - {None}
-    frame = sys._getframe(1)
-    while frame is not None and handlers:
-        if frame.f_code in handlers:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def stopped() -> str:
@@ -1221,22 +1230,71 @@ def stopped() -> str:
 
 
 _START = getattr(threading.Thread.start, "python", threading.Thread.start)
+_SUBMIT = getattr(futures.ThreadPoolExecutor.submit, "python", futures.ThreadPoolExecutor.submit)
+_SIGNAL, _GETSIGNAL = (getattr(f, "python", f) for f in (signal.signal, signal.getsignal))
 
 
 def _start(self):
-    """Thread.start, the thread noted as the policy's where a policy starts it: in its call (not its signal
-    handler's), importing its file, or from a thread of its own."""
-    me = threading.get_ident()
-    whose = _CALLING[me] if me in _CALLING and not _handling() else \
-        _IMPORTING.get(me, _POLICYS.get(threading.current_thread()))
-    if whose is not None:
+    """Thread.start, the thread noted as the policy's where a policy starts it (`_whose`). A thread pool's threads
+    are nobody's: a script's pool may start them in a policy's call, a policy may use the script's; each job is its
+    submitter's."""
+    if getattr(self, "_target", None) is not futures.thread._worker and (whose := _whose()) is not None:
         _POLICYS[self] = whose
     return _START(self)
 
 
-_exit.python, _start.python = _EXIT, _START
-os._exit, threading.Thread.start = _exit, _start
+def _submit(self, fn, /, *args, **kwargs):
+    """ThreadPoolExecutor.submit, a job a policy submits run as the policy's (`_OWNER`)."""
+    if (whose := _whose()) is not None:
+        fn = functools.partial(_owned, whose, fn)
+    return _SUBMIT(self, fn, *args, **kwargs)
+
+
+def _owned(whose, fn, *args, **kwargs):
+    was, _OWNER.whose = getattr(_OWNER, "whose", None), whose
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _OWNER.whose = was
+
+
+def _handler(h):
+    """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's."""
+    if not callable(h) or hasattr(h, "handler"):
+        return h
+    def handle(sig, frame):
+        _HANDLING[0] += 1
+        try:
+            return h(sig, frame)
+        except BaseException as e:
+            with contextlib.suppress(AttributeError, TypeError):
+                e.from_handler = True
+            raise
+        finally:
+            _HANDLING[0] -= 1
+    handle.handler = h
+    return handle
+
+
+def _signal(sig, handler):
+    """signal.signal, its handler counted; the handler it gives back is the one the script set."""
+    return getattr(old := _SIGNAL(sig, _handler(handler)), "handler", old)
+
+
+def _getsignal(sig):
+    return getattr(h := _GETSIGNAL(sig), "handler", h)
+
+
+_exit.python, _start.python, _submit.python = _EXIT, _START, _SUBMIT
+_signal.python, _getsignal.python = _SIGNAL, _GETSIGNAL
+os._exit, threading.Thread.start, futures.ThreadPoolExecutor.submit = _exit, _start, _submit
+signal.signal, signal.getsignal = _signal, _getsignal
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
+if threading.current_thread() is threading.main_thread():  # the handlers set before this import (only the main
+    for _s in signal.valid_signals():  # thread sets them)
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if callable(_h := _GETSIGNAL(_s)) and not hasattr(_h, "handler"):
+                _SIGNAL(_s, _handler(_h))
 
 
 class _Watched(_Kept):
@@ -1246,7 +1304,7 @@ class _Watched(_Kept):
     def __enter__(self):
         self.outer = threading.get_ident() in _CALLING
         if not self.outer:
-            _CALLING[threading.get_ident()] = self.policy
+            _CALLING[threading.get_ident()] = (self.policy, _depth())
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1259,8 +1317,8 @@ class _Watched(_Kept):
         if not self.outer:  # (a policy calling another, watched too, is still in its own call)
             _CALLING.pop(threading.get_ident(), None)
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
-        if isinstance(e, PolicyError):  # the checker's own stop (checker.timed), or a policy that calls another
-            return False
+        if isinstance(e, PolicyError) or getattr(e, "from_handler", False):  # the checker's own stop (checker.timed),
+            return False  # a policy that calls another, or a signal's handler's (sys.exit, a TimeoutError) raised here
         if e is not None:
             _STOPPED.clear()  # (a stop its own pool's thread made is what it raised)
         if e is not None and not isinstance(e, KeyboardInterrupt):  # sys.exit() or an exception class of the policy's

@@ -625,31 +625,37 @@ def command(main, interrupted="interrupted (results already saved are kept)"):
     try:
         _named(main, interrupted)
     finally:
-        _unwaited(before)  # (a policy's thread may stop while it is joined)
+        stop = _unwaited(before)  # (a policy's thread may stop while it is joined; Ctrl-C there stops the wait)
         said = guards.stopped()  # a policy's thread's, after its last call: said here, not left to the next command
-        if said and sys.exc_info()[0] is not None:
+        if said and (sys.exc_info()[0] is not None or stop):
             print(f"[msrnn] also: {said}", file=sys.stderr)
+    if stop:
+        raise SystemExit(interrupted)
     if said:
         raise SystemExit(f"error: {said}")
 
 
-def _unwaited(before: set):
+def _unwaited(before: set) -> bool:
     """A thread that main() started and left running, no daemon (a policy's logger), would keep the process from
-    ending for ever once all is said: named, and not waited for (the process ends as it would, its files flushed)."""
+    ending for ever once all is said: named, and not waited for (the process ends as it would, its files flushed).
+    Whether Ctrl-C stopped the wait."""
     left = [t for t in threading.enumerate() if not t.daemon and t not in before]
     if not left or threading.current_thread() is not threading.main_thread():
-        return
+        return False
     pooled = getattr(sys.modules.get("concurrent.futures.thread"), "_threads_queues", {})  # a thread pool's threads
     # (torch's compiling, a policy's): Python's exit wakes the idle and waits for the busy for ever; not waited for
-    end = time.monotonic() + 2
-    for t in left:
-        if t not in pooled:
-            t.join(max(end - time.monotonic(), 0))
+    end, stop = time.monotonic() + 2, False
+    try:
+        for t in left:
+            if t not in pooled:
+                t.join(max(end - time.monotonic(), 0))
+    except KeyboardInterrupt:  # the user who sees the result and no end
+        stop = True
     if not (left := [t for t in left if t.is_alive()]):
-        return
+        return stop
     if named := [t for t in left if t not in pooled]:
-        print(f"[msrnn] thread {named[0].name!r} is still running and is no daemon (a policy's? start it "
-              "with daemon=True): not waiting for it", file=sys.stderr)
+        print(f"[msrnn] thread {named[0].name!r} is still running and is no daemon (a policy's? start it with "
+              "daemon=True, and write what it must keep in the policy's call): not waiting for it", file=sys.stderr)
     for t in left:
         pooled.pop(t, None)
     for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
@@ -662,6 +668,7 @@ def _unwaited(before: set):
         guards._EXIT(1)
     with threading._shutdown_locks_lock:
         threading._shutdown_locks.difference_update(t._tstate_lock for t in left)
+    return stop
 
 
 def _named(main, interrupted):
