@@ -767,4 +767,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    harness.command(main, "interrupted (results already saved are kept; the sweep resumes where it stopped)")
+    harness.command(main, "interrupted (results already saved are kept; a sweep run again resumes where it stopped)")

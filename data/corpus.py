@@ -410,7 +410,9 @@ def _words(text: str) -> tuple[float, int]:
     for word in re.split(r"[\s…–—•]+", text):  # Windows' joiners ("said—no", "Wait…what", "•Item") part two words
         if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
             continue
-        core = word.strip("\"'“”‘’‚„«»‹›()[]{}¿¡.,;:!?…–—-*™®©†‡‰€°§")  # (what a word's edge holds in Windows' text)
+        edge = "\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©"  # (what a word's edge holds in Windows' text): low quotes open
+        core = word.strip(edge).lstrip("‚„").strip(edge)  # a word ("‚ja‘"), daggers follow a name ("Smith†"); € § ° ‰
+        core = core.rstrip("†‡") if core[:1].isupper() else core  # stand by numbers (cp850's „ is ä: "hyv„")
         n += 1
         good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
             "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
@@ -420,14 +422,14 @@ def _words(text: str) -> tuple[float, int]:
 def _script(data: bytes) -> str | None:
     """The one-byte code pages of Cyrillic, Greek, Hebrew or Arabic that read a file's words of non-ASCII bytes alone
     (three or more, most of its non-ASCII bytes: "Привет" among English, which cp1252 reads "Ïðèâåò") as one script's
-    words (a Greek word's ς its last letter, and one of four letters or more in small letters has its accent: not
-    Russian's т, or its words, read as cp1253). Named: those with the most words written
-    as words are, in small letters, one capital first or a script without capitals (cp1251's small letters are koi8-r's
-    capitals); Hebrew's and Arabic's, which read a cased script's small letters as letters too, only where no cased
-    reading named has a capital."""
-    head = re.sub(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", lambda m: b" " if _letters(m[0]) else m[0],
-                  data[:200_000])  # a list of Latin letters is no word ("äöü", "éèêë", "ÆØÅ")
+    words: a Greek word's ς is its last letter, and one of four letters or more in small letters has its accent; a
+    Hebrew word's final letters end it (Russian's т, о and н, read as Greek or Hebrew, are not). Named: those with the
+    most words written as words are, in small letters, one capital first or a script without capitals (cp1251's small
+    letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
+    head = data[:200_000]
     runs = re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
+    if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
+        return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
     if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
         return None
     edge = lambda w: "".join(itertools.dropwhile(lambda c: unicodedata.category(c)[0] == "P", w))  # quotes, dashes
@@ -437,12 +439,11 @@ def _script(data: bytes) -> str | None:
     good = {codec: [w for w in ws if len(w) > 1 and w[:1].isalpha() and all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w)
                     and len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) == 1 and "ς" not in w[:-1]
                     and (natural(w) or w.isupper()) and (codec != "cp1253" or len(w) < 4 or w.isupper() or
-                                                         re.search("[άέήίόύώΐ]", w))] for codec, ws in words.items()}
+                                                         re.search("[άέήίόύώΐ]", w))
+                    and (codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w))] for codec, ws in words.items()}
     good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and (c != "koi8-u" or words[c] != words["koi8-r"])}
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
-    capital = lambda c: any(w[:1].isupper() for w in good[c])
     named = [c for c in small if small[c] > max(small.values(), default=0) / 2]
-    named = [c for c in named if c not in ("cp1255", "cp1256") or not any(map(capital, named))]
     named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
     return " or ".join(named) or None
 
@@ -451,12 +452,13 @@ def _euro(data: bytes) -> str | None:
     """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
     ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside a word (latin-9's œ,
-    "c½ur" as cp1252 reads it; latin-2's ž, "¾luť")."""
+    "c½ur" as cp1252 reads it; latin-2's ž or š, "¾luť", "©el")."""
     if re.search(rb"[\x80-\x9f]", data):
         return None
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
-    if re.search(rb"[A-Za-z][\xa6\xa8\xb8\xbc\xbd\xbe][a-z]|(?<![A-Za-z\x80-\xff])[\xa6\xbe][a-z]{2}", data):
+    if re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
+                 rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data):  # (not "¾in": a fraction)
         return "iso8859-15 or iso8859-2"
     return None
 

@@ -1161,14 +1161,12 @@ class _ImportKept(_Kept):
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was, outer = _ImportKept().snap(), threading.get_ident() in _IMPORTING
-    if not outer:  # a logger its import starts is the policy's
-        _IMPORTING[threading.get_ident()] = (f"file {path}", _depth())
+    was = _ImportKept().snap()
+    held = _hold(_IMPORTING, f"file {path}")  # a logger its import starts is the policy's
     try:
         yield
     finally:
-        if not outer:
-            _IMPORTING.pop(threading.get_ident(), None)
+        _unhold(_IMPORTING, held)
         said = was.put_back(quiet=_LIBRARIES_DO)
     if said:
         raise ImportChanged(f"importing {path} changed {said} (put back): a policy file must not change global settings")
@@ -1186,8 +1184,34 @@ os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear()
 
 def _depth() -> int:
     """How many signal handlers this thread is in (Python runs them in the main thread, between two steps of whatever
-    it does: a policy's call too)."""
-    return _HANDLING[0] if threading.current_thread() is threading.main_thread() else 0
+    it does: a policy's call too): those set through signal.signal, counted, and those set before this module was
+    imported, found on the stack (none, mostly: Ctrl-C's is Python's own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return 0
+    depth, frame = _HANDLING[0], sys._getframe(1) if _EARLY else None
+    while frame is not None:
+        depth += frame.f_code in _EARLY
+        frame = frame.f_back
+    return depth
+
+
+def _hold(held: dict, whose):
+    """Note that this thread runs `whose` (a policy's call, a policy file's import) from now, where it does not
+    already at this handler depth (a policy calling another); a signal's handler's call inside another's is its own.
+    What was noted before, to put back."""
+    me, depth = threading.get_ident(), _depth()
+    was = held.get(me)
+    if was is not None and was[1] == depth:
+        return True
+    held[me] = (whose, depth)
+    return was
+
+
+def _unhold(held: dict, was):
+    if was is None:
+        held.pop(threading.get_ident(), None)
+    elif was is not True:
+        held[threading.get_ident()] = was
 
 
 def _whose():
@@ -1260,7 +1284,7 @@ def _owned(whose, fn, *args, **kwargs):
 
 def _handler(h):
     """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's."""
-    if not callable(h) or hasattr(h, "handler"):
+    if not callable(h) or _handled(h) is not None:
         return h
     def handle(sig, frame):
         _HANDLING[0] += 1
@@ -1272,17 +1296,32 @@ def _handler(h):
             raise
         finally:
             _HANDLING[0] -= 1
-    handle.handler = h
+    handle.__msrnn_handler__ = h  # (a name no script's handler, nor a Mock, holds)
     return handle
+
+
+def _handled(h):
+    """The script's handler that `h`, a wrapper of _handler's, counts; else None."""
+    return h.__dict__.get("__msrnn_handler__") if isinstance(h, types.FunctionType) else None
 
 
 def _signal(sig, handler):
     """signal.signal, its handler counted; the handler it gives back is the one the script set."""
-    return getattr(old := _SIGNAL(sig, _handler(handler)), "handler", old)
+    old = _SIGNAL(sig, _handler(handler))
+    return old if _handled(old) is None else _handled(old)
 
 
 def _getsignal(sig):
-    return getattr(h := _GETSIGNAL(sig), "handler", h)
+    h = _GETSIGNAL(sig)
+    return h if _handled(h) is None else _handled(h)
+
+
+def _code(h):
+    """The code a handler runs: a function's, a method's, a partial's, a callable object's __call__."""
+    for f in (h, getattr(h, "__func__", None), getattr(h, "func", None), getattr(type(h), "__call__", None)):
+        if isinstance(getattr(f, "__code__", None), types.CodeType):
+            return f.__code__
+    return None
 
 
 _exit.python, _start.python, _submit.python = _EXIT, _START, _SUBMIT
@@ -1290,21 +1329,16 @@ _signal.python, _getsignal.python = _SIGNAL, _GETSIGNAL
 os._exit, threading.Thread.start, futures.ThreadPoolExecutor.submit = _exit, _start, _submit
 signal.signal, signal.getsignal = _signal, _getsignal
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
-if threading.current_thread() is threading.main_thread():  # the handlers set before this import (only the main
-    for _s in signal.valid_signals():  # thread sets them)
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            if callable(_h := _GETSIGNAL(_s)) and not hasattr(_h, "handler"):
-                _SIGNAL(_s, _handler(_h))
-
+_EARLY = {c for s in signal.valid_signals() if callable(h := _GETSIGNAL(s)) and _handled(h) is None and
+          (c := _code(h)) is not None}  # the handlers set before this import, left as they are (a script compares
+# its own with getsignal's), found on the stack
 
 class _Watched(_Kept):
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.outer = threading.get_ident() in _CALLING
-        if not self.outer:
-            _CALLING[threading.get_ident()] = (self.policy, _depth())
+        self.calling = _hold(_CALLING, self.policy)  # (a policy calling another, watched too, is still in its own call)
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1314,8 +1348,7 @@ class _Watched(_Kept):
         self.snap()
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
-        if not self.outer:  # (a policy calling another, watched too, is still in its own call)
-            _CALLING.pop(threading.get_ident(), None)
+        _unhold(_CALLING, self.calling)
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
         if isinstance(e, PolicyError) or getattr(e, "from_handler", False):  # the checker's own stop (checker.timed),
             return False  # a policy that calls another, or a signal's handler's (sys.exit, a TimeoutError) raised here
