@@ -1333,6 +1333,7 @@ _EARLY = {c for s in signal.valid_signals() if callable(h := _GETSIGNAL(s)) and 
           (c := _code(h)) is not None}  # the handlers set before this import, left as they are (a script compares
 # its own with getsignal's), found on the stack
 
+
 class _Watched(_Kept):
     def __init__(self, policy, rows):
         self.policy, self.rows = policy, rows
