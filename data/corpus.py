@@ -302,7 +302,7 @@ def _own_words(head: bytes) -> bool:
     not all of its bytes cp1252's signs ("§§ 12", "25°C", "180ºC", "5µs", "10³m" are Big5's characters too)."""
     own, sure = set(), False
     for m in WORDS.finditer(head):
-        if _latin_word(word := m.group()):
+        if _latin_word(word := m.group()) or _letters(word):  # (Estonian's "öö" in cp850 is "™”" in cp1252)
             continue
         if len(word) > 1 and not set(word) <= RULES:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
@@ -396,6 +396,11 @@ def _dos(data: bytes) -> str | None:
     after a small letter). Windows' own quotes, dashes and ™ at a word's edge, or ’ inside, keep a word a word."""
     head = data[:200_000]
     words = lambda codec: _words(head.decode(codec, "replace"))
+    lone = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
+            if not set(r) <= RULES]  # words of their own, no rule: Estonian's "öö" is "™”" in cp1252, "Öö" in cp850
+    if lone and all(_letters(r) and not r.decode("cp1252", "replace").isalpha() for r in lone) and \
+            _latin(head.decode("cp850")):
+        return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if all(r.decode(c).isalpha() for r in lone)) or None
     if (share := words("cp1252"))[1] < 2 or share[0] >= 0.5 or not _latin(head.decode("cp850")) or _euro(head):
         return None  # (latin-9's œ, read as cp1252's ½, is no word either: "c½ur")
     same = lambda codec: head.decode(codec, "replace") in (head.decode("cp850", "replace"), head.decode("cp437", "replace"))
@@ -464,14 +469,17 @@ def _euro(data: bytes) -> str | None:
 
 
 def _letters(run: bytes) -> bool:
-    """Whether bytes that stand as a word are a list of Latin letters as cp1252 reads them, each once: one letter
-    with its accents ("éèêë"), or one accent on each letter ("äöü"), or the Nordic letters ("ÆØÅ", "åäö")."""
-    text = run.decode("cp1252", "replace")
-    if not text.isalpha() or len(set(text)) != len(text):
-        return False
+    """Whether bytes that stand as a word are Latin letters as cp1252, DOS or an old Mac read them: one letter written
+    again (Estonian's "öö", "Ää"), or a list of letters, each once: one letter with its accents ("éèêë"), one accent
+    on each letter ("äöü"), or the Nordic letters ("ÆØÅ", "åäö")."""
+    for codec in ("cp1252", "cp850", "mac-roman"):
+        text = run.decode(codec, "replace")
+        if text.isalpha() and len(set(text.lower())) == 1 and "LATIN" in unicodedata.name(text[0], ""):
+            return True
+    text = run.decode("cp1252", "replace")  # (a list read as cp850 is what Hebrew's words are: "ýÓ")
     parts = [unicodedata.decomposition(c).split() for c in text]
-    return set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (len({p[0] for p in parts}) == 1 or
-                                                              len({p[-1] for p in parts}) == 1)
+    return text.isalpha() and len(set(text)) == len(text) and (set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (
+        len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
 
 
 def _cp1252(data: bytes) -> bool:

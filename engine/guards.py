@@ -1161,9 +1161,9 @@ class _ImportKept(_Kept):
 def imported(path):
     """A policy file's import, watched as its calls are: what it changes of the settings is put back, and named
     (a profiler, a default dtype, a thread count left by an import changed every later number and cost)."""
-    was = _ImportKept().snap()
-    held = _hold(_IMPORTING, f"file {path}")  # a logger its import starts is the policy's
+    was, held = _ImportKept().snap(), True
     try:
+        held = _hold(_IMPORTING, f"file {path}", sys._getframe(2))  # a logger its import starts is the policy's
         yield
     finally:
         _unhold(_IMPORTING, held)
@@ -1195,16 +1195,30 @@ def _depth() -> int:
     return depth
 
 
-def _hold(held: dict, whose):
-    """Note that this thread runs `whose` (a policy's call, a policy file's import) from now, where it does not
-    already at this handler depth (a policy calling another); a signal's handler's call inside another's is its own.
-    What was noted before, to put back."""
+def _hold(held: dict, whose, frame):
+    """Note that this thread runs `whose` (a policy's call, a policy file's import, in `frame`) from now, where it does
+    not already at this handler depth (a policy calling another); a signal's handler's call inside another's is its
+    own. What was noted before, to put back."""
     me, depth = threading.get_ident(), _depth()
-    was = held.get(me)
+    was = _noted(held)
     if was is not None and was[1] == depth:
         return True
-    held[me] = (whose, depth)
+    held[me] = (whose, depth, frame)
     return was
+
+
+def _noted(held: dict):
+    """This thread's note, where the frame that made it still runs: a note left by a call that a signal's handler's
+    exception (Ctrl-C) ended before its end could undo it is no call."""
+    was = held.get(threading.get_ident())
+    frame = sys._getframe(1)
+    while was is not None and frame is not None:
+        if frame is was[2]:
+            return was
+        frame = frame.f_back
+    if was is not None:
+        held.pop(threading.get_ident(), None)
+    return None
 
 
 def _unhold(held: dict, was):
@@ -1218,10 +1232,9 @@ def _whose():
     """The policy (or policy file) whose code runs here: a watched call or import begun in this thread (and not a
     signal's handler that interrupts it: a script's SIGTERM handler that arms a watchdog is the script's), a thread
     the policy started, or a pool's job it submitted; else None."""
-    me = threading.get_ident()
     for held in (_CALLING, _IMPORTING):
-        if me in held and held[me][1] == _depth():
-            return held[me][0]
+        if (note := _noted(held)) is not None and note[1] == _depth():
+            return note[0]
     whose = getattr(_OWNER, "whose", None)
     return whose if whose is not None else _POLICYS.get(threading.current_thread())
 
@@ -1233,8 +1246,8 @@ def _exit(code):
     which Python drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own
     watchdog, a worker's end) or a signal's handler it is Python's. Put in place on import, before a policy file's
     `from os import _exit` binds it."""
-    me, thread = threading.get_ident(), threading.current_thread()
-    if me in _CALLING and _CALLING[me][1] == _depth():
+    thread = threading.current_thread()
+    if (note := _noted(_CALLING)) is not None and note[1] == _depth():
         raise SystemExit(code)
     if (whose := _whose()) is not None or _CALLING and isinstance(thread, threading._DummyThread):
         _STOPPED.append((code, thread.name, whose))
@@ -1316,22 +1329,19 @@ def _getsignal(sig):
     return h if _handled(h) is None else _handled(h)
 
 
-def _code(h):
-    """The code a handler runs: a function's, a method's, a partial's, a callable object's __call__."""
-    for f in (h, getattr(h, "__func__", None), getattr(h, "func", None), getattr(type(h), "__call__", None)):
-        if isinstance(getattr(f, "__code__", None), types.CodeType):
-            return f.__code__
-    return None
-
-
 _exit.python, _start.python, _submit.python = _EXIT, _START, _SUBMIT
 _signal.python, _getsignal.python = _SIGNAL, _GETSIGNAL
 os._exit, threading.Thread.start, futures.ThreadPoolExecutor.submit = _exit, _start, _submit
 signal.signal, signal.getsignal = _signal, _getsignal
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
-_EARLY = {c for s in signal.valid_signals() if callable(h := _GETSIGNAL(s)) and _handled(h) is None and
-          (c := _code(h)) is not None}  # the handlers set before this import, left as they are (a script compares
-# its own with getsignal's), found on the stack
+_EARLY = set()  # the code of a plain function set as a handler before this import, left as it is (a script compares
+for _s in signal.valid_signals():  # its own with getsignal's) and found on the stack; any other (a decorator's closure,
+    with contextlib.suppress(OSError, ValueError, TypeError):  # one code for many; an object, a partial) is wrapped
+        if callable(_h := _GETSIGNAL(_s)) and _handled(_h) is None:
+            if isinstance(_h, types.FunctionType) and _h.__closure__ is None:
+                _EARLY.add(_h.__code__)
+            elif threading.current_thread() is threading.main_thread():  # (only the main thread sets them)
+                _SIGNAL(_s, _handler(_h))
 
 
 class _Watched(_Kept):
@@ -1339,7 +1349,6 @@ class _Watched(_Kept):
         self.policy, self.rows = policy, rows
 
     def __enter__(self):
-        self.calling = _hold(_CALLING, self.policy)  # (a policy calling another, watched too, is still in its own call)
         rows = self.rows
         _copying(type(rows))
         self.held = _held(rows)  # kept so: a policy that keeps rows keeps copies
@@ -1347,6 +1356,13 @@ class _Watched(_Kept):
             if f in rows.__dict__:
                 self.held["fields"][f] = rows.__dict__.pop(f)
         self.snap()
+        self.calling = True
+        try:  # last, and undone where a signal's handler raises (Ctrl-C) before the call: __exit__ would never run
+            self.calling = _hold(_CALLING, self.policy, sys._getframe(1))  # (a policy calling another, watched, is
+            # still in its own call)
+        except BaseException:
+            _unhold(_CALLING, self.calling)
+            raise
 
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         _unhold(_CALLING, self.calling)

@@ -7509,3 +7509,37 @@ def test_round82_short_words_edge_letters_of_dos_and_the_mac_fractions_and_czech
                                          "absolute difference: 1e-05 at index (0, 0, 1) (up to 1e-10 allowed)"}]
     why = grade.hint(grade.PARTS[0], failed)
     assert "config.norm_eps" in why and "rms_norm_eps" not in why, why
+
+
+def test_round83_a_decorated_early_handler_a_call_cut_before_its_end_and_a_doubled_letter(tmp_path, capsys):
+    """Round 83: a handler set before the import through a decorator (one code for every function it wraps) was found
+    on the stack inside a policy decorated the same way, so the policy's `os._exit` ended the process without a word
+    (only a plain function is looked for on the stack; any other early handler is wrapped); a call whose start a
+    signal's handler cut (Ctrl-C, a time limit) left its note for ever, so a script's watchdog was taken as the
+    policy's (a note counts only while the frame that made it runs). The data: Estonian's "öö" (night) standing as a
+    word was warned of as Cyrillic ("цц"), and in cp850 told CJK's or Cyrillic's code pages."""
+    import subprocess
+    import sys
+    from data import corpus
+    script = tmp_path / "early83.py"
+    script.write_text("import functools, os, signal, sys, threading, time\n"
+                      "def logged(fn):\n    @functools.wraps(fn)\n    def wrapper(*args):\n        return fn(*args)\n"
+                      "    return wrapper\n@logged\ndef on_term(sig, frame):\n    sys.exit(0)\n"
+                      "signal.signal(signal.SIGTERM, on_term)\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "from engine import guards\nfrom test_stale import _rows\n"
+                      "@logged\ndef quits(rows):\n    os._exit(3)\n"
+                      "if sys.argv[1] == 'decorated':\n    try:\n        guards.score_rows(quits, _rows(8))\n"
+                      "    except ValueError:\n        os._exit(4)\n"
+                      "else:\n    def cut():\n        guards.policy_call(lambda rows: rows.score, _rows(8)).__enter__()\n"
+                      "    cut()\n    threading.Timer(0.1, os._exit, args=(7,)).start()\n    time.sleep(5)\n")
+    for how, code in (("decorated", 4), ("cut", 7)):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
+    f = tmp_path / "t.txt"
+    text = "Öö on pime. Öö, öö, vaikne öö. Kuu paistab, öö on pikk.\n"
+    for encoding in ("cp1252", "cp850", "mac-roman"):
+        f.write_bytes(text.encode(encoding))
+        capsys.readouterr()
+        assert corpus.read(f, encoding) == text and capsys.readouterr().err == "", encoding
+    _refused(f, text.encode("cp850"), r"name its encoding \(cp850\b")
