@@ -1313,6 +1313,19 @@ def _handler(h):
     return handle
 
 
+def from_handler(e) -> bool:
+    """Whether a signal's handler raised `e` (the script's sys.exit, its time limit's exception) into the code it
+    interrupted: marked by the wrapper, or raised in a handler set before this import (its frame in the traceback)."""
+    if getattr(e, "from_handler", False) is True:
+        return True
+    tb = getattr(e, "__traceback__", None)
+    while tb is not None:
+        if tb.tb_frame.f_code in _EARLY:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _handled(h):
     """The script's handler that `h`, a wrapper of _handler's, counts; else None."""
     return h.__dict__.get("__msrnn_handler__") if isinstance(h, types.FunctionType) else None
@@ -1367,7 +1380,7 @@ class _Watched(_Kept):
     def __exit__(self, kind, e, tb):  # on every policy call: the name is looked up only for an error
         _unhold(_CALLING, self.calling)
         changed = self.put_back()  # whatever else happened: a policy that changed a setting and then raised left it
-        if isinstance(e, PolicyError) or getattr(e, "from_handler", False):  # the checker's own stop (checker.timed),
+        if isinstance(e, PolicyError) or from_handler(e):  # the checker's own stop (checker.timed),
             return False  # a policy that calls another, or a signal's handler's (sys.exit, a TimeoutError) raised here
         if e is not None:
             _STOPPED.clear()  # (a stop its own pool's thread made is what it raised)

@@ -1159,7 +1159,7 @@ def _imported_from(path, fname):
             sys.modules.pop(module_spec.name, None)  # no half-run module left for a worker to find, and no helper
             for name in _helpers(before, None, ()):  # whose import failed or changed a setting left to pass the next time
                 sys.modules.pop(name, None)
-            if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)) or getattr(e, "from_handler", False):  # the
+            if isinstance(e, (KeyboardInterrupt, guards.ImportChanged)) or guards.from_handler(e):  # the
                 raise  # user's Ctrl-C (or the file's own: the two cannot be told apart); a setting it changed, named; a
                 # signal's handler's (the script's sys.exit, its TimeoutError)
             # sys.exit() or a BaseException of its own at import: the file's failure, not the command's end
@@ -1184,7 +1184,7 @@ def _imported_from(path, fname):
     try:
         fn = getattr(module, fname, None)
     except BaseException as e:  # a module __getattr__ of the file's own that raises, or exits
-        if isinstance(e, KeyboardInterrupt) or getattr(e, "from_handler", False):
+        if isinstance(e, KeyboardInterrupt) or guards.from_handler(e):
             raise
         raise ValueError(f"{path}: reading {fname!r} raised {guards._typename(e)}: {guards._said(e)}") from None
     if not callable(fn):

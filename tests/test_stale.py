@@ -7543,3 +7543,46 @@ def test_round83_a_decorated_early_handler_a_call_cut_before_its_end_and_a_doubl
         capsys.readouterr()
         assert corpus.read(f, encoding) == text and capsys.readouterr().err == "", encoding
     _refused(f, text.encode("cp850"), r"name its encoding \(cp850\b")
+
+
+def test_round84_what_a_handler_set_before_the_import_raises_is_the_scripts(tmp_path):
+    """Round 84: a plain handler set before the import (found on the stack, not wrapped) that raised the script's own
+    time limit or sys.exit into a policy's call was blamed on the policy (its traceback runs through that handler)."""
+    import subprocess
+    import sys
+    script = tmp_path / "early84.py"
+    script.write_text("import os, signal, sys, time\nclass Budget(Exception):\n    pass\n"
+                      "def late(sig, frame):\n    raise Budget()\ndef ends(sig, frame):\n    sys.exit(6)\n"
+                      "signal.signal(signal.SIGALRM, late if sys.argv[1] == 'budget' else ends)\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "from engine import guards\nfrom test_stale import _rows\n"
+                      "signal.setitimer(signal.ITIMER_REAL, 0.3)\n"
+                      "try:\n    guards.score_rows(lambda rows: (time.sleep(5), rows.score)[1], _rows(8))\n"
+                      "except Budget:\n    os._exit(9)\n")
+    for how, code in (("budget", 9), ("exit", 6)):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
+
+
+def test_round84_doubled_signs_in_cp1252_estonian_in_mac_roman_and_a_constant_beside_a_large_gap(tmp_path, capsys):
+    """Round 84, the data: round 83's lone words took cp1252's doubled signs ("§§", "¶¶", "††", two no-break spaces,
+    "‘‘ … ’’") for DOS's or the Mac's doubled letters, warned of a right file and told DOS's pages alone (one byte
+    twice is cp1252's too: only a pair of two letters names them); Estonian in mac-roman ("šš" in cp1252) was told
+    cp1252 alone. The course: a student's den + 1e-8 in T2R's attention failed one test by 6e-3 and the others by
+    less than 1e-7, and the note on a constant was left out (a small gap in any failure names it)."""
+    from course import grade
+    from data import corpus
+    f = tmp_path / "t.txt"
+    en = "This is a plain English note about the rules that we keep in the office.\n" * 3
+    for text in (en + "See §§ 12 and 13, and ¶¶ 4-6.\n", en + "Authors: Smith†† and Jones‡‡.\n",
+                 en + "He said ‘‘ yes ’’ to it.\n", en + "Two spaces end this line.\xa0\xa0\n"):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+    _refused(f, "Öö on pime. Öö, öö, vaikne öö. Täna on öö.\n".encode("mac-roman"), r"name its encoding \(.*mac-roman\?\)")
+    gap = "Tensor-likes are not close!\n\nGreatest absolute difference: {} at index (0, 1) (up to 1e-10 allowed)"
+    failed = [{"test": "tests/test_t2r.py::test_recurrent_equals_parallel[relu]", "error": "AssertionError", "where": None,
+               "message": gap.format("4e-08")},
+              {"test": "tests/test_t2r.py::test_recurrent_equals_parallel[hedgehog]", "error": "AssertionError",
+               "where": None, "message": gap.format("0.006")}]
+    assert "den + EPS" in grade.hint(grade.PARTS[6], failed)
