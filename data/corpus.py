@@ -441,12 +441,18 @@ def _script(data: bytes) -> str | None:
     words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in
              ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
     natural = lambda w: w.islower() or w[:1].isupper() and w[1:].islower() or w.lower() == w.upper()  # (or caseless)
-    good = {codec: [w for w in ws if len(w) > 1 and w[:1].isalpha() and all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w)
-                    and len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) == 1 and "ς" not in w[:-1]
-                    and (natural(w) or w.isupper()) and (codec != "cp1253" or len(w) < 4 or w.isupper() or
-                                                         re.search("[άέήίόύώΐ]", w))
-                    and (codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w))] for codec, ws in words.items()}
-    good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and (c != "koi8-u" or words[c] != words["koi8-r"])}
+
+    def word(codec: str, w: str) -> bool:  # letters (and Hebrew's points) of one script, written as words are
+        if len(w) < 2 or not w[:1].isalpha() or not all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w):
+            return False
+        if len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) > 1 or not (natural(w) or w.isupper()):
+            return False
+        if codec == "cp1253" and ("ς" in w[:-1] or len(w) >= 4 and not w.isupper() and not re.search("[άέήίόύώΐ]", w)):
+            return False
+        return codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w)
+    good = {codec: [w for w in ws if word(codec, w)] for codec, ws in words.items()}
+    good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and not (
+        c == "koi8-u" and words[c] == words["koi8-r"])}
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
     named = [c for c in small if small[c] > max(small.values(), default=0) / 2]
     named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
