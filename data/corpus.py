@@ -302,8 +302,9 @@ def _own_words(head: bytes) -> bool:
     not all of its bytes cp1252's signs ("§§ 12", "25°C", "180ºC", "5µs", "10³m" are Big5's characters too)."""
     own, sure = set(), False
     for m in WORDS.finditer(head):
-        if _latin_word(word := m.group()) or _letters(word):  # (Estonian's "öö" in cp850 is "™”" in cp1252)
-            continue
+        if _latin_word(word := m.group()) or _letters(word) and (len(set(word)) > 1 or unicodedata.category(
+                word[:1].decode("cp1252", "replace"))[0] in "PZ"):  # Estonian's "Öö", "öö" in cp850 are "™”", "””"
+            continue  # in cp1252, two no-break spaces DOS's "áá"; but one sign twice, "¤¤", is Big5's 中 (DOS's "ññ")
         if len(word) > 1 and not set(word) <= RULES:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
