@@ -398,7 +398,8 @@ def _dos(data: bytes) -> str | None:
     head = data[:200_000]
     words = lambda codec: _words(head.decode(codec, "replace"))
     lone = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
-            if not set(r) <= RULES]  # words of their own, no rule: Estonian's "Öö" is "™”" in cp1252, "Öö" in cp850;
+            if not all(unicodedata.category(c)[0] in "PZ" for c in r.decode("cp1252", "replace"))]  # words of their
+    # own, no rule or quotes ("——", "‘’": DOS's "ùù", "æÆ"): Estonian's "Öö" is "™”" in cp1252, "Öö" in cp850;
     if lone and all(map(_letters, lone)) and _latin(head.decode("cp850")) and any(  # one byte twice ("””", "§§",
             len(set(r)) > 1 and not r.decode("cp1252", "replace").isalpha() for r in lone):  # "††") is cp1252's too
         return " or ".join(c for c in ("cp850", "cp437", "mac-roman") if all(r.decode(c).isalpha() for r in lone)) or None

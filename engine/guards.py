@@ -1233,7 +1233,7 @@ def _whose():
     signal's handler that interrupts it: a script's SIGTERM handler that arms a watchdog is the script's), a thread
     the policy started, or a pool's job it submitted; else None."""
     for held in (_CALLING, _IMPORTING):
-        if (note := _noted(held)) is not None and note[1] == _depth():
+        if (note := _noted(held)) is not None and note[1] == _depth() and not _uncounted(note[2]):
             return note[0]
     whose = getattr(_OWNER, "whose", None)
     return whose if whose is not None else _POLICYS.get(threading.current_thread())
@@ -1247,7 +1247,7 @@ def _exit(code):
     watchdog, a worker's end) or a signal's handler it is Python's. Put in place on import, before a policy file's
     `from os import _exit` binds it."""
     thread = threading.current_thread()
-    if (note := _noted(_CALLING)) is not None and note[1] == _depth():
+    if (note := _noted(_CALLING)) is not None and note[1] == _depth() and not _uncounted(note[2]):
         raise SystemExit(code)
     if (whose := _whose()) is not None or _CALLING and isinstance(thread, threading._DummyThread):
         _STOPPED.append((code, thread.name, whose))
@@ -1318,11 +1318,39 @@ def from_handler(e) -> bool:
     interrupted: marked by the wrapper, or raised in a handler set before this import (its frame in the traceback)."""
     if getattr(e, "from_handler", False) is True:
         return True
-    tb = getattr(e, "__traceback__", None)
+    tb, codes = getattr(e, "__traceback__", None), _EARLY | _installed()
     while tb is not None:
-        if tb.tb_frame.f_code in _EARLY:
+        if tb.tb_frame.f_code in codes:
             return True
         tb = tb.tb_next
+    return False
+
+
+def _installed() -> set:
+    """The code of each handler installed now that the guards do not count: set through a `signal.signal` a script
+    bound before this import (`from signal import signal`), after it."""
+    codes = set()
+    for s in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            h = _GETSIGNAL(s)
+            if callable(h) and _handled(h) is None:
+                f = getattr(getattr(h, "__func__", h), "func", getattr(h, "__func__", h))  # (a method's, a partial's)
+                code = getattr(f, "__code__", None) or getattr(getattr(type(h), "__call__", None), "__code__", None)
+                if isinstance(code, types.CodeType):
+                    codes.add(code)
+    return codes
+
+
+def _uncounted(stop) -> bool:
+    """Whether a handler the guards do not count (`_installed`) runs here, above the frame `stop` of a policy's call
+    (only where a policy's exit, thread or error is in question: reading the handlers costs microseconds)."""
+    if threading.current_thread() is not threading.main_thread() or not (codes := _installed()):
+        return False
+    frame = sys._getframe(1)
+    while frame is not None and frame is not stop:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
     return False
 
 

@@ -7586,3 +7586,38 @@ def test_round84_doubled_signs_in_cp1252_estonian_in_mac_roman_and_a_constant_be
               {"test": "tests/test_t2r.py::test_recurrent_equals_parallel[hedgehog]", "error": "AssertionError",
                "where": None, "message": gap.format("0.006")}]
     assert "den + EPS" in grade.hint(grade.PARTS[6], failed)
+
+
+def test_round85_an_empty_pair_of_quotes_in_cp1252(tmp_path, capsys):
+    """Round 85, the data: round 84's lone words took an empty pair of quotes in cp1252 ("‘’", DOS's "æÆ") for DOS's
+    letters, so a right file was warned of and told DOS's and the Mac's pages alone (quotes and spaces alone are
+    cp1252's own)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    en = "This is a plain English note about the rules that we keep in the office.\n" * 3
+    for text in (en + "An empty quote: ‘’\n", en + "A typo: ’‘ here.\n", "Café crème, naïve façade.\n" + en + "‘’\n"):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+
+
+def test_round85_a_handler_set_through_a_signal_function_bound_before_the_import(tmp_path):
+    """Round 85, the core: a handler set after the import through `signal` bound before it (`from signal import
+    signal`) was neither wrapped nor found on the stack, so its `os._exit` (a stuck run's watchdog) or its exception
+    (the script's time limit) landing in a policy's call was blamed on the policy (the handlers installed are read
+    where a policy's exit or error is in question)."""
+    import subprocess
+    import sys
+    script = tmp_path / "bound85.py"
+    script.write_text("import os, sys, time\nfrom signal import signal, setitimer, ITIMER_REAL, SIGALRM\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "from engine import guards\nfrom test_stale import _rows\n"
+                      "class Budget(Exception):\n    pass\n"
+                      "def watchdog(sig, frame):\n    os._exit(7)\ndef late(sig, frame):\n    raise Budget()\n"
+                      "signal(SIGALRM, watchdog if sys.argv[1] == 'exit' else late)\n"
+                      "setitimer(ITIMER_REAL, 0.3)\n"
+                      "try:\n    guards.score_rows(lambda rows: (time.sleep(5), rows.score)[1], _rows(8))\n"
+                      "except Budget:\n    os._exit(9)\nexcept Exception:\n    os._exit(4)\n")
+    for how, code in (("exit", 7), ("budget", 9)):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
