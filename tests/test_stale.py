@@ -7432,8 +7432,8 @@ def test_round81_signal_handlers_of_every_form_a_scripts_pool_and_ctrl_c_at_the_
                       "from test_stale import _rows\n"
                       "def lingers(rows):\n    threading.Thread(target=time.sleep, args=(30,)).start()\n"
                       "    return rows.score\n"
-                      "threading.Timer(0.5, os.kill, args=(os.getpid(), signal.SIGINT)).start()\n"
-                      "harness.command(lambda: guards.score_rows(lingers, _rows(8)))\n")
+                      "ctrl_c = threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGINT))\n"
+                      "harness.command(lambda: (guards.score_rows(lingers, _rows(8)), ctrl_c.start()))\n")  # (in the wait)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 1 and done.stderr.strip().endswith("interrupted (results already saved are kept)"), done
 
