@@ -6753,6 +6753,22 @@ def test_round71_a_policy_files_guarded_self_test_and_one_that_names_itself(tmp_
     assert str(e.value).count("could not import") == 1, str(e.value)[:600]
 
 
+def _part1_with(tmp_path, line: str, mistake: str):
+    """The course's part 1 graded on the reference's three files with one line of llama.py written as a student's
+    mistake: (the failed tests, the hint)."""
+    import shutil
+    from course import grade
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("llama.py", "msrnn.py", "policies.py"):
+        shutil.copy(harness.ROOT / name, work / name)
+    text = (work / "llama.py").read_text()
+    assert line in text
+    (work / "llama.py").write_text(text.replace(line, mistake))
+    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[0]], log=lambda line: None)
+    return failed, why
+
+
 def _refused(f, data: bytes, says: str):
     """corpus.read refuses `data` written to f, saying `says`."""
     from data import corpus
@@ -6899,8 +6915,6 @@ def test_round73_chinese_japanese_or_korean_among_english_a_rounding_student_and
     without a word (their non-ASCII letters, in runs as a double-byte code's are, now name the code pages beside
     cp1252, and warn when cp1252 is named); a student whose rope rounds to float32 was told their query heads are
     grouped wrongly (a failure by rounding alone is told so); a DOS note's Ctrl-Z was read as text and warned of."""
-    import shutil
-    from course import grade
     from data import corpus
     f = tmp_path / "t.txt"
     for text, encoding, named in (("Vocabulary: 学生 means student, 老师 means teacher.\n" * 3, "gbk", "gbk"),
@@ -6913,17 +6927,9 @@ def test_round73_chinese_japanese_or_korean_among_english_a_rounding_student_and
     assert "reads as Chinese, Japanese or Korean text in gbk" in capsys.readouterr().err
     f.write_bytes(b"Hello from DOS.\r\n\x1a")
     assert corpus.read(f) == "Hello from DOS.\n"
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("llama.py", "msrnn.py", "policies.py"):
-        shutil.copy(harness.ROOT / name, work / name)
-    text = (work / "llama.py").read_text()
     rotate = "    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)\n"
-    assert rotate in text
-    (work / "llama.py").write_text(text.replace(rotate, "    return torch.cat([x1.float() * cos.float() - x2.float() * "
-                                                "sin.float(), x2.float() * cos.float() + x1.float() * sin.float()], "
-                                                "dim=-1).to(x.dtype)\n"))
-    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[0]], log=lambda line: None)
+    failed, why = _part1_with(tmp_path, rotate, "    return torch.cat([x1.float() * cos.float() - x2.float() * "
+                              "sin.float(), x2.float() * cos.float() + x1.float() * sin.float()], dim=-1).to(x.dtype)\n")
     assert failed and "a gap this small is rounding" in why and "grouped wrongly" not in why, why
 
 
@@ -7283,8 +7289,6 @@ def test_round80_windows_joiners_cyrillic_and_greek_among_english_icelandic_dos_
     read as "5 ¤" without a word; "(äöüß)" in cp1252 was warned of as cp949. The course: a student's RMSNorm eps of
     their own was told a layout hint. T2R: `demo.py t2r`'s tiny states all read "0.00 MiB"; `speed.built` sent a
     hybrid's missing maps to maps_from."""
-    import shutil
-    from course import grade
     from data import corpus
     from t2r import compare, speed
     f = tmp_path / "t.txt"
@@ -7309,15 +7313,8 @@ def test_round80_windows_joiners_cyrillic_and_greek_among_english_icelandic_dos_
     capsys.readouterr()
     assert "5 ¤" in corpus.read(f, "cp1252") and "reads as iso8859-15, whose €" in capsys.readouterr().err
     assert corpus.read(f, "iso8859-15").startswith("Der Preis ist 5 €") and capsys.readouterr().err == ""
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("llama.py", "msrnn.py", "policies.py"):
-        shutil.copy(harness.ROOT / name, work / name)
-    text = (work / "llama.py").read_text()
     norm = "    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight\n"
-    assert norm in text
-    (work / "llama.py").write_text(text.replace(norm, norm.replace("+ eps)", "+ 1e-6)")))
-    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[0]], log=lambda line: None)
+    failed, why = _part1_with(tmp_path, norm, norm.replace("+ eps)", "+ 1e-6)"))
     assert failed and "an eps of your own" in why, why
     assert compare.mib(3 * 2**10) == "3.00 KiB" and compare.mib(3 * 2**20) == "3.00 MiB"
     with pytest.raises(ValueError, match="a linear.FeatureMaps: hybrid_maps's"):
