@@ -216,13 +216,17 @@ def test_queries_and_keys_are_rotated_pairs_and_values_are_not():
 def test_query_head_h_reads_kv_head_h_over_g():
     """Grouped-query attention: query head h shares KV head h // G (Hugging Face's repeat_kv), so the
     G query heads of KV head j are heads jG .. jG + G - 1. A head's norm is kept by any rotation or
-    reordering of its dimensions, so this reads the grouping alone, whatever RoPE does."""
+    reordering of its dimensions, so this reads the grouping alone, whatever RoPE does: first the norms
+    in any order (which no grouping changes, but a wrong RMSNorm or wq does), then each head's."""
     c = tiny_config()
     model, L, G = random_model(c), random_model(c).layers[0], c.n_heads // c.n_kv_heads
     x = torch.randn(3, 1, c.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     q, _, _ = llama.qkv(model, L, x, *llama.rope_angles(model, torch.arange(1)))  # (B, 1, Hkv, G, hd)
     h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norm_eps) * L.attn_norm
     heads = (h @ L.wq.T).unflatten(-1, (c.n_heads, c.head_dim))      # (B, 1, H, hd)
+    norms = lambda y: y.norm(dim=-1).sort(-1).values                 # (B, 1, H): a head's norm, in any order
+    assert_close(norms(q.flatten(2, 3)), norms(heads), EXACT, "the query heads' norms, in any order: not a grouping "
+                 "but RMSNorm or wq")                                 # (a norm or a weight wrong, no head moved)
     for head in range(c.n_heads):
         assert_close(q[:, :, head // G, head % G].norm(dim=-1), heads[:, :, head].norm(dim=-1), EXACT,
                      f"query head {head}: not in group {head // G}")

@@ -305,7 +305,7 @@ def _own_words(head: bytes) -> bool:
         if _latin_word(word := m.group()) or _letters(word) and (len(set(word)) > 1 or unicodedata.category(
                 word[:1].decode("cp1252", "replace"))[0] in "PZ"):  # Estonian's "Öö", "öö" in cp850 are "™”", "””"
             continue  # in cp1252, two no-break spaces DOS's "áá"; but one sign twice, "¤¤", is Big5's 中 (DOS's "ññ")
-        if len(word) > 1 and not set(word) <= RULES:
+        if len(word) > 1 and not set(word) <= RULES and not re.fullmatch(rb"(.)\1{3,}", word, re.S):  # (DOS's "════")
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
@@ -397,8 +397,9 @@ def _dos(data: bytes) -> str | None:
     after a small letter). Windows' own quotes, dashes and ™ at a word's edge, or ’ inside, keep a word a word."""
     head = data[:200_000]
     words = lambda codec: _words(head.decode(codec, "replace"))
-    lone = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
-            if not all(unicodedata.category(c)[0] in "PZ" for c in r.decode("cp1252", "replace"))]  # words of their
+    lone = [w for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
+            for w in r.split(b"\xa0") if len(w) > 1  # a no-break space parts words ("µ :", French's before a colon)
+            and not all(unicodedata.category(c)[0] in "PZ" for c in w.decode("cp1252", "replace"))]  # words of their
     # own, no rule or quotes ("——", "‘’": DOS's "ùù", "æÆ"): Estonian's "Öö" is "™”" in cp1252, "Öö" in cp850;
     if lone and all(map(_letters, lone)) and _latin(head.decode("cp850")) and any(  # one byte twice ("””", "§§",
             len(set(r)) > 1 and not r.decode("cp1252", "replace").isalpha() for r in lone):  # "††") is cp1252's too
@@ -414,12 +415,14 @@ def _words(text: str) -> tuple[float, int]:
     """The share of a text's words with a non-ASCII character and an ASCII letter (numbers aside) that read as words,
     and how many."""
     good = n = 0
+    notes = not any(c.isalpha() for c in text if c >= "\x80")  # no letter past ASCII's: a dagger ends a word as a
+    # footnote's mark ("results†"), where DOS's å and ç, "p†", come with ä and ö ("v„gen f”r"), no words either way
     for word in re.split(r"[\s…–—•]+", text):  # Windows' joiners ("said—no", "Wait…what", "•Item") part two words
         if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
             continue
         edge = "\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©"  # (what a word's edge holds in Windows' text): low quotes open
         core = word.strip(edge).lstrip("‚„").strip(edge)  # a word ("‚ja‘"), daggers follow a name ("Smith†"); € § ° ‰
-        core = core.rstrip("†‡") if core[:1].isupper() else core  # stand by numbers (cp850's „ is ä: "hyv„")
+        core = core.rstrip("†‡") if core[:1].isupper() or notes else core  # stand by numbers (cp850's „ is ä: "hyv„")
         n += 1
         good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
             "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"

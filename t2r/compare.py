@@ -260,7 +260,7 @@ def tail_rows(comp: Comparison, train_ids, sizes, tail_r, tail_size, minutes):
     run = transfer(model, maps, train_ids, student=tail.student(model, maps, tova.fn, tail_size), epochs=comp.epochs,
                    minutes=minutes, checkpoint=path, log=comp.log)
     kept = path.with_name(f"{path.stem}-maps.safetensors")
-    save(maps, kept)  # the maps alone, for demo.py ppl --tail-maps; named where they are (MSRNN_RESULTS too)
+    save(maps, kept, model)  # the maps alone, for demo.py ppl --tail-maps; named where they are (MSRNN_RESULTS too)
     shown = os.path.relpath(kept) if kept.resolve().is_relative_to(pathlib.Path.cwd()) else kept
     comp.log(f"   its maps: {kept.name} (python demo.py ppl --policy tova --size N --tail hedgehog:{tail_r} "
              f"--tail-maps {shlex.quote(str(shown))}, with this run's --model)")

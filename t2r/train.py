@@ -35,8 +35,9 @@ from t2r.linear import FeatureMaps
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # what maps are trained and read in
 
 
-def save(maps: FeatureMaps, path):
-    """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written."""
+def save(maps: FeatureMaps, path, model: llama.Model | None = None):
+    """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written. Given the
+    model they were trained for, its key too: `load` warns of maps read with a model of other weights."""
     if not (isinstance(maps, torch.nn.Module) and all(hasattr(maps, a) for a in ("kind", "r", "window", "layers", "sinks",
                                                                                   "rotated", "gamma"))
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
@@ -55,7 +56,8 @@ def save(maps: FeatureMaps, path):
     if any(p.is_meta for p in maps.parameters()):
         raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
-            "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated))}
+            "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated)),
+            **({"model": model_key(model)} if model is not None else {})}
     dtype = functools.reduce(torch.promote_types, [p.dtype for p in maps.parameters()] or [torch.float32])  # the
     # maps' own, the widest where they mix (float16 with bfloat16 is float32)
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -71,8 +73,22 @@ def save(maps: FeatureMaps, path):
 
 
 def load(path, model: llama.Model) -> FeatureMaps:
-    """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right."""
-    return _read(path, model.config, model.dtype, model.device)
+    """Maps saved by `save`, checked against the model: every tensor present, no other, each shape right; and
+    where the file names the model it was trained for, that model (one of the same shapes is another's)."""
+    maps = _read(path, model.config, model.dtype, model.device)
+    with safe_open(str(path), "pt") as f:
+        trained = (f.metadata() or {}).get("model")
+    if trained is not None and trained != model_key(model):
+        print(f"[msrnn] warning: {path} holds maps trained for a model of other weights or config (its key "
+              f"{trained:.12}, this model's {model_key(model):.12}): what they measure is not this model's T2R",
+              file=sys.stderr)
+    return maps
+
+
+def model_key(model: llama.Model) -> str:
+    """The config and weights a model's maps were trained for, whatever float it computes in (its weights in
+    bfloat16: float32's and float64's of one checkpoint round alike)."""
+    return harness.fingerprint(repr(model.config), *(w.detach().to(torch.bfloat16) for w in experiments.weights(model)))
 
 
 def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:

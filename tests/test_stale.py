@@ -7618,3 +7618,57 @@ def test_round85_a_handler_set_through_a_signal_function_bound_before_the_import
     for how, code in (("exit", 7), ("budget", 9)):
         done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
         assert done.returncode == code, (how, done)
+
+
+def test_round86_a_micro_sign_by_a_no_break_space_daggers_after_small_words_and_dos_rules(tmp_path, capsys):
+    """Round 86, the data: "µ" beside a no-break space (French's "µ :", "10 µ") stood as a word of its own that DOS
+    reads as "Áá", and a footnote's dagger after a small-letter word ("results†") read as DOS's å, so a right cp1252
+    file was told DOS's pages alone and warned of; a cp437 rule of one box character, an even number of times
+    ("════════════"), was a word of its own that read as Chinese, Japanese or Korean."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text in ("Le café crème est très bon. Le symbole µ\xa0: micro.\n", "A cell is 10\xa0µ across.\n" * 2,
+                 "The results† were checked against the methods‡ of the study, and the data† agreed.\n"):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
+    _refused(f, "Jag bor på landet och går dit. Vägen för oss är lång.\n".encode("cp850"),
+             r"name its encoding \(cp850 or cp437\?\)")  # DOS's å beside its ä and ö is still DOS's
+    for rule in ("════════════", "────────────"):
+        text = f"MENU\n{rule}\n 1. Start\n 2. Quit\n{rule}\nPress a key.\n"
+        f.write_bytes(text.encode("cp437"))
+        assert corpus.read(f, "cp437") == text and capsys.readouterr().err == ""
+
+
+def test_round86_a_wrong_norm_in_qkv_is_not_a_grouping(tmp_path):
+    """Round 86, the course: qkv normalised by the MLP's norm weight, or with an eps of 1e-3, failed the grouping test
+    first, so the student was told their queries were grouped wrongly (the norms in any order are read first: a
+    grouping keeps them, a norm does not), and a grouping is still told so."""
+    qkv = "    h = rms_norm(x, L.attn_norm, c.norm_eps)\n"
+    for i, mistake in enumerate((qkv.replace("attn_norm", "mlp_norm"), qkv.replace("c.norm_eps", "1e-3"))):
+        (tmp_path / str(i)).mkdir()
+        failed, why = _part1_with(tmp_path / str(i), qkv, mistake)
+        assert failed and why.startswith("your qkv differs from RoPE") and "grouped" not in why, why
+    split = "q = qk[..., :c.n_heads, :].unflatten(-2, (c.n_kv_heads, -1))"
+    line = next(line + "\n" for line in (harness.ROOT / "llama.py").read_text().splitlines() if split in line)
+    (tmp_path / "grouped").mkdir()
+    failed, why = _part1_with(tmp_path / "grouped", line, line.replace(
+        split, "q = qk[..., :c.n_heads, :].unflatten(-2, (-1, c.n_kv_heads)).transpose(-2, -3)"))
+    assert failed and why.startswith("your queries are grouped wrongly"), why
+
+
+def test_round86_maps_read_with_a_model_of_other_weights(tmp_path, capsys):
+    """Round 86, T2R: maps that `demo.py t2r` trained for one model were read for another of the same shapes without a
+    word (the file keeps the key of the model they were trained for; `load` warns of another, not of its own in
+    another float)."""
+    from t2r import linear, train
+    c = tiny_config()
+    model, other = random_model(c), llama.random_model(c, seed=1)
+    maps = linear.FeatureMaps(c, 4, "hedgehog", dtype=model.dtype)
+    train.save(maps, tmp_path / "maps.safetensors", model)
+    capsys.readouterr()
+    for same in (model, llama.random_model(c, dtype=torch.float32)):
+        train.load(tmp_path / "maps.safetensors", same)
+        assert capsys.readouterr().err == ""
+    train.load(tmp_path / "maps.safetensors", other)
+    assert "holds maps trained for a model of other weights or config" in capsys.readouterr().err
