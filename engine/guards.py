@@ -1179,6 +1179,7 @@ _POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its c
 _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
 _OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
 _HANDLING = [0]  # the signal handlers running in the main thread, one in another
+_SIGNALS = frozenset(map(int, signal.valid_signals()))  # what a handler is called with
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
@@ -1315,40 +1316,38 @@ def _handler(h):
 
 def from_handler(e) -> bool:
     """Whether a signal's handler raised `e` (the script's sys.exit, its time limit's exception) into the code it
-    interrupted: marked by the wrapper, or raised in a handler set before this import (its frame in the traceback)."""
+    interrupted: marked by the wrapper, or raised in a handler the guards do not count (its frame in the traceback)."""
     if getattr(e, "from_handler", False) is True:
         return True
-    tb, codes = getattr(e, "__traceback__", None), _EARLY | _installed()
+    tb = getattr(e, "__traceback__", None)
     while tb is not None:
-        if tb.tb_frame.f_code in codes:
+        if tb.tb_frame.f_code in _EARLY or _signalled(tb.tb_frame):
             return True
         tb = tb.tb_next
     return False
 
 
-def _installed() -> set:
-    """The code of each handler installed now that the guards do not count: set through a `signal.signal` a script
-    bound before this import (`from signal import signal`), after it."""
-    codes = set()
-    for s in signal.valid_signals():
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            h = _GETSIGNAL(s)
-            if callable(h) and _handled(h) is None:
-                f = getattr(getattr(h, "__func__", h), "func", getattr(h, "__func__", h))  # (a method's, a partial's)
-                code = getattr(f, "__code__", None) or getattr(getattr(type(h), "__call__", None), "__code__", None)
-                if isinstance(code, types.CodeType):
-                    codes.add(code)
-    return codes
+def _signalled(frame) -> bool:
+    """Whether Python called `frame` as a signal's handler: given the signal's number and the frame it interrupted,
+    its caller (a handler set before this import, or through a `signal.signal` a script bound before it, `from signal
+    import signal`; one that has put SIG_DFL back since, a decorator's wrapper, a method, a partial alike). Read
+    from the frame, not from the handlers installed: a one-shot handler uninstalls itself, and a decorator's code is
+    its policy's too."""
+    if frame.f_back is None or frame.f_code.co_flags & inspect.CO_NEWLOCALS == 0:  # (a module's frame)
+        return False
+    values = list(frame.f_locals.values())
+    values += [v for t in values if type(t) is tuple for v in t]  # (sig, frame) in a wrapper's *args
+    return any(v is frame.f_back for v in values) and any(type(v) is int and v in _SIGNALS for v in values)
 
 
 def _uncounted(stop) -> bool:
-    """Whether a handler the guards do not count (`_installed`) runs here, above the frame `stop` of a policy's call
-    (only where a policy's exit, thread or error is in question: reading the handlers costs microseconds)."""
-    if threading.current_thread() is not threading.main_thread() or not (codes := _installed()):
+    """Whether a signal's handler the guards do not count (`_signalled`) runs here, above the frame `stop` of a
+    policy's call (only where a policy's exit, thread or error is in question: reading the frames costs microseconds)."""
+    if threading.current_thread() is not threading.main_thread():
         return False
     frame = sys._getframe(1)
     while frame is not None and frame is not stop:
-        if frame.f_code in codes:
+        if _signalled(frame):
             return True
         frame = frame.f_back
     return False

@@ -7672,3 +7672,37 @@ def test_round86_maps_read_with_a_model_of_other_weights(tmp_path, capsys):
         assert capsys.readouterr().err == ""
     train.load(tmp_path / "maps.safetensors", other)
     assert "holds maps trained for a model of other weights or config" in capsys.readouterr().err
+
+
+def test_round86_a_one_shot_handler_and_a_decorator_shared_with_the_policy(tmp_path):
+    """Round 86, the core: a handler set through a `signal` bound before the import that uninstalls itself first (a
+    one-shot watchdog or time limit: SIG_IGN, SIG_DFL) was no longer found among the handlers installed, so its
+    `os._exit`, its exception and the watchdog thread it started were the policy's; and a decorator on both a handler
+    and the policy made the policy's frames a handler's (one code), so the policy's `os._exit` ended the process
+    without a word (a handler is read from its frame: called with the signal and the frame it interrupted)."""
+    import subprocess
+    import sys
+    script = tmp_path / "oneshot86.py"
+    script.write_text("import functools, os, sys, threading, time\n"
+                      "from signal import signal, setitimer, ITIMER_REAL, SIGALRM, SIG_IGN, SIG_DFL\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "from engine import guards\nfrom test_stale import _rows\n"
+                      "class Budget(Exception):\n    pass\n"
+                      "def logged(fn):\n    @functools.wraps(fn)\n    def wrapper(*a, **k):\n"
+                      "        return fn(*a, **k)\n    return wrapper\n"
+                      "def watchdog(sig, frame):\n    signal(SIGALRM, SIG_IGN)\n    os._exit(7)\n"
+                      "def budget(sig, frame):\n    signal(SIGALRM, SIG_DFL)\n    raise Budget()\n"
+                      "def later(sig, frame):\n    signal(SIGALRM, SIG_IGN)\n"
+                      "    threading.Timer(0.2, os._exit, (7,)).start()\n"
+                      "@logged\ndef unused(sig, frame):\n    os._exit(3)\n"
+                      "@logged\ndef buggy(rows):\n    os._exit(0)\n"
+                      "how = sys.argv[1]\n"
+                      "signal(SIGALRM, {'exit': watchdog, 'budget': budget, 'thread': later}.get(how, unused))\n"
+                      "setitimer(ITIMER_REAL, 0.3 if how != 'decorated' else 100)\n"
+                      "try:\n    guards.score_rows(buggy if how == 'decorated' else lambda rows: (time.sleep(5), "
+                      "rows.score)[1], _rows(8))\n"
+                      "except Budget:\n    os._exit(9)\nexcept guards.PolicyError as e:\n"
+                      "    os._exit(4 if 'raised SystemExit: 0' in str(e) else 5)\nos._exit(6)\n")
+    for how, code in (("exit", 7), ("budget", 9), ("thread", 7), ("decorated", 4)):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
