@@ -114,9 +114,9 @@ PARTS = [
             ("test_sink_is_a_static_mask", "", "your forward, given an attention, differs from the MSRNN {diff}: does "
              "it call attention(i, q, k, v) in every layer i, with q (B, Hkv, G, T, hd) and k, v (B, Hkv, 1, T, hd), "
              "and use what it returns?"),
-            ("test_query_head_h_reads", "not in group", "your queries are grouped wrongly {diff}: query head h shares KV head "
-             "h // G, so the G query heads of KV head j are heads jG .. jG + G - 1: unflatten the H heads as (Hkv, G), "
-             "not (G, Hkv)"),
+            ("test_query_head_h_reads", "not in group", "your queries are grouped wrongly {diff}: query head h "
+             "shares KV head h // G, so the G query heads of KV head j are heads jG .. jG + G - 1: unflatten the H "
+             "heads as (Hkv, G), not (G, Hkv)"),
             ("test_queries_and_keys_are_rotated", "", "your qkv differs from RoPE written with complex numbers "
              "{diff}: RMSNorm, the fused projection, then in each query and key head dimensions i and i + hd/2 "
              "turned together by position * theta^(-2i/hd) (rotate-half); values are not rotated"),

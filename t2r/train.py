@@ -78,9 +78,9 @@ def load(path, model: llama.Model) -> FeatureMaps:
     maps = _read(path, model.config, model.dtype, model.device)
     with safe_open(str(path), "pt") as f:
         trained = (f.metadata() or {}).get("model")
-    if trained is not None and trained != model_key(model):
+    if trained is not None and trained != (key := model_key(model)):
         print(f"[msrnn] warning: {path} holds maps trained for a model of other weights or config (its key "
-              f"{trained:.12}, this model's {model_key(model):.12}): what they measure is not this model's T2R",
+              f"{trained:.12}, this model's {key:.12}): what they measure is not this model's T2R",
               file=sys.stderr)
     return maps
 
