@@ -218,10 +218,11 @@ def test_query_head_h_reads_kv_head_h_over_g():
     G query heads of KV head j are heads jG .. jG + G - 1. A head's norm is kept by any rotation or
     reordering of its dimensions, so this reads the grouping alone, whatever RoPE does: first the norms
     in any order (which no grouping changes, but a wrong RMSNorm or wq does), then each head's."""
-    c = tiny_config()
+    c = tiny_config(n_heads=6)  # G = 3 != Hkv = 2: with G = Hkv, (G, Hkv) and (Hkv, G) are one split
     model, L, G = random_model(c), random_model(c).layers[0], c.n_heads // c.n_kv_heads
     x = torch.randn(3, 1, c.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     q, _, _ = llama.qkv(model, L, x, *llama.rope_angles(model, torch.arange(1)))  # (B, 1, Hkv, G, hd)
+    assert q.shape[2:4] == (c.n_kv_heads, G), f"queries of shape {tuple(q.shape)}, not in groups: (B, T, Hkv, G, hd)"
     h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c.norm_eps) * L.attn_norm
     heads = (h @ L.wq.T).unflatten(-1, (c.n_heads, c.head_dim))      # (B, 1, H, hd)
     norms = lambda y: y.norm(dim=-1).sort(-1).values                 # (B, 1, H): a head's norm, in any order

@@ -305,14 +305,35 @@ def _own_words(head: bytes) -> bool:
         if _latin_word(word := m.group()) or _letters(word) and (len(set(word)) > 1 or unicodedata.category(
                 word[:1].decode("cp1252", "replace"))[0] in "PZ"):  # Estonian's "Öö", "öö" in cp850 are "™”", "””"
             continue  # in cp1252, two no-break spaces DOS's "áá"; but one sign twice, "¤¤", is Big5's 中 (DOS's "ññ")
-        if len(word) > 1 and not set(word) <= RULES and not re.fullmatch(rb"(.)\1{3,}", word, re.S):  # (DOS's "════")
+        if len(word) > 1 and not set(word) <= RULES and not _rule(word):
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
-        if len(set(m.group())) > 1 and not set(m.group()) <= RULES and not _latin_word(m.group()):
+        if len(set(m.group())) > 1 and not set(m.group()) <= RULES and not _latin_word(m.group()) and not _rule(m.group()):
             own.update(range(*m.span()))
             sure = sure or not set(m.group()) <= SIGNS
     return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
+
+
+def _rule(run: bytes) -> bool:
+    """Whether bytes that stand as a word are DOS's rule, shade or bar (cp437's box drawing and blocks, B0-DF): one
+    byte again ("──", "════"), or shades and blocks alone ("░▒▓█", "█████░░░"). Big5's 中 twice is "ññ" there, GBK's
+    中文 "╓╨╬─"."""
+    return all(0xB0 <= b <= 0xDF for b in run) and (len(set(run)) == 1 or all(b <= 0xB2 or b >= 0xDB for b in run))
+
+
+def _boxes(head: bytes) -> str | None:
+    """The DOS code pages whose box drawing, rules and blocks (cp437's bytes B0-DF: "┌──┐", "═══", "█▒░") are most
+    of a file's non-ASCII bytes, standing apart from its words, one run of them two or more with a byte that cp1252
+    reads as a capital that no word holds ("ÚÄÄ¿", "ÄÄ", "ÍÍÍ"; a Nordic list "ÆØÅ" is letters; "»»" a sign)."""
+    runs = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]+(?![A-Za-z\x80-\xff])", head)
+            if all(0xB0 <= b <= 0xDF for b in r) and not (_letters(r) and len(set(r)) > 1)]
+    if not any(len(r) > 1 and max(r) >= 0xC0 for r in runs) or \
+            sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
+        return None
+    drawn = b"".join(runs)
+    return "cp437" + (" or cp850" if drawn.decode("cp850") == drawn.decode("cp437") else "")  # (cp850 put letters
+    # in place of some: "╔" is "╔" in both, "╒" is "Ê" in cp850)
 
 
 def _latin_word(word: bytes) -> bool:
@@ -396,6 +417,8 @@ def _dos(data: bytes) -> str | None:
     accent as words, where cp1252 reads most of them as no words: "L'‚lŠve" (a sign inside), "BrŸcke" (a capital
     after a small letter). Windows' own quotes, dashes and ™ at a word's edge, or ’ inside, keep a word a word."""
     head = data[:200_000]
+    if boxes := _boxes(head):
+        return boxes
     words = lambda codec: _words(head.decode(codec, "replace"))
     lone = [w for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
             for w in r.split(b"\xa0") if len(w) > 1  # a no-break space parts words ("µ :", French's before a colon)
@@ -414,19 +437,19 @@ def _dos(data: bytes) -> str | None:
 def _words(text: str) -> tuple[float, int]:
     """The share of a text's words with a non-ASCII character and an ASCII letter (numbers aside) that read as words,
     and how many."""
-    good = n = 0
-    notes = not any(c.isalpha() for c in text if c >= "\x80")  # no letter past ASCII's: a dagger ends a word as a
-    # footnote's mark ("results†"), where DOS's å and ç, "p†", come with ä and ö ("v„gen f”r"), no words either way
+    cores = []
     for word in re.split(r"[\s…–—•]+", text):  # Windows' joiners ("said—no", "Wait…what", "•Item") part two words
         if word.isascii() or any(c.isdigit() for c in word) or not re.search("[A-Za-z]", word):  # (a bullet, a dash)
             continue
         edge = "\"'“”‘’«»‹›()[]{}¿¡.,;:!?…–—-*™®©"  # (what a word's edge holds in Windows' text): low quotes open
         core = word.strip(edge).lstrip("‚„").strip(edge)  # a word ("‚ja‘"), daggers follow a name ("Smith†"); € § ° ‰
-        core = core.rstrip("†‡") if core[:1].isupper() or notes else core  # stand by numbers (cp850's „ is ä: "hyv„")
-        n += 1
-        good += bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
-            "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
-    return good / max(n, 1), n
+        cores.append(core.rstrip("†‡") if core[:1].isupper() else core)  # stand by numbers (cp850's „ is ä: "hyv„")
+    good = lambda core: bool(core) and all(c.isalpha() or c in "'’" for c in core) and not re.search(
+        "[a-zß-ÿ][À-ÞŠŒŽŸ]|[A-Za-zÀ-ÿ][À-ÞŠŒŽŸ][a-zß-ÿ]", core)  # a capital inside: "BrŸcke", "MŠdchen"
+    notes = all(good(c) for c in cores if not c.endswith(("†", "‡")))  # every other word a word: a dagger after a
+    # small letter is a footnote's mark ("papers†" beside "résumé"); DOS's å and ç ("p†") come with its ä and ö, the
+    # Mac's á ("est‡") with its é, no words in cp1252 ("v„gen", "JosŽ")
+    return sum(good(c.rstrip("†‡") if notes else c) for c in cores) / max(len(cores), 1), len(cores)
 
 
 def _script(data: bytes) -> str | None:
@@ -609,9 +632,9 @@ def read(path, encoding: str = "utf-8") -> str:
     elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
         print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
               f"{encoding}: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve"
-        print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents are letters there and signs in "
-              f"{encoding}: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve", "ÚÄÄ¿"
+        print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents (or boxes) are letters (or lines) "
+              f"there and signs in {encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic

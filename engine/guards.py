@@ -18,6 +18,7 @@ import operator
 import os
 import re
 import signal
+import _signal as signal_c  # what signal.signal and getsignal call: a script's `from signal import signal` too
 import site
 import sys
 import sysconfig
@@ -1179,7 +1180,7 @@ _POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its c
 _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
 _OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
 _HANDLING = [0]  # the signal handlers running in the main thread, one in another
-_SIGNALS = frozenset(map(int, signal.valid_signals()))  # what a handler is called with
+_GIVEN = weakref.WeakValueDictionary()  # the handlers signal.signal and getsignal gave back, by id
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
 
 
@@ -1234,7 +1235,7 @@ def _whose():
     signal's handler that interrupts it: a script's SIGTERM handler that arms a watchdog is the script's), a thread
     the policy started, or a pool's job it submitted; else None."""
     for held in (_CALLING, _IMPORTING):
-        if (note := _noted(held)) is not None and note[1] == _depth() and not _uncounted(note[2]):
+        if (note := _noted(held)) is not None and note[1] == _depth():
             return note[0]
     whose = getattr(_OWNER, "whose", None)
     return whose if whose is not None else _POLICYS.get(threading.current_thread())
@@ -1248,7 +1249,7 @@ def _exit(code):
     watchdog, a worker's end) or a signal's handler it is Python's. Put in place on import, before a policy file's
     `from os import _exit` binds it."""
     thread = threading.current_thread()
-    if (note := _noted(_CALLING)) is not None and note[1] == _depth() and not _uncounted(note[2]):
+    if (note := _noted(_CALLING)) is not None and note[1] == _depth():
         raise SystemExit(code)
     if (whose := _whose()) is not None or _CALLING and isinstance(thread, threading._DummyThread):
         _STOPPED.append((code, thread.name, whose))
@@ -1269,7 +1270,7 @@ def stopped() -> str:
 
 _START = getattr(threading.Thread.start, "python", threading.Thread.start)
 _SUBMIT = getattr(futures.ThreadPoolExecutor.submit, "python", futures.ThreadPoolExecutor.submit)
-_SIGNAL, _GETSIGNAL = (getattr(f, "python", f) for f in (signal.signal, signal.getsignal))
+_SIGNAL, _GETSIGNAL = (getattr(f, "python", f) for f in (signal_c.signal, signal_c.getsignal))
 
 
 def _start(self):
@@ -1296,11 +1297,14 @@ def _owned(whose, fn, *args, **kwargs):
         _OWNER.whose = was
 
 
-def _handler(h):
-    """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's."""
+def _handler(h, whose=None):
+    """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's; or, set anew in
+    a policy's call (its own time limit), run as that policy's (`_OWNER`), its exit and its exception the policy's."""
     if not callable(h) or _handled(h) is not None:
         return h
     def handle(sig, frame):
+        if whose is not None:
+            return _owned(whose, h, sig, frame)
         _HANDLING[0] += 1
         try:
             return h(sig, frame)
@@ -1310,46 +1314,20 @@ def _handler(h):
             raise
         finally:
             _HANDLING[0] -= 1
-    handle.__msrnn_handler__ = h  # (a name no script's handler, nor a Mock, holds)
+    handle.__msrnn_handler__, handle.__msrnn_whose__ = h, whose  # (names no script's handler, nor a Mock, holds)
     return handle
 
 
 def from_handler(e) -> bool:
     """Whether a signal's handler raised `e` (the script's sys.exit, its time limit's exception) into the code it
-    interrupted: marked by the wrapper, or raised in a handler the guards do not count (its frame in the traceback)."""
+    interrupted: marked by the wrapper, or raised in a handler set before this import (its frame in the traceback)."""
     if getattr(e, "from_handler", False) is True:
         return True
     tb = getattr(e, "__traceback__", None)
     while tb is not None:
-        if tb.tb_frame.f_code in _EARLY or _signalled(tb.tb_frame):
+        if tb.tb_frame.f_code in _EARLY:
             return True
         tb = tb.tb_next
-    return False
-
-
-def _signalled(frame) -> bool:
-    """Whether Python called `frame` as a signal's handler: given the signal's number and the frame it interrupted,
-    its caller (a handler set before this import, or through a `signal.signal` a script bound before it, `from signal
-    import signal`; one that has put SIG_DFL back since, a decorator's wrapper, a method, a partial alike). Read
-    from the frame, not from the handlers installed: a one-shot handler uninstalls itself, and a decorator's code is
-    its policy's too."""
-    if frame.f_back is None or frame.f_code.co_flags & inspect.CO_NEWLOCALS == 0:  # (a module's frame)
-        return False
-    values = list(frame.f_locals.values())
-    values += [v for t in values if type(t) is tuple for v in t]  # (sig, frame) in a wrapper's *args
-    return any(v is frame.f_back for v in values) and any(type(v) is int and v in _SIGNALS for v in values)
-
-
-def _uncounted(stop) -> bool:
-    """Whether a signal's handler the guards do not count (`_signalled`) runs here, above the frame `stop` of a
-    policy's call (only where a policy's exit, thread or error is in question: reading the frames costs microseconds)."""
-    if threading.current_thread() is not threading.main_thread():
-        return False
-    frame = sys._getframe(1)
-    while frame is not None and frame is not stop:
-        if _signalled(frame):
-            return True
-        frame = frame.f_back
     return False
 
 
@@ -1358,21 +1336,31 @@ def _handled(h):
     return h.__dict__.get("__msrnn_handler__") if isinstance(h, types.FunctionType) else None
 
 
+def _given(h):
+    """A handler, as signal.signal and getsignal give it back (the one set, not its wrapper), remembered where it is
+    not a policy's own: set again in a policy's call (put back after its own time limit), it is still the script's."""
+    script = h if _handled(h) is None else _handled(h)
+    if script is h or h.__dict__.get("__msrnn_whose__") is None:
+        with contextlib.suppress(TypeError):  # (a handler no weak reference can hold)
+            _GIVEN[id(script)] = script
+    return script
+
+
 def _signal(sig, handler):
-    """signal.signal, its handler counted; the handler it gives back is the one the script set."""
-    old = _SIGNAL(sig, _handler(handler))
-    return old if _handled(old) is None else _handled(old)
+    """signal.signal (the `_signal` module's, which it calls: a script's `from signal import signal` before this
+    import calls it too), its handler counted; a policy's own, set in its call, is the policy's."""
+    whose = _whose() if _GIVEN.get(id(handler)) is not handler else None
+    return _given(_SIGNAL(sig, _handler(handler, whose)))
 
 
 def _getsignal(sig):
-    h = _GETSIGNAL(sig)
-    return h if _handled(h) is None else _handled(h)
+    return _given(_GETSIGNAL(sig))
 
 
 _exit.python, _start.python, _submit.python = _EXIT, _START, _SUBMIT
 _signal.python, _getsignal.python = _SIGNAL, _GETSIGNAL
 os._exit, threading.Thread.start, futures.ThreadPoolExecutor.submit = _exit, _start, _submit
-signal.signal, signal.getsignal = _signal, _getsignal
+signal_c.signal, signal_c.getsignal = _signal, _getsignal
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 _EARLY = set()  # the code of a plain function set as a handler before this import, left as it is (a script compares
 for _s in signal.valid_signals():  # its own with getsignal's) and found on the stack; any other (a decorator's closure,

@@ -658,16 +658,20 @@ def _unwaited(before: set) -> bool:
               "daemon=True, and write what it must keep in the policy's call): not waiting for it", file=sys.stderr)
     for t in left:
         pooled.pop(t, None)
-    for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
-        with contextlib.suppress(Exception):
-            if issubclass(type(f), io.IOBase) and not f.closed and f.writable():  # (no attribute of anything else read)
-                f.flush()
-    if not hasattr(threading, "_shutdown_locks"):  # (Python 3.11 and 3.12's record of the threads its exit waits for)
+    if locks := hasattr(threading, "_shutdown_locks"):  # (Python 3.11 and 3.12's record of the threads its exit waits
+        with threading._shutdown_locks_lock:  # for), first: Ctrl-C in the flush below leaves none of them waited for
+            threading._shutdown_locks.difference_update(t._tstate_lock for t in left)
+    try:
+        for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
+            with contextlib.suppress(Exception):
+                if issubclass(type(f), io.IOBase) and not f.closed and f.writable():  # (no attribute of anything else
+                    f.flush()  # read)
+    except KeyboardInterrupt:
+        stop = True
+    if not locks:
         sys.stdout.flush()
         sys.stderr.flush()
         guards._EXIT(1)
-    with threading._shutdown_locks_lock:
-        threading._shutdown_locks.difference_update(t._tstate_lock for t in left)
     return stop
 
 
