@@ -309,9 +309,9 @@ def _own_words(head: bytes) -> bool:
             own.update(i for i in range(*m.span()) if head[i] >= 0x80)
             sure = sure or not {b for b in word if b >= 0x80} <= SIGNS
     for m in re.finditer(rb"[\x80-\xff]{4,}", head):
-        if len(set(m.group())) > 1 and not set(m.group()) <= RULES and not _latin_word(m.group()) and not _rule(m.group()):
+        if len(set(run := m.group())) > 1 and not set(run) <= RULES and not _latin_word(run) and not _rule(run):
             own.update(range(*m.span()))
-            sure = sure or not set(m.group()) <= SIGNS
+            sure = sure or not set(run) <= SIGNS
     return sure and len(own) >= 0.8 * len(re.findall(rb"[\x80-\xff]", head))
 
 

@@ -663,9 +663,9 @@ def _unwaited(before: set) -> bool:
             threading._shutdown_locks.difference_update(t._tstate_lock for t in left)
     try:
         for f in gc.get_objects():  # and a file the thread reaches (a policy's log) is never closed, so never flushed
-            with contextlib.suppress(Exception):
-                if issubclass(type(f), io.IOBase) and not f.closed and f.writable():  # (no attribute of anything else
-                    f.flush()  # read)
+            with contextlib.suppress(Exception):  # (no attribute of anything else read)
+                if issubclass(type(f), io.IOBase) and not f.closed and f.writable():
+                    f.flush()
     except KeyboardInterrupt:
         stop = True
     if not locks:
