@@ -316,23 +316,25 @@ def _own_words(head: bytes) -> bool:
 
 
 def _rule(run: bytes) -> bool:
-    """Whether bytes that stand as a word are DOS's rule, shade or bar (cp437's box drawing and blocks, B0-DF): one
-    byte again ("──", "════"), or shades and blocks alone ("░▒▓█", "█████░░░"). Big5's 中 twice is "ññ" there, GBK's
-    中文 "╓╨╬─"."""
-    return all(0xB0 <= b <= 0xDF for b in run) and (len(set(run)) == 1 or all(b <= 0xB2 or b >= 0xDB for b in run))
+    """Whether bytes that stand as a word are DOS's rule or bar (cp437's box drawing and blocks, B0-DF) by a Chinese,
+    Japanese or Korean text's measure: each byte three times or more in a row ("════", "█████░░░"), which characters
+    of two bytes hardly are (Big5's 偽 is B0 B0, its 停 "B0 B1": DOS's shades "░░", "░▒"; GBK's 中文 "╓╨╬─")."""
+    return re.fullmatch(rb"(?:([\xb0-\xdf])\1\1+)+", run) is not None
 
 
-def _boxes(head: bytes) -> str | None:
+def _boxes(head: bytes, drawn: bool = True) -> str | None:
     """The DOS code pages whose box drawing, rules and blocks (cp437's bytes B0-DF: "┌──┐", "═══", "█▒░") are most
-    of a file's non-ASCII bytes, standing apart from its words, one run of them two or more with a byte that cp1252
-    reads as a capital that no word holds ("ÚÄÄ¿", "ÄÄ", "ÍÍÍ"; a Nordic list "ÆØÅ" is letters; "»»" a sign)."""
+    of a file's non-ASCII bytes, standing apart from its words (cp1252 reads them as capitals and signs no word holds:
+    "ÚÄÄ¿", "ÍÍÍ"; a Nordic list "ÆØÅ" is letters), where one of them is surely drawn (drawn=True): a line of two or
+    more ("──", "══") or one block or shade thrice ("███", "░░░"); "1½×", "ÞÞ", the Mac's "——" and Big5's 偽 (B0 B0)
+    are none."""
     runs = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]+(?![A-Za-z\x80-\xff])", head)
             if all(0xB0 <= b <= 0xDF for b in r) and not (_letters(r) and len(set(r)) > 1)]
-    if not any(len(r) > 1 and max(r) >= 0xC0 for r in runs) or \
-            sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
+    if drawn and not any(re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1", r) for r in runs) or \
+            not runs or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
         return None
-    drawn = b"".join(runs)
-    return "cp437" + (" or cp850" if drawn.decode("cp850") == drawn.decode("cp437") else "")  # (cp850 put letters
+    lines = b"".join(runs)
+    return "cp437" + (" or cp850" if lines.decode("cp850") == lines.decode("cp437") else "")  # (cp850 put letters
     # in place of some: "╔" is "╔" in both, "╒" is "Ê" in cp850)
 
 
@@ -585,7 +587,9 @@ def read(path, encoding: str = "utf-8") -> str:
         if not pages and (script := _script(data)):  # Russian or Greek, alone or among English: cp1252 may read it
             pages = f"{script}, or --encoding cp1252 for Windows' text" if western else script
         if not pages and (western or _spoken(data[:200_000])) and (mixed := _cjk(data, mixed=True)):  # Chinese among
-            pages = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English
+            pages = f"{mixed}, or --encoding cp1252 for Windows' text" if western else mixed  # English, or DOS's
+            pages += f", or {boxes} for DOS's boxes" if (boxes := _boxes(data[:200_000], drawn=False)) else ""  # boxes
+            # ("░▒▓█" is Big5's 停 and more)
         windows = "cp1252 for Windows' text" + (f", or {iso} for its € or œ, ž" if (iso := _euro(data)) else "")
         advice = f"name its encoding ({pages}?)" if pages else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
             else f"name its encoding (--encoding {windows})" if western and codec.name != "cp1252" else \
@@ -626,9 +630,11 @@ def read(path, encoding: str = "utf-8") -> str:
     if codec.name in WESTERN and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in WESTERN and (cjk := _cjk(data) or _cjk(data, mixed=True)):
-        print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}, not as Latin "
-              f"letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in WESTERN and not (codec.name in ("cp437", "cp850") and _boxes(data[:200_000], drawn=False)) and (
+            cjk := _cjk(data) or _cjk(data, mixed=True)):  # (DOS's boxes, named so, are no Big5: "░▒▓█" is 停 and more)
+        boxes = f", or as DOS's boxes in {boxes}" if (boxes := _boxes(data[:200_000], drawn=False)) else ""
+        print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}{boxes}, not as "
+              f"Latin letters: if it is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
         print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
               f"{encoding}: if it is, name that encoding", file=sys.stderr)

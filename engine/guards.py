@@ -22,6 +22,7 @@ import _signal as signal_c  # what signal.signal and getsignal call: a script's 
 import site
 import sys
 import sysconfig
+import _thread
 import threading
 import traceback
 import types
@@ -1201,6 +1202,8 @@ def _hold(held: dict, whose, frame):
     """Note that this thread runs `whose` (a policy's call, a policy file's import, in `frame`) from now, where it does
     not already at this handler depth (a policy calling another); a signal's handler's call inside another's is its
     own. What was noted before, to put back."""
+    if _PENDING and threading.current_thread() is threading.main_thread():
+        _early()
     me, depth = threading.get_ident(), _depth()
     was = _noted(held)
     if was is not None and was[1] == depth:
@@ -1242,8 +1245,8 @@ def _whose():
 
 
 def _exit(code):
-    """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger; a raw
-    `_thread` one while a call runs) or a pool's job it submitted, it ends no process, where it would skip every flush
+    """os._exit, as a policy sees it: called in a policy's call, or by a thread the policy started (its logger, a raw
+    `_thread` one) or a pool's job it submitted, it ends no process, where it would skip every flush
     and `finally` (a run that printed nothing and exited 0), but raises SystemExit, which the watch names (a thread's,
     which Python drops, at the next call's end or the command's: `stopped`); from any other thread (the script's own
     watchdog, a worker's end) or a signal's handler it is Python's. Put in place on import, before a policy file's
@@ -1251,7 +1254,7 @@ def _exit(code):
     thread = threading.current_thread()
     if (note := _noted(_CALLING)) is not None and note[1] == _depth():
         raise SystemExit(code)
-    if (whose := _whose()) is not None or _CALLING and isinstance(thread, threading._DummyThread):
+    if (whose := _whose()) is not None:
         _STOPPED.append((code, thread.name, whose))
         raise SystemExit(code)
     _EXIT(code)
@@ -1269,6 +1272,7 @@ def stopped() -> str:
 
 
 _START = getattr(threading.Thread.start, "python", threading.Thread.start)
+_START_RAW = getattr(_thread.start_new_thread, "python", _thread.start_new_thread)
 _SUBMIT = getattr(futures.ThreadPoolExecutor.submit, "python", futures.ThreadPoolExecutor.submit)
 _SIGNAL, _GETSIGNAL = (getattr(f, "python", f) for f in (signal_c.signal, signal_c.getsignal))
 
@@ -1280,6 +1284,14 @@ def _start(self):
     if getattr(self, "_target", None) is not futures.thread._worker and (whose := _whose()) is not None:
         _POLICYS[self] = whose
     return _START(self)
+
+
+def _start_raw(function, args, kwargs=None):
+    """_thread.start_new_thread, the thread the policy's where a policy starts it (threading's own go through
+    `_start`): a script's raw watchdog, started outside a policy's call, is the script's."""
+    if (whose := _whose()) is not None:
+        function = functools.partial(_owned, whose, function)
+    return _START_RAW(function, args, kwargs or {})
 
 
 def _submit(self, fn, /, *args, **kwargs):
@@ -1357,19 +1369,32 @@ def _getsignal(sig):
     return _given(_GETSIGNAL(sig))
 
 
-_exit.python, _start.python, _submit.python = _EXIT, _START, _SUBMIT
+_exit.python, _start.python, _start_raw.python, _submit.python = _EXIT, _START, _START_RAW, _SUBMIT
 _signal.python, _getsignal.python = _SIGNAL, _GETSIGNAL
 os._exit, threading.Thread.start, futures.ThreadPoolExecutor.submit = _exit, _start, _submit
+_thread.start_new_thread = _thread.start_new = _start_raw
 signal_c.signal, signal_c.getsignal = _signal, _getsignal
 setattr(sys.modules[os.name], "_exit", _exit)  # posix._exit, the same function
 _EARLY = set()  # the code of a plain function set as a handler before this import, left as it is (a script compares
-for _s in signal.valid_signals():  # its own with getsignal's) and found on the stack; any other (a decorator's closure,
-    with contextlib.suppress(OSError, ValueError, TypeError):  # one code for many; an object, a partial) is wrapped
-        if callable(_h := _GETSIGNAL(_s)) and _handled(_h) is None:
+_PENDING = []  # its own with getsignal's) and found on the stack; any other (a decorator's closure, one code for many;
+for _s in signal.valid_signals():  # an object, a partial) is wrapped: here, or, imported in a loader thread (only
+    with contextlib.suppress(OSError, ValueError, TypeError):  # the main thread sets them), at the main thread's
+        if callable(_h := _GETSIGNAL(_s)) and _handled(_h) is None:  # first policy call (`_early`)
             if isinstance(_h, types.FunctionType) and _h.__closure__ is None:
                 _EARLY.add(_h.__code__)
-            elif threading.current_thread() is threading.main_thread():  # (only the main thread sets them)
+            elif threading.current_thread() is threading.main_thread():
                 _SIGNAL(_s, _handler(_h))
+            else:
+                _PENDING.append((_s, _h))
+
+
+def _early():
+    """Wrap the early handlers an import off the main thread could not, each where it is still the one set."""
+    while _PENDING:
+        sig, h = _PENDING.pop()
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if _GETSIGNAL(sig) is h:
+                _SIGNAL(sig, _handler(h))
 
 
 class _Watched(_Kept):

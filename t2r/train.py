@@ -57,7 +57,7 @@ def save(maps: FeatureMaps, path, model: llama.Model | None = None):
         raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated)),
-            **({"model": model_key(model)} if model is not None else {})}
+            **({"model": model_key(model), "model16": model_key(model, torch.float16)} if model is not None else {})}
     dtype = functools.reduce(torch.promote_types, [p.dtype for p in maps.parameters()] or [torch.float32])  # the
     # maps' own, the widest where they mix (float16 with bfloat16 is float32)
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -77,18 +77,20 @@ def load(path, model: llama.Model) -> FeatureMaps:
     where the file names the model it was trained for, that model (one of the same shapes is another's)."""
     maps = _read(path, model.config, model.dtype, model.device)
     with safe_open(str(path), "pt") as f:
-        trained = (f.metadata() or {}).get("model")
-    if trained is not None and trained != (key := model_key(model)):
+        meta = f.metadata() or {}
+    if (trained := meta.get("model")) is not None and trained != (key := model_key(model)) and \
+            meta.get("model16") != model_key(model, torch.float16):
         print(f"[msrnn] warning: {path} holds maps trained for a model of other weights or config (its key "
               f"{trained:.12}, this model's {key:.12}): what they measure is not this model's T2R",
               file=sys.stderr)
     return maps
 
 
-def model_key(model: llama.Model) -> str:
-    """The config and weights a model's maps were trained for, whatever float it computes in (its weights in
-    bfloat16: float32's and float64's of one checkpoint round alike)."""
-    return harness.fingerprint(repr(model.config), *(w.detach().to(torch.bfloat16) for w in experiments.weights(model)))
+def model_key(model: llama.Model, dtype=torch.bfloat16) -> str:
+    """The config and weights a model's maps were trained for, whatever float it computes in: its weights rounded to
+    bfloat16 (float32's and float64's of one checkpoint round alike) or, for a model in float16, to float16 (rounded
+    to bfloat16 through float16, one weight in twenty rounds otherwise)."""
+    return harness.fingerprint(repr(model.config), *(w.detach().to(dtype) for w in experiments.weights(model)))
 
 
 def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:

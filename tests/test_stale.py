@@ -7782,7 +7782,7 @@ def test_round87_daggers_beside_an_accent_and_dos_boxes_shades_and_bars(tmp_path
     capsys.readouterr()
     assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
     for line in ("┌──────┬──────┐\n│ Name │ Size │\n└──────┴──────┘", "═══ Section ═══", "Progress: ████ done; 25°C.",
-                 "── Notes ──", "░▒▓█ progress", "Loading █████░░░ 62%"):
+                 "Loading █████░░░ 62%"):  # (a short rule, "──", and a shade's steps, "░▒▓█", are CJK's too: round 88)
         text = en + line + "\n" + en
         _refused(f, text.encode("cp437"), r"name its encoding \(cp437 or cp850\?\)")
         capsys.readouterr()
@@ -7801,3 +7801,79 @@ def test_round87_queries_split_as_g_hkv_without_a_transpose(tmp_path):
     line = next(line + "\n" for line in (harness.ROOT / "llama.py").read_text().splitlines() if split in line)
     failed, why = _part1_with(tmp_path, line, line.replace(split, split.replace("(c.n_kv_heads, -1)", "(-1, c.n_kv_heads)")))
     assert failed and why.startswith("your queries are grouped wrongly"), why
+
+
+def test_round88_signs_a_macs_dashes_and_big5_are_no_dos_boxes_shades_are(tmp_path, capsys):
+    """Round 88, the data: round 87 named DOS's boxes for any run of bytes B0-DF with a capital in cp1252, so "1½×",
+    "90°×2" (× is D7), a Mac's "——" and a Big5 glossary (偽 is B0 B0) were told cp437 alone and warned of; a box is
+    drawn now (a line twice, a block or shade thrice), so a bar of shades alone ("▓▓▓▓░░░░") is one too; a short rule
+    or a shade's steps ("──", GBK's 哪; "░▒▓█", Big5's 停 and more) are named beside Chinese, Japanese and Korean's
+    pages, and read as cp437 are not warned of."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    en = "The quick brown fox jumps over the lazy dog. This is a plain English paragraph about maths.\n" * 3
+    for text, encoding in ((en + "Use 1½× the flour and ¼ cup sugar; the pan is 9×13.\n", "cp1252"),
+                           (en + "The matrix is 3×3 and its norm is ±1.5; angle 90°×2.\n", "latin-1")):
+        _refused(f, text.encode(encoding), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, encoding) == text and capsys.readouterr().err == ""
+    _refused(f, (en + "He paused — and then —— silence.\n").encode("mac-roman"), r"\(--encoding cp1252 for")
+    _refused(f, (en + "Words: 偽 false; 停 stop; 假 fake; 唱 sing; 問 ask.\n").encode("big5"), r"\(.*\bcp950\b")
+    text = en + "Loading ▓▓▓▓░░░░ 50%\n" + en
+    _refused(f, text.encode("cp437"), r"name its encoding \(cp437 or cp850\?\)")
+    capsys.readouterr()
+    corpus.read(f, "cp1252")
+    assert "reads as cp437 or cp850 text" in capsys.readouterr().err
+    for line in ("── Notes ──", "░▒▓█ progress"):  # GBK's 哪, Big5's 停 and more: both named
+        text = en + line + "\n" + en
+        _refused(f, text.encode("cp437"), r", or cp437 or cp850 for DOS's boxes\?\)")
+        capsys.readouterr()
+        assert corpus.read(f, "cp437") == text and capsys.readouterr().err == ""
+        corpus.read(f, "cp1252")
+        assert "or as DOS's boxes in cp437 or cp850," in capsys.readouterr().err
+
+
+def test_round88_maps_read_with_their_model_in_float16(tmp_path, capsys):
+    """Round 88, T2R: maps trained with a float32 model and read with the same weights in float16 were warned of as
+    another model's (float16's weights round to bfloat16 otherwise: the file keeps a float16 key too)."""
+    from t2r import linear, train
+    c = tiny_config()
+    model = llama.random_model(c, dtype=torch.float32)
+    train.save(linear.FeatureMaps(c, 4, "hedgehog", dtype=torch.float32), tmp_path / "maps.safetensors", model)
+    capsys.readouterr()
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        train.load(tmp_path / "maps.safetensors", llama.random_model(c, dtype=dtype))
+        assert capsys.readouterr().err == "", dtype
+    train.load(tmp_path / "maps.safetensors", llama.random_model(c, seed=1, dtype=torch.float16))
+    assert "holds maps trained for a model of other weights or config" in capsys.readouterr().err
+
+
+def test_round88_early_handlers_of_an_import_in_a_thread_and_raw_threads(tmp_path):
+    """Round 88, the core: imported in a loader thread (asyncio.to_thread), the guards could not wrap an early handler
+    that is no plain function (a partial), so its `os._exit` in a policy's call was the policy's (wrapped at the main
+    thread's first policy call now); and any raw `_thread` thread's `os._exit` during a policy's call was the
+    policy's, a script's watchdog too (a raw thread is a policy's where the policy starts it)."""
+    import subprocess
+    import sys
+    script = tmp_path / "early88.py"
+    script.write_text("import _thread, functools, os, sys, threading, time\n"
+                      "from signal import signal, setitimer, ITIMER_REAL, SIGALRM\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "def watchdog(sig, frame, code):\n    os._exit(code)\n"
+                      "how = sys.argv[1]\n"
+                      "if how == 'thread':\n    signal(SIGALRM, functools.partial(watchdog, code=7))\n"
+                      "box = {}\ndef load():\n    from engine import guards\n    from test_stale import _rows\n"
+                      "    box.update(guards=guards, rows=_rows)\n"
+                      "t = threading.Thread(target=load)\nt.start()\nt.join()\nguards, _rows = box['guards'], box['rows']\n"
+                      "def mine():\n    time.sleep(0.3)\n    os._exit(3)\n"
+                      "def starts(rows):\n    _thread.start_new_thread(os._exit, (5,))\n    time.sleep(0.3)\n"
+                      "    return rows.score\n"
+                      "if how == 'thread':\n    setitimer(ITIMER_REAL, 0.3)\nelif how == 'raw':\n"
+                      "    _thread.start_new_thread(mine, ())\n"
+                      "try:\n    guards.score_rows(starts if how == 'policy' else lambda rows: (time.sleep(5), "
+                      "rows.score)[1], _rows(8))\n"
+                      "except guards.PolicyError as e:\n    os._exit(4 if 'called os._exit(5)' in str(e) else 6)\n"
+                      "os._exit(2)\n")
+    for how, code in (("thread", 7), ("raw", 3), ("policy", 4)):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
