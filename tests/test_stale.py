@@ -7425,7 +7425,9 @@ def test_round81_signal_handlers_of_every_form_a_scripts_pool_and_ctrl_c_at_the_
         assert done.returncode == code, (how, done)
     script = tmp_path / "ctrlc81.py"
     script.write_text(f"import os, signal, sys, threading, time\nsys.path[:0] = [{str(harness.ROOT)!r}, "
-                      f"{str(harness.ROOT / 'tests')!r}]\nfrom engine import guards\nfrom lab import harness\n"
+                      f"{str(harness.ROOT / 'tests')!r}]\n"
+                      "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as from a terminal: a shell's
+                      "from engine import guards\nfrom lab import harness\n"  # background job starts with it ignored
                       "from test_stale import _rows\n"
                       "def lingers(rows):\n    threading.Thread(target=time.sleep, args=(30,)).start()\n"
                       "    return rows.score\n"
