@@ -6769,6 +6769,15 @@ def _part1_with(tmp_path, line: str, mistake: str):
     return failed, why
 
 
+def _ends(script, cases):
+    """The script run once per (argument, exit status) case, each ending with its status."""
+    import subprocess
+    import sys
+    for how, code in cases:
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
+        assert done.returncode == code, (how, done)
+
+
 def _refused(f, data: bytes, says: str):
     """corpus.read refuses `data` written to f, saying `says`."""
     from data import corpus
@@ -7681,9 +7690,7 @@ def test_round86_a_one_shot_handler_and_a_decorator_shared_with_the_policy(tmp_p
     one-shot watchdog or time limit: SIG_IGN, SIG_DFL) was no longer found among the handlers installed, so its
     `os._exit`, its exception and the watchdog thread it started were the policy's; and a decorator on both a handler
     and the policy made the policy's frames a handler's (one code), so the policy's `os._exit` ended the process
-    without a word (a handler is read from its frame: called with the signal and the frame it interrupted)."""
-    import subprocess
-    import sys
+    without a word (round 86 read a handler from its frame; round 87 counts it where it is set)."""
     script = tmp_path / "oneshot86.py"
     script.write_text("import functools, os, sys, threading, time\n"
                       "from signal import signal, setitimer, ITIMER_REAL, SIGALRM, SIG_IGN, SIG_DFL\n"
@@ -7705,9 +7712,7 @@ def test_round86_a_one_shot_handler_and_a_decorator_shared_with_the_policy(tmp_p
                       "rows.score)[1], _rows(8))\n"
                       "except Budget:\n    os._exit(9)\nexcept guards.PolicyError as e:\n"
                       "    os._exit(4 if 'raised SystemExit: 0' in str(e) else 5)\nos._exit(6)\n")
-    for how, code in (("exit", 7), ("budget", 9), ("thread", 7), ("decorated", 4)):
-        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
-        assert done.returncode == code, (how, done)
+    _ends(script, (("exit", 7), ("budget", 9), ("thread", 7), ("decorated", 4)))
 
 
 def test_round87_a_policys_caller_frame_a_handler_that_renames_its_arguments_and_a_policys_own_alarm(tmp_path):
@@ -7717,8 +7722,6 @@ def test_round87_a_policys_caller_frame_a_handler_that_renames_its_arguments_and
     was blamed on the policy. signal.signal calls the `_signal` module's, which the guards wrap, so a handler set
     through a `signal` bound before the import is counted as any other. A handler a policy sets in its own call (a
     time limit of its own, each call) is the policy's: its exit and its exception are named as the policy's."""
-    import subprocess
-    import sys
     script = tmp_path / "frames87.py"
     script.write_text("import os, sys, time\nimport signal as S\n"
                       "from signal import signal, setitimer, ITIMER_REAL, SIGALRM, Signals\n"
@@ -7742,9 +7745,7 @@ def test_round87_a_policys_caller_frame_a_handler_that_renames_its_arguments_and
                       "except guards.PolicyError as e:\n"
                       "    os._exit(4 if 'raised SystemExit: 0' in str(e) else 5 if 'raised Late' in str(e) else 6)\n"
                       "os._exit(3)\n")
-    for how, code in (("caller", 4), ("renamed", 7), ("own-exit", 4), ("own-raise", 5)):
-        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
-        assert done.returncode == code, (how, done)
+    _ends(script, (("caller", 4), ("renamed", 7), ("own-exit", 4), ("own-raise", 5)))
 
 
 def test_round87_ctrl_c_in_the_flush_after_not_waiting(monkeypatch, capsys):
@@ -7855,8 +7856,6 @@ def test_round88_early_handlers_of_an_import_in_a_thread_and_raw_threads(tmp_pat
     that is no plain function (a partial), so its `os._exit` in a policy's call was the policy's (wrapped at the main
     thread's first policy call now); and any raw `_thread` thread's `os._exit` during a policy's call was the
     policy's, a script's watchdog too (a raw thread is a policy's where the policy starts it)."""
-    import subprocess
-    import sys
     script = tmp_path / "early88.py"
     script.write_text("import _thread, functools, os, sys, threading, time\n"
                       "from signal import signal, setitimer, ITIMER_REAL, SIGALRM\n"
@@ -7876,6 +7875,4 @@ def test_round88_early_handlers_of_an_import_in_a_thread_and_raw_threads(tmp_pat
                       "rows.score)[1], _rows(8))\n"
                       "except guards.PolicyError as e:\n    os._exit(4 if 'called os._exit(5)' in str(e) else 6)\n"
                       "os._exit(2)\n")
-    for how, code in (("thread", 7), ("raw", 3), ("policy", 4)):
-        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=30)
-        assert done.returncode == code, (how, done)
+    _ends(script, (("thread", 7), ("raw", 3), ("policy", 4)))
