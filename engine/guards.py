@@ -1182,7 +1182,9 @@ _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a 
 _OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
 _HANDLING = [0]  # the signal handlers running in the main thread, one in another
 _GIVEN = weakref.WeakValueDictionary()  # the handlers signal.signal and getsignal gave back, by id
-os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear()))
+os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear(),
+                                            setattr(_OWNER, "whose", None), _HANDLING.__setitem__(0, 0)))  # a
+# child forked in a policy's thread or handler is a process of its own: its os._exit ends it
 
 
 def _depth() -> int:

@@ -1110,6 +1110,26 @@ def _is_file(name, file: pathlib.Path) -> bool:
         return False
 
 
+def _module(path: pathlib.Path) -> str:
+    """The module a policy file (its resolved path) is imported as: two files of one name are two modules."""
+    return f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}"
+
+
+class _Files:
+    """Finds a policy file's module by that name on sys.path, in a process that never imported it: a spawned worker
+    of a pool the policy starts reads the policy's functions by their module's name (unfound, the pool waited for
+    ever)."""
+    def find_spec(self, name, path=None, target=None):
+        if not (m := re.fullmatch(r"user_policy_(.+)_[0-9a-f]{8}", name)):
+            return None
+        files = (pathlib.Path(folder or ".", f"{m[1]}.py") for folder in sys.path if isinstance(folder, str))
+        file = next((f.resolve() for f in files if f.is_file() and _module(f.resolve()) == name), None)
+        return file and importlib.util.spec_from_file_location(name, file)
+
+
+sys.meta_path.append(_Files())
+
+
 def _from_file(path, fname):
     with _ONE:  # one import at a time: another thread naming the file waits for it, then finds it imported
         return _imported_from(path, fname)
@@ -1119,8 +1139,7 @@ def _imported_from(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
-    module_spec = importlib.util.spec_from_file_location(
-        f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}", path)
+    module_spec = importlib.util.spec_from_file_location(_module(path), path)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \

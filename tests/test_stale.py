@@ -7876,3 +7876,37 @@ def test_round88_early_handlers_of_an_import_in_a_thread_and_raw_threads(tmp_pat
                       "except guards.PolicyError as e:\n    os._exit(4 if 'called os._exit(5)' in str(e) else 6)\n"
                       "os._exit(2)\n")
     _ends(script, (("thread", 7), ("raw", 3), ("policy", 4)))
+
+
+def test_round89_a_child_forked_in_a_policys_thread_ends_with_its_own_exit(tmp_path):
+    """Round 89, the core: a child forked in a policy's raw thread or in a pool job it submitted kept the thread's
+    owner (the policy), so its `os._exit(7)` raised SystemExit, ran on in its parent's code and ended in "Fatal Python
+    error" (status -6, not 7)."""
+    script = tmp_path / "fork89.py"
+    script.write_text("import _thread, os, sys, threading\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                      f"sys.path[:0] = [{str(harness.ROOT)!r}, {str(harness.ROOT / 'tests')!r}]\n"
+                      "from engine import guards\nfrom test_stale import _rows\n"
+                      "how, got, done, pool = sys.argv[1], [], threading.Event(), ThreadPoolExecutor(1)\n"
+                      "def fork():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(7)\n"
+                      "    got.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n    done.set()\n"
+                      "def policy(rows):\n    if how == 'raw':\n        _thread.start_new_thread(fork, ())\n"
+                      "        done.wait(10)\n    else:\n        pool.submit(fork).result()\n    return rows.score\n"
+                      "guards.score_rows(policy, _rows(8))\nos._exit(got[0] if got and got[0] >= 0 else 2)\n")
+    _ends(script, (("raw", 7), ("pool", 7)))
+
+
+def test_round89_b_a_policy_files_functions_reach_a_spawned_process(tmp_path):
+    """Round 89, the core: a policy file is imported under a name of its own (`user_policy_<stem>_<hash>`), which a
+    process that never imported it could not find, so a pool the policy started with spawn (macOS's and Windows'
+    default) never got its work and waited for ever; the project finds that name on sys.path in any process."""
+    import pickle
+    import subprocess
+    import sys
+    (tmp_path / "mine89.py").write_text("import policies\ndef helper(x):\n    return x + 1\n"
+                                        "def fn(rows):\n    return policies.tova(rows)\n")
+    fn = specs.named(f"{tmp_path / 'mine89.py'}:fn").fn
+    helper = sys.modules[fn.__module__].helper
+    done = subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}, "
+                           f"{str(tmp_path)!r}]\nfrom lab import specs\nprint(pickle.loads({pickle.dumps(helper)!r})(6))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "7", done.stderr[-2000:]
