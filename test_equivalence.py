@@ -229,8 +229,10 @@ def test_query_head_h_reads_kv_head_h_over_g():
     assert_close(norms(q.flatten(2, 3)), norms(heads), EXACT, "the query heads' norms, in any order: not a grouping "
                  "but RMSNorm or wq")                                 # (a norm or a weight wrong, no head moved)
     for head in range(c.n_heads):
-        assert_close(q[:, :, head // G, head % G].norm(dim=-1), heads[:, :, head].norm(dim=-1), EXACT,
-                     f"query head {head}: not in group {head // G}")
+        (j, g), norm = divmod(head, G), heads[:, :, head].norm(dim=-1)   # (B, 1)
+        at = [p for p in range(G) if torch.allclose(q[:, :, j, p].norm(dim=-1), norm, rtol=0, atol=EXACT)]
+        assert_close(q[:, :, j, g].norm(dim=-1), norm, EXACT, f"query head {head}: " +
+                     (f"in group {j}, but its place {at[0]}, not {g}" if at else f"not in group {j}"))
 
 
 def test_a_step_writes_its_row_at_its_position():

@@ -114,6 +114,9 @@ PARTS = [
             ("test_sink_is_a_static_mask", "", "your forward, given an attention, differs from the MSRNN {diff}: does "
              "it call attention(i, q, k, v) in every layer i, with q (B, Hkv, G, T, hd) and k, v (B, Hkv, 1, T, hd), "
              "and use what it returns?"),
+            ("test_query_head_h_reads", "but its place", "your queries are in their groups, but out of order inside "
+             "one {diff}: query head h = jG + g is KV head j's g-th, so keep each group's heads in order (no flip or "
+             "permute after the split)"),
             ("test_query_head_h_reads", "not in group", "your queries are grouped wrongly {diff}: query head h "
              "shares KV head h // G, so the G query heads of KV head j are heads jG .. jG + G - 1: unflatten the H "
              "heads as (Hkv, G), not (G, Hkv)"),

@@ -37,7 +37,8 @@ FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # what m
 
 def save(maps: FeatureMaps, path, model: llama.Model | None = None):
     """The maps' weights and settings, as `load` reads them; maps `load` would refuse are not written. Given the
-    model they were trained for, its key too: `load` warns of maps read with a model of other weights."""
+    model they were trained for, its config's key and some of its weights too: `load` warns of maps read with a model
+    of other weights."""
     if not (isinstance(maps, torch.nn.Module) and all(hasattr(maps, a) for a in ("kind", "r", "window", "layers", "sinks",
                                                                                   "rotated", "gamma"))
             and isinstance(getattr(maps, "decay", None), bool)):  # FeatureMaps, or a course's copy of its class
@@ -57,7 +58,7 @@ def save(maps: FeatureMaps, path, model: llama.Model | None = None):
         raise ValueError("the maps are on the meta device: they hold no values to save")
     meta = {"kind": maps.kind, "r": str(maps.r), "window": str(maps.window), "layers": ",".join(map(str, maps.layers)),
             "sinks": str(maps.sinks), "decay": str(int(maps.decay)), "rotated": str(int(maps.rotated)),
-            **({"model": model_key(model), "model16": model_key(model, torch.float16)} if model is not None else {})}
+            **(model_key(model) if model is not None else {})}
     dtype = functools.reduce(torch.promote_types, [p.dtype for p in maps.parameters()] or [torch.float32])  # the
     # maps' own, the widest where they mix (float16 with bfloat16 is float32)
     with harness.atomic(pathlib.Path(path)) as tmp:
@@ -78,19 +79,34 @@ def load(path, model: llama.Model) -> FeatureMaps:
     maps = _read(path, model.config, model.dtype, model.device)
     with safe_open(str(path), "pt") as f:
         meta = f.metadata() or {}
-    if (trained := meta.get("model")) is not None and trained != (key := model_key(model)) and \
-            meta.get("model16") != model_key(model, torch.float16):
-        print(f"[msrnn] warning: {path} holds maps trained for a model of other weights or config (its key "
-              f"{trained:.12}, this model's {key:.12}): what they measure is not this model's T2R",
-              file=sys.stderr)
+    if "config" in meta and (other := _other(meta, model_key(model))):
+        print(f"[msrnn] warning: {path} holds maps trained for a model of other weights or config ({other}): what "
+              "they measure is not this model's T2R", file=sys.stderr)
     return maps
 
 
-def model_key(model: llama.Model, dtype=torch.bfloat16) -> str:
-    """The config and weights a model's maps were trained for, whatever float it computes in: its weights rounded to
-    bfloat16 (float32's and float64's of one checkpoint round alike) or, for a model in float16, to float16 (rounded
-    to bfloat16 through float16, one weight in twenty rounds otherwise)."""
-    return harness.fingerprint(repr(model.config), *(w.detach().to(dtype) for w in experiments.weights(model)))
+def model_key(model: llama.Model) -> dict:
+    """The config and weights a model's maps were trained for, as the file's metadata keeps them: its config's key
+    and 16 values of each weight tensor, which `load` reads as one model's within bfloat16's rounding, whatever float
+    each side computes in (a key of rounded bits was not: float16's weights rounded again to bfloat16 are not always
+    bfloat16's)."""
+    picks = lambda w: w.detach().flatten()[torch.linspace(0, w.numel() - 1, 16).long()].float().tolist()
+    return {"config": harness.fingerprint(repr(model.config)),
+            "weights": json.dumps([picks(w) for w in experiments.weights(model)])}
+
+
+def _other(meta: dict, mine: dict) -> str | None:
+    """How the model a maps file was trained for differs from this one: another config, or weights that differ by
+    more than bfloat16 rounds (2^-8 of a value, twice: float16 and bfloat16 copies of one checkpoint)."""
+    if meta["config"] != mine["config"]:
+        return "another config"
+    try:
+        theirs, ours = json.loads(meta["weights"]), json.loads(mine["weights"])
+        far = sum(abs(a - b) > 2 ** -7 * max(abs(a), abs(b)) + 1e-6 for t, o in zip(theirs, ours, strict=True)
+                  for a, b in zip(t, o, strict=True))
+    except (KeyError, TypeError, ValueError):  # a file's metadata is anyone's to write
+        return "its weights' record is unreadable"
+    return f"{far} of its {sum(map(len, ours))} sampled weights differ" if far else None
 
 
 def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:

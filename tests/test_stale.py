@@ -7910,3 +7910,33 @@ def test_round89_b_a_policy_files_functions_reach_a_spawned_process(tmp_path):
                            f"{str(tmp_path)!r}]\nfrom lab import specs\nprint(pickle.loads({pickle.dumps(helper)!r})(6))"],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "7", done.stderr[-2000:]
+
+
+def test_round89_maps_of_a_bfloat16_model_read_in_float16(tmp_path, capsys):
+    """Round 89, T2R: maps trained with a model in bfloat16 and read with the same checkpoint in float16 (or the other
+    way round) were warned of as another model's: a key of rounded bits cannot hold one checkpoint's two roundings
+    (the file keeps some weights, read within bfloat16's rounding)."""
+    import copy
+    from t2r import linear, train
+    c = tiny_config()
+    base = llama.random_model(c, dtype=torch.float32)
+    for saved, read in ((torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16), (torch.float64, torch.bfloat16)):
+        model = copy.deepcopy(base).to(saved)
+        train.save(linear.FeatureMaps(c, 4, "hedgehog", dtype=saved), tmp_path / "maps.safetensors", model)
+        capsys.readouterr()
+        train.load(tmp_path / "maps.safetensors", copy.deepcopy(base).to(read))
+        assert capsys.readouterr().err == "", (saved, read)
+    train.load(tmp_path / "maps.safetensors", llama.random_model(c, seed=1, dtype=torch.bfloat16))
+    assert "holds maps trained for a model of other weights or config" in capsys.readouterr().err
+    train.load(tmp_path / "maps.safetensors", llama.random_model(tiny_config(rope_theta=500.0), dtype=torch.float32))
+    assert "(another config)" in capsys.readouterr().err
+
+
+def test_round89_heads_in_their_groups_but_out_of_order(tmp_path):
+    """Round 89, the course: a qkv that split the queries rightly as (Hkv, G) but reversed the heads inside each group
+    was told "query head 0: not in group 0 … unflatten as (Hkv, G), not (G, Hkv)", both untrue (the test looks for a
+    head's norm among its group's first)."""
+    split = "q = qk[..., :c.n_heads, :].unflatten(-2, (c.n_kv_heads, -1))"
+    line = next(line + "\n" for line in (harness.ROOT / "llama.py").read_text().splitlines() if split in line)
+    failed, why = _part1_with(tmp_path, line, line.replace(split, split + ".flip(-2)"))
+    assert failed and why.startswith("your queries are in their groups, but out of order inside one"), why
