@@ -518,6 +518,81 @@ def _letters(run: bytes) -> bool:
         len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
 
 
+EDGE = "\"'“”‘’„‚«»‹›()[]{}¿¡.,;:!?…–—-*•\xa0"  # what a word's edge holds in Latin text (a no-break space too)
+DRAWN = {*map(chr, range(0x2500, 0x2600)), "·", "∙"}  # DOS's box drawing, blocks, shades and squares ("■■··")
+READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
+
+
+def _home(token: str) -> bool:
+    """Whether a word of a text, as one code page reads it, reads as what Latin text holds: a word (letters of one
+    script, a capital first or a capital throughout; of accented letters alone, one letter up to three times or a
+    list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "[■■··]", "═══") or signs ("§§", "—"), and Windows' joiners
+    between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules "ÍÍÍÍ",
+    its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
+    if len(parts := re.split("(?<=[A-Za-z])[…–—•]+(?=[A-Za-z])", token)) > 1:
+        return all(map(_home, parts))
+    if not (high := [c for c in token if c >= "\x80"]):
+        return True
+    if all(c in DRAWN for c in high):  # one stroke glued to a word is a letter read wrong ("─pfel" is "Äpfel"), and
+        styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
+        return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
+            len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
+    core = token.strip(EDGE).rstrip("™®©†‡").strip(EDGE)  # a mark or a dagger after a name
+    if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
+        return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
+    if not core or not all(c.isalpha() or c in "'’-" for c in core):
+        return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
+    inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
+                                        core[i - 1].islower() and max(c, core[i - 1]) >= "\x80")
+                 for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"
+    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha()}  # Latin with Greek: "cafΘ"
+    listed = len(set(core.lower())) == 1 or len(set(core)) == len(core) and _letters(core.encode("cp1252", "replace"))
+    return not inside and len(scripts) == 1 and (not all(c >= "\x80" for c in core if c.isalpha()) or listed)
+
+
+def _style(c: str) -> str:
+    """A drawing character's kind: a light or a double line, both ("╒"), a block or shade, or another shape."""
+    name = unicodedata.name(c, "")
+    if not name.startswith("BOX DRAWINGS"):
+        return "block" if "\u2580" <= c <= "\u259f" else "shape"
+    return "mixed" if "DOUBLE" in name and ("SINGLE" in name or "LIGHT" in name) else "double" if "DOUBLE" in name \
+        else "light"
+
+
+def _fit(text: str) -> float | None:
+    """The share of a text's words with a non-ASCII character (numbers aside) that read as Latin text's (`_home`)."""
+    words = [w for w in re.split(r"[ \t\n\r\f\v]+", text[:200_000]) if not w.isascii() and not re.search("[0-9]", w)]
+    # (numbers aside: "10µs", "5€"; a no-break space is a word's, as DOS's "á" would be)
+    return sum(map(_home, words)) / len(words) if words else None
+
+
+def _fits(data: bytes) -> dict:
+    """How well Windows', DOS's and an old Mac's Latin code pages read a file (`_fit`), each that decodes it."""
+    fits = {}
+    for codec in (c for names, _ in READERS for c in names):
+        try:
+            fits[codec] = _fit(data[:200_000].decode(codec))
+        except UnicodeDecodeError:  # cp1252's five undefined bytes
+            pass
+    return fits
+
+
+def _best(fits: dict, named: str = "", mine: float | None = None) -> str:
+    """The code pages of Windows', DOS's and an old Mac's Latin text that read a file's words best (80% or more, and
+    better than `mine`, the named reading's), less those `named` names, and of the others those that read it better
+    than the named ones, or Windows' that reads it as well: "cp437 or cp850 for DOS's text". Where the bytes cannot
+    tell two apart ("ÄÄÄ" is a shout in cp1252, a line in cp437) both are named; a dash read as DOS's "ù" in
+    "saidùno" is no reason to name DOS's beside Windows'."""
+    fits = {c: f for c, f in fits.items() if f is not None}
+    best = max(fits.values(), default=0)
+    if best < 0.8 or mine is not None and mine >= best:
+        return ""
+    said = {c: f for c, f in fits.items() if re.search(rf"(?<![\w-]){c}(?![\w-])", named)}
+    left = [c for c, f in fits.items() if f == best and c not in said and (f > max(said.values(), default=-1) or
+                                                                           c == "cp1252")]
+    return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in left]))
+
+
 def _cp1252(data: bytes) -> bool:
     """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
     try:
@@ -591,9 +666,12 @@ def read(path, encoding: str = "utf-8") -> str:
             pages += f", or {boxes} for DOS's boxes" if (boxes := _boxes(data[:200_000], drawn=False)) else ""  # boxes
             # ("░▒▓█" is Big5's 停 and more)
         windows = "cp1252 for Windows' text" + (f", or {iso} for its € or œ, ž" if (iso := _euro(data)) else "")
-        advice = f"name its encoding ({pages}?)" if pages else f"name its encoding ({dos}?)" if (dos := _dos(data)) \
-            else f"name its encoding (--encoding {windows})" if western and codec.name != "cp1252" else \
-            "name the encoding it is in"  # cp1252 reads it not (or as another script's letters), or was named
+        named = pages or _dos(data) or (f"--encoding {windows}" if western and codec.name != "cp1252" else "")  # cp1252
+        # reads it not (or as another script's letters), or was named
+        if more := _best(_fits(data), named):  # where the bytes read as well (or better) in another's Latin code page
+            named = f"{named}, or {more}" if named else more
+        advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'})" if named else \
+            "name the encoding it is in"
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only
         raise ValueError(f"text file {path} is empty")
@@ -627,20 +705,29 @@ def read(path, encoding: str = "utf-8") -> str:
                              " without its byte-order mark") + f", not {encoding}: convert it to UTF-8, or name {wide}")
         if (pad := len(text) - len(text.rstrip("\0"))) > len(text) // 3:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
+    fits = _fits(data) if codec.name in WESTERN else {}  # how well Latin's code pages read its words, the named one
+    mine, top = _fit(text) if fits else None, max((f for f in fits.values() if f is not None), default=0)  # and the best
+    better = _best(fits, codec.name, mine)  # and those that read it better
     if codec.name in WESTERN and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in WESTERN and not (codec.name in ("cp437", "cp850") and _boxes(data[:200_000], drawn=False)) and (
-            cjk := _cjk(data) or _cjk(data, mixed=True)):  # (DOS's boxes, named so, are no Big5: "░▒▓█" is 停 and more)
-        boxes = f", or as DOS's boxes in {boxes}" if (boxes := _boxes(data[:200_000], drawn=False)) else ""
+    elif codec.name in WESTERN and mine != 1 and not (codec.name in ("cp437", "cp850") and _boxes(data[:200_000],
+            drawn=False)) and (cjk := _cjk(data) or _cjk(data, mixed=True)):  # (all its words read as words, or
+        # DOS's boxes named so, are no Big5: "░▒▓█" is 停 and more)
+        boxes = f", or as DOS's boxes in {boxes}" if (boxes := _boxes(data[:200_000], drawn=False)) else \
+            f", or better as {better}" if better else ""
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}{boxes}, not as "
               f"Latin letters: if it is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
         print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
               f"{encoding}: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (dos := _dos(data)):  # "L'‚lŠve", "ÚÄÄ¿"
+    elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (mine is None or mine < top) and (dos := _dos(data)):
         print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents (or boxes) are letters (or lines) "
-              f"there and signs in {encoding}: if it is, name that encoding", file=sys.stderr)
+              f"there and signs in {encoding}: if it is, name that encoding", file=sys.stderr)  # "L'‚lŠve"; not
+        # where the named one reads as well ("ÄÄÄ" is a shout in cp1252, a line in cp437)
+    elif better:  # "├───docs", "™fen" in cp1252
+        print(f"[msrnn] warning: text file {path} reads better as {better}: more of its words with accents, boxes or "
+              f"signs read as words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic

@@ -7786,12 +7786,12 @@ def test_round87_daggers_beside_an_accent_and_dos_boxes_shades_and_bars(tmp_path
     assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == ""
     for line in ("┌──────┬──────┐\n│ Name │ Size │\n└──────┴──────┘", "═══ Section ═══", "Progress: ████ done; 25°C.",
                  "Loading █████░░░ 62%"):  # (a short rule, "──", and a shade's steps, "░▒▓█", are CJK's too: round 88)
-        text = en + line + "\n" + en
-        _refused(f, text.encode("cp437"), r"name its encoding \(cp437 or cp850\?\)")
-        capsys.readouterr()
+        text = en + line + "\n" + en  # (since round 89, "═══" is named beside cp1252's "ÍÍÍ", a shout, and read as
+        _refused(f, text.encode("cp437"), r"name its encoding \(cp437 or cp850(, or cp1252 for Windows' text)?\?\)")
+        capsys.readouterr()  # cp1252 not warned of: its words all read as words)
         assert corpus.read(f, "cp437") == text and capsys.readouterr().err == ""
         corpus.read(f, "cp1252")
-        assert "reads as cp437 or cp850 text" in capsys.readouterr().err
+        assert "═══" in line or "reads as cp437 or cp850 text" in capsys.readouterr().err
     for text in (en + "Straße, Öl, Übel, ÆØÅ.\n", en + "À la maison, » fin.\n"):  # cp1252's own capitals and signs
         _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
 
@@ -7832,8 +7832,8 @@ def test_round88_signs_a_macs_dashes_and_big5_are_no_dos_boxes_shades_are(tmp_pa
         _refused(f, text.encode("cp437"), r", or cp437 or cp850 for DOS's boxes\?\)")
         capsys.readouterr()
         assert corpus.read(f, "cp437") == text and capsys.readouterr().err == ""
-        corpus.read(f, "cp1252")
-        assert "or as DOS's boxes in cp437 or cp850," in capsys.readouterr().err
+        corpus.read(f, "cp1252")  # (since round 89, "ÄÄ Notes ÄÄ", whose words all read as words, is not warned of)
+        assert "──" in line or "or as DOS's boxes in cp437 or cp850," in capsys.readouterr().err
 
 
 def test_round88_maps_read_with_their_model_in_float16(tmp_path, capsys):
@@ -7940,3 +7940,31 @@ def test_round89_heads_in_their_groups_but_out_of_order(tmp_path):
     line = next(line + "\n" for line in (harness.ROOT / "llama.py").read_text().splitlines() if split in line)
     failed, why = _part1_with(tmp_path, line, line.replace(split, split + ".flip(-2)"))
     assert failed and why.startswith("your queries are in their groups, but out of order inside one"), why
+
+
+def test_round89_latin_code_pages_that_read_a_file_as_well_are_named(tmp_path, capsys):
+    """Round 89, the data: each guess had its own rule, and a file none of them saw was told one code page alone: a
+    DOS `tree` ("├───docs", boxes glued to names), a one-stroke box, "[■■··]", German whose only accents are capitals
+    ("™fen"), all told cp1252 and read so without a word; "ÄÄÄ" (a shout in cp1252, a line in cp437) told cp437 alone
+    and warned of as cp1252. Now every Latin code page that reads the file's words best is named (`_best`), a reading
+    that others' beat is warned of, and a reading whose words all read as words is not warned of as CJK text."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    en = "English prose line about the weather and the market today.\n" * 2
+    dos = {"tree": "C:.\n├───docs\n│   ├───api\n│   └───guide\n└───tests\n",
+           "box": en + "╔═╗\n║A║\n╚═╝\na │ b │ c\n│x│y│z│\n",
+           "bar": en + "Progress [■■■■■···] 62%\n",
+           "caps": "Die Äpfel und Öfen im Überblick. Österreich exportiert Äpfel nach Übersee.\n"}
+    for name, text in dos.items():
+        _refused(f, text.encode("cp437"), r"\bcp437\b.*\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp437") == text and capsys.readouterr().err == "", name
+        corpus.read(f, "cp1252")
+        assert "or cp850 for DOS's text" in capsys.readouterr().err, name
+    for text, encoding in ((en + "Er sagte nur: ÄÄÄ ... ÄÄÄ.\n", "cp1252"), (en + "Runes: ÞÞÞ, a triple thorn; Ü, Ý.\n",
+                                                                           "latin-1"),
+                           (en + "He screamed ÄÄ and ÍÍ loudly, then Ölsardine.\n", "cp1252")):
+        _refused(f, text.encode(encoding), r"\bcp1252\b")
+        capsys.readouterr()
+        assert corpus.read(f, encoding) == text and capsys.readouterr().err == "", text
+    _refused(f, "Hinweise für das Programm. Änderungen: Öffnen Sie die Datei.\n".encode("cp850"), r"\bcp850\b")
