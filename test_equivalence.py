@@ -217,7 +217,8 @@ def test_query_head_h_reads_kv_head_h_over_g():
     """Grouped-query attention: query head h shares KV head h // G (Hugging Face's repeat_kv), so the
     G query heads of KV head j are heads jG .. jG + G - 1. A head's norm is kept by any rotation or
     reordering of its dimensions, so this reads the grouping alone, whatever RoPE does: first the norms
-    in any order (which no grouping changes, but a wrong RMSNorm or wq does), then each head's."""
+    in any order (which no grouping changes, but a wrong RMSNorm or wq does), then each head's group (a head
+    out of its group named first), then its place in the group."""
     c = tiny_config(n_heads=6)  # G = 3 != Hkv = 2: with G = Hkv, (G, Hkv) and (Hkv, G) are one split
     model, L, G = random_model(c), random_model(c).layers[0], c.n_heads // c.n_kv_heads
     x = torch.randn(3, 1, c.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
@@ -228,11 +229,13 @@ def test_query_head_h_reads_kv_head_h_over_g():
     norms = lambda y: y.norm(dim=-1).sort(-1).values                 # (B, 1, H): a head's norm, in any order
     assert_close(norms(q.flatten(2, 3)), norms(heads), EXACT, "the query heads' norms, in any order: not a grouping "
                  "but RMSNorm or wq")                                 # (a norm or a weight wrong, no head moved)
-    for head in range(c.n_heads):
-        (j, g), norm = divmod(head, G), heads[:, :, head].norm(dim=-1)   # (B, 1)
-        at = [p for p in range(G) if torch.allclose(q[:, :, j, p].norm(dim=-1), norm, rtol=0, atol=EXACT)]
-        assert_close(q[:, :, j, g].norm(dim=-1), norm, EXACT, f"query head {head}: " +
-                     (f"in group {j}, but its place {at[0]}, not {g}" if at else f"not in group {j}"))
+    norm = lambda y: y.norm(dim=-1)                                  # (B, 1): one head's
+    at = [[p for p in range(G) if torch.allclose(norm(q[:, :, h // G, p]), norm(heads[:, :, h]), rtol=0, atol=EXACT)]
+          for h in range(c.n_heads)]                                 # where in its group each head is, if it is
+    for head in sorted(range(c.n_heads), key=lambda h: bool(at[h])):  # a head out of its group is named first
+        (j, g), found = divmod(head, G), at[head]
+        assert_close(norm(q[:, :, j, g]), norm(heads[:, :, head]), EXACT, f"query head {head}: " +
+                     (f"in group {j}, but its place {found[0]}, not {g}" if found else f"not in group {j}"))
 
 
 def test_a_step_writes_its_row_at_its_position():

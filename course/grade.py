@@ -119,7 +119,7 @@ PARTS = [
              "permute after the split)"),
             ("test_query_head_h_reads", "not in group", "your queries are grouped wrongly {diff}: query head h "
              "shares KV head h // G, so the G query heads of KV head j are heads jG .. jG + G - 1: unflatten the H "
-             "heads as (Hkv, G), not (G, Hkv)"),
+             "heads as (Hkv, G), not (G, Hkv), with no reordering of the heads or the groups before or after"),
             ("test_queries_and_keys_are_rotated", "", "your qkv differs from RoPE written with complex numbers "
              "{diff}: RMSNorm, the fused projection, then in each query and key head dimensions i and i + hd/2 "
              "turned together by position * theta^(-2i/hd) (rotate-half); values are not rotated"),

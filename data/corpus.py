@@ -519,7 +519,7 @@ def _letters(run: bytes) -> bool:
 
 
 EDGE = "\"'“”‘’„‚«»‹›()[]{}¿¡.,;:!?…–—-*•\xa0"  # what a word's edge holds in Latin text (a no-break space too)
-DRAWN = {*map(chr, range(0x2500, 0x2600)), "·", "∙"}  # DOS's box drawing, blocks, shades and squares ("■■··")
+DRAWN = set(map(chr, range(0x2500, 0x2600)))  # DOS's box drawing, blocks, shades and squares ("■■")
 READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
 
 
@@ -537,7 +537,9 @@ def _home(token: str) -> bool:
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
         return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
             len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
-    core = token.strip(EDGE).rstrip("™®©†‡").strip(EDGE)  # a mark or a dagger after a name
+    core = token.strip(EDGE).rstrip("™®©†‡°").strip(EDGE).lstrip("£€$¥°")  # a mark or a dagger after a name, a
+    # currency or a degree before a unit ("£bn", "°C")
+    core = re.sub(r"(?<=[^\W\d_])·(?=[^\W\d_])", "", core)  # Catalan's "l·l"
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
@@ -545,7 +547,8 @@ def _home(token: str) -> bool:
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
                                         core[i - 1].islower() and max(c, core[i - 1]) >= "\x80")
                  for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"
-    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha()}  # Latin with Greek: "cafΘ"
+    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha() and c != "µ"}  # Latin with
+    # Greek: "cafΘ" (a micro sign is any unit's: "µs")
     listed = len(set(core.lower())) == 1 or len(set(core)) == len(core) and _letters(core.encode("cp1252", "replace"))
     return not inside and len(scripts) == 1 and (not all(c >= "\x80" for c in core if c.isalpha()) or listed)
 
@@ -560,9 +563,9 @@ def _style(c: str) -> str:
 
 
 def _fit(text: str) -> float | None:
-    """The share of a text's words with a non-ASCII character (numbers aside) that read as Latin text's (`_home`)."""
-    words = [w for w in re.split(r"[ \t\n\r\f\v]+", text[:200_000]) if not w.isascii() and not re.search("[0-9]", w)]
-    # (numbers aside: "10µs", "5€"; a no-break space is a word's, as DOS's "á" would be)
+    """The share of a text's words with a non-ASCII character that read as Latin text's (`_home`)."""
+    words = [w for w in re.split(r"[ \t\n\r\f\v0-9]+", text[:200_000]) if not w.isascii()]  # numbers part words
+    # ("20°C", "5€"); a no-break space is a word's, as DOS's "á" would be
     return sum(map(_home, words)) / len(words) if words else None
 
 
@@ -580,16 +583,16 @@ def _fits(data: bytes) -> dict:
 def _best(fits: dict, named: str = "", mine: float | None = None) -> str:
     """The code pages of Windows', DOS's and an old Mac's Latin text that read a file's words best (80% or more, and
     better than `mine`, the named reading's), less those `named` names, and of the others those that read it better
-    than the named ones, or Windows' that reads it as well: "cp437 or cp850 for DOS's text". Where the bytes cannot
-    tell two apart ("ÄÄÄ" is a shout in cp1252, a line in cp437) both are named; a dash read as DOS's "ù" in
-    "saidùno" is no reason to name DOS's beside Windows'."""
+    than the named ones, or, beside any but Windows' (the commonest), those that read it as well: "cp437 or cp850 for
+    DOS's text". Where the bytes cannot tell two apart ("ÄÄÄ" is a shout in cp1252, a line in cp437) both are named;
+    a dash read as DOS's "ù" in "saidùno" is no reason to name DOS's beside Windows'."""
     fits = {c: f for c, f in fits.items() if f is not None}
     best = max(fits.values(), default=0)
     if best < 0.8 or mine is not None and mine >= best:
         return ""
     said = {c: f for c, f in fits.items() if re.search(rf"(?<![\w-]){c}(?![\w-])", named)}
     left = [c for c, f in fits.items() if f == best and c not in said and (f > max(said.values(), default=-1) or
-                                                                           c == "cp1252")]
+                                                                           "cp1252" not in said)]
     return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in left]))
 
 

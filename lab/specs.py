@@ -27,6 +27,7 @@ import torch
 from engine import guards
 from lab import harness
 from lab import lookahead
+from lab import userfiles
 import policies
 from lab import zoo
 import msrnn
@@ -182,10 +183,11 @@ def _world(files: set, runs) -> list:
     mods = sorted((m for m in list(sys.modules.values()) if inspect.ismodule(m) and mine(m)), key=lambda m: m.__name__)
     names = {m.__name__ for m in mods}
     # one module a file: a policy file another imports is loaded twice (as `b` by the other, and as its own
-    # user_policy_b_…); the one that holds the policy's functions, else the other's, whatever was named before
+    # lab.userfiles.b_…); the one that holds the policy's functions, else the other's, whatever was named before
     ours = {getattr(f, "__module__", None) for f in runs}
     first = {}
-    for m in sorted(mods, key=lambda m: (m.__name__ not in ours, m.__name__.startswith("user_policy_"), m.__name__)):
+    for m in sorted(mods, key=lambda m: (m.__name__ not in ours, m.__name__.startswith(f"{userfiles.__name__}."),
+                                         m.__name__)):
         first.setdefault(pathlib.Path(m.__file__).resolve() if isinstance(getattr(m, "__file__", None), str) else m, m)
     mods = sorted(first.values(), key=lambda m: m.__name__)
     parts = []
@@ -891,8 +893,7 @@ def _users_name(name) -> bool:
     llama: never forgotten, or two llamas would meet), nor a policy file's own module (its functions pickle by it),
     nor the program's (__main__, and multiprocessing's name for it). A helper named like a module of Python's (the
     student's trace.py) is the user's: its file tells (`_users_file`)."""
-    return type(name) is str and name not in ("__main__", "__mp_main__") and not name.startswith("user_policy_") \
-        and name.split(".")[0] not in PROJECT_MODULES
+    return type(name) is str and name not in ("__main__", "__mp_main__") and name.split(".")[0] not in PROJECT_MODULES
 
 
 def _module_dict(m) -> dict:
@@ -1110,26 +1111,6 @@ def _is_file(name, file: pathlib.Path) -> bool:
         return False
 
 
-def _module(path: pathlib.Path) -> str:
-    """The module a policy file (its resolved path) is imported as: two files of one name are two modules."""
-    return f"user_policy_{path.stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}"
-
-
-class _Files:
-    """Finds a policy file's module by that name on sys.path, in a process that never imported it: a spawned worker
-    of a pool the policy starts reads the policy's functions by their module's name (unfound, the pool waited for
-    ever)."""
-    def find_spec(self, name, path=None, target=None):
-        if not (m := re.fullmatch(r"user_policy_(.+)_[0-9a-f]{8}", name)):
-            return None
-        files = (pathlib.Path(folder or ".", f"{m[1]}.py") for folder in sys.path if isinstance(folder, str))
-        file = next((f.resolve() for f in files if f.is_file() and _module(f.resolve()) == name), None)
-        return file and importlib.util.spec_from_file_location(name, file)
-
-
-sys.meta_path.append(_Files())
-
-
 def _from_file(path, fname):
     with _ONE:  # one import at a time: another thread naming the file waits for it, then finds it imported
         return _imported_from(path, fname)
@@ -1139,7 +1120,7 @@ def _imported_from(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
-    module_spec = importlib.util.spec_from_file_location(_module(path), path)
+    module_spec = importlib.util.spec_from_file_location(userfiles.name(path), path)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \
