@@ -529,7 +529,7 @@ def _home(token: str) -> bool:
     list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "[■■··]", "═══") or signs ("§§", "—"), and Windows' joiners
     between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules "ÍÍÍÍ",
     its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
-    if len(parts := re.split("(?<=[A-Za-z])[…–—•]+(?=[A-Za-z])", token)) > 1:
+    if len(parts := re.split("(?<=[A-Za-z])[…–—•×]+(?=[A-Za-z])", token)) > 1:  # ("W×H")
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
@@ -539,13 +539,13 @@ def _home(token: str) -> bool:
             len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
     core = token.strip(EDGE).rstrip("™®©†‡°").strip(EDGE).lstrip("£€$¥°")  # a mark or a dagger after a name, a
     # currency or a degree before a unit ("£bn", "°C")
-    core = re.sub(r"(?<=[^\W\d_])·(?=[^\W\d_])", "", core)  # Catalan's "l·l"
+    core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
-                                        core[i - 1].islower() and max(c, core[i - 1]) >= "\x80")
+                                        core[i - 1].islower() and core[i - 1] != "ß" and max(c, core[i - 1]) >= "\x80")
                  for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"
     scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha() and c != "µ"}  # Latin with
     # Greek: "cafΘ" (a micro sign is any unit's: "µs")
@@ -564,8 +564,8 @@ def _style(c: str) -> str:
 
 def _fit(text: str) -> float | None:
     """The share of a text's words with a non-ASCII character that read as Latin text's (`_home`)."""
-    words = [w for w in re.split(r"[ \t\n\r\f\v0-9]+", text[:200_000]) if not w.isascii()]  # numbers part words
-    # ("20°C", "5€"); a no-break space is a word's, as DOS's "á" would be
+    words = [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]  # numbers part
+    # words ("20°C", "5€"), and a no-break space does
     return sum(map(_home, words)) / len(words) if words else None
 
 
@@ -586,11 +586,12 @@ def _best(fits: dict, named: str = "", mine: float | None = None) -> str:
     than the named ones, or, beside any but Windows' (the commonest), those that read it as well: "cp437 or cp850 for
     DOS's text". Where the bytes cannot tell two apart ("ÄÄÄ" is a shout in cp1252, a line in cp437) both are named;
     a dash read as DOS's "ù" in "saidùno" is no reason to name DOS's beside Windows'."""
+    said = {c: 1 if f is None else f for c, f in fits.items() if re.search(rf"(?<![\w-]){c}(?![\w-])", named)}  # (no
+    # word misread: "line.\xa0\xa0" in cp1252, "line.††" in the Mac's)
     fits = {c: f for c, f in fits.items() if f is not None}
     best = max(fits.values(), default=0)
     if best < 0.8 or mine is not None and mine >= best:
         return ""
-    said = {c: f for c, f in fits.items() if re.search(rf"(?<![\w-]){c}(?![\w-])", named)}
     left = [c for c, f in fits.items() if f == best and c not in said and (f > max(said.values(), default=-1) or
                                                                            "cp1252" not in said)]
     return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in left]))
@@ -710,7 +711,7 @@ def read(path, encoding: str = "utf-8") -> str:
             raise ValueError(f"text file {path} ends in {pad:,} NUL characters: a padded or damaged file")
     fits = _fits(data) if codec.name in WESTERN else {}  # how well Latin's code pages read its words, the named one
     mine, top = _fit(text) if fits else None, max((f for f in fits.values() if f is not None), default=0)  # and the best
-    better = _best(fits, codec.name, mine)  # and those that read it better
+    better = _best(fits, codec.name, 1 if mine is None else mine)  # and those that read it better
     if codec.name in WESTERN and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)

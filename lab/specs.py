@@ -1120,7 +1120,7 @@ def _imported_from(path, fname):
     if not path.is_file():
         raise ValueError(f"policy file {path} not found")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
-    module_spec = importlib.util.spec_from_file_location(userfiles.name(path), path)
+    module_spec = userfiles.spec(path)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
     if shadows := [p for n in _PACKAGES for x in importlib.machinery.all_suffixes()  # .py, .pyc, .so too
                    for p in (f"{n}{x}", f"{n}/__init__{x}") if (path.parent / p).is_file()] + \
@@ -1148,6 +1148,7 @@ def _imported_from(path, fname):
             raise ValueError(f"{path.name} names its own policy while it is imported (a self-test at its top level?): "
                              "put that under `if __name__ == \"__main__\":`")
         module = importlib.util.module_from_spec(module_spec)
+        module.__package__ = ""  # no package of its own: "from .. import zoo" would read lab/ (userfiles._Loader)
         sys.modules[module_spec.name] = module  # so that its functions pickle, for worker processes
         writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ file for its helpers: one
         try:  # edited to the same size within a second, Python reads the old file; and its own, the bytes its key hashed

@@ -1,8 +1,11 @@
 """The modules a user's policy files are imported as: `lab.userfiles.<stem>_<hash of the file's path>`, a name that
 any process with the project on sys.path can import again (a pool a policy starts with spawn, macOS's and Windows'
 default, reads the policy's functions by their module's name: a name of its own that no other process could import
-left that pool waiting for ever). Importing the name imports this module first, which finds the file on sys.path."""
+left that pool waiting for ever). Importing the name imports this module first, which finds the file in the folders
+of sys.path and those policy files were named from (kept in the environment, which a child process inherits: a
+script may put sys.path back)."""
 import hashlib
+import importlib.machinery
 import importlib.util
 import os
 import pathlib
@@ -10,6 +13,7 @@ import re
 import sys
 
 __path__ = []  # a package of no folder: its modules are the policy files, found by `_Files`
+FOLDERS = "MSRNN_POLICY_FOLDERS"  # the environment's list of the folders policy files were named from
 
 
 def name(path: pathlib.Path) -> str:
@@ -19,19 +23,34 @@ def name(path: pathlib.Path) -> str:
     return f"{__name__}.{stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}"
 
 
+def spec(path: pathlib.Path):
+    """The import spec of a policy file (its resolved path), its folder kept for a child process to find it in."""
+    folders = os.environ.get(FOLDERS, "").split(os.pathsep)
+    if str(path.parent) not in folders:
+        os.environ[FOLDERS] = os.pathsep.join([f for f in folders if f] + [str(path.parent)])
+    return importlib.util.spec_from_file_location(name(path), path, loader=_Loader(name(path), str(path)))
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def exec_module(self, module):
+        module.__package__ = ""  # no package of its own: a relative import in it ("from .. import zoo") would read
+        super().exec_module(module)  # the project's lab/, so it is refused as a script's is
+
+
 class _Files:
-    """Finds `lab.userfiles.<stem>_<hash>` among the .py files of the folders on sys.path."""
+    """Finds `lab.userfiles.<stem>_<hash>` among the .py files of the folders of sys.path and of FOLDERS."""
     def find_spec(self, fullname, path=None, target=None):
         if not (m := re.fullmatch(rf"{re.escape(__name__)}\.(\w+)_[0-9a-f]{{8}}", fullname)):
             return None
-        for folder in (f for f in sys.path if isinstance(f, str)):
+        for folder in [f for f in sys.path if isinstance(f, str)] + [f for f in os.environ.get(FOLDERS, "").split(
+                os.pathsep) if f]:
             try:
                 files = [f.resolve() for f in pathlib.Path(folder or ".").glob("*.py")
                          if re.sub(r"\W", "_", f.stem) == m[1]]
             except OSError:
                 continue
             if file := next((f for f in files if f.is_file() and name(f) == fullname), None):
-                return importlib.util.spec_from_file_location(fullname, file)
+                return spec(file)
         return None
 
 

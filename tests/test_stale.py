@@ -8018,3 +8018,64 @@ def test_round90_a_policy_files_module_is_found_by_any_process_and_any_stem(tmp_
                            f"{str(tmp_path)!r}]\nprint(pickle.loads({pickle.dumps(helper)!r})(6))"],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "7", done.stderr[-2000:]
+
+
+def test_round91_no_break_spaces_marks_before_a_hyphen_w_by_h_and_capitals_with_sharp_s(tmp_path, capsys):
+    """Round 91, the data: round 90's comparison kept a no-break space inside a word ("with\\xa0non-breaking"), a mark
+    before a hyphen ("Windows™-based") and "W×H" as no word, so right cp1252 files were warned of as DOS's or the
+    Mac's; and a capital after "ß" was a capital inside a word ("HAUPTSTRAßE"), so DOS's German in capitals was told
+    cp1252 and the Mac's alone."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text in ("Copied from the web, with\xa0non-breaking\xa0spaces between some words.\n",
+                 "Our Windows™-based tools and Office™-compatible add-ins.\n", "Screen size (W×H): 1920 × 1080 pixels.\n"):
+        _refused(f, text.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)$")
+        capsys.readouterr()
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == "", text
+    text = "Bitte an die HAUPTSTRAßE und die GROßE STRAßE schicken.\n"
+    _refused(f, text.encode("cp437"), r"\bcp437\b")
+    capsys.readouterr()
+    assert corpus.read(f, "cp437") == text and capsys.readouterr().err == ""
+
+
+def test_round91_maps_read_with_a_longer_max_positions(tmp_path, capsys):
+    """Round 91, T2R: maps read with the same weights and a config whose max_positions was raised (a guard's bound,
+    no number's) were warned of as another model's."""
+    import dataclasses
+    from t2r import linear, train
+    c = tiny_config()
+    model = random_model(c)
+    train.save(linear.FeatureMaps(c, 4, "hedgehog", dtype=model.dtype), tmp_path / "maps.safetensors", model)
+    capsys.readouterr()
+    longer = dataclasses.replace(model, config=dataclasses.replace(c, max_positions=4096))
+    train.load(tmp_path / "maps.safetensors", longer)
+    assert capsys.readouterr().err == ""
+
+
+def test_round91_a_policy_files_relative_import_and_a_child_without_its_folder(tmp_path):
+    """Round 91, the core: with round 90's name (`lab.userfiles.…`) a policy file's `from .. import zoo` read the
+    project's lab/zoo.py without a word (it is refused now, as Python refuses a script's); and a child process whose
+    sys.path lacks the file's folder (a script put sys.path back) could not find its module, so a spawn pool waited
+    for ever (the folders policy files were named from are kept in the environment, which children inherit)."""
+    import pickle
+    import subprocess
+    import sys
+    pkg = tmp_path / "mypol"
+    (pkg / "variants").mkdir(parents=True)
+    for f in (pkg / "__init__.py", pkg / "variants" / "__init__.py"):
+        f.write_text("")
+    (pkg / "zoo.py").write_text("import policies\ndef knorm(rows):\n    return -policies.tova(rows)\n")
+    (pkg / "variants" / "mine91.py").write_text("from .. import zoo\ndef fn(rows):\n    return zoo.knorm(rows)\n")
+    with pytest.raises(ValueError, match="attempted relative import with no known parent package"):
+        specs.named(f"{pkg / 'variants' / 'mine91.py'}:fn")
+    (tmp_path / "far").mkdir()
+    (tmp_path / "far" / "far91.py").write_text("import policies\ndef helper(x):\n    return x + 1\n"
+                                               "def fn(rows):\n    return policies.tova(rows)\n")
+    saved = sys.path[:]
+    fn = specs.named(f"{tmp_path / 'far' / 'far91.py'}:fn").fn
+    sys.path[:] = saved
+    helper = sys.modules[fn.__module__].helper
+    done = subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}]\n"
+                           f"print(pickle.loads({pickle.dumps(helper)!r})(6))"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.strip() == "7", done.stderr[-2000:]
