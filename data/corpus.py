@@ -518,7 +518,8 @@ def _letters(run: bytes) -> bool:
         len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
 
 
-EDGE = "\"'“”‘’„‚«»‹›()[]{}¿¡.,;:!?…–—-*•\xa0"  # what a word's edge holds in Latin text (a no-break space too)
+EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0"  # what a word's edge holds in Latin text (a no-break space too; and
+# before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C")
 DRAWN = set(map(chr, range(0x2500, 0x2600)))  # DOS's box drawing, blocks, shades and squares ("■■")
 READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
 
@@ -526,10 +527,11 @@ READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (
 def _home(token: str) -> bool:
     """Whether a word of a text, as one code page reads it, reads as what Latin text holds: a word (letters of one
     script, a capital first or a capital throughout; of accented letters alone, one letter up to three times or a
-    list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "[■■··]", "═══") or signs ("§§", "—"), and Windows' joiners
-    between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules "ÍÍÍÍ",
-    its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
-    if len(parts := re.split("(?<=[A-Za-z])[…–—•×]+(?=[A-Za-z])", token)) > 1:  # ("W×H")
+    list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "═══") or signs ("§§", "—", "[■■··]"), and Windows'
+    joiners between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules
+    "ÍÍÍÍ", its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
+    if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])", token)) > 1:  # not
+        # "ni–o", "s–r": the Mac's ñ and DOS's û in cp1252
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
@@ -537,8 +539,8 @@ def _home(token: str) -> bool:
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
         return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
             len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
-    core = token.strip(EDGE).rstrip("™®©†‡°").strip(EDGE).lstrip("£€$¥°")  # a mark or a dagger after a name, a
-    # currency or a degree before a unit ("£bn", "°C")
+    core = token.strip(EDGE).lstrip("¿¡£€$¥°").rstrip("™®©†‡°").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger
+    # after a name
     core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
@@ -550,7 +552,8 @@ def _home(token: str) -> bool:
     scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha() and c != "µ"}  # Latin with
     # Greek: "cafΘ" (a micro sign is any unit's: "µs")
     listed = len(set(core.lower())) == 1 or len(set(core)) == len(core) and _letters(core.encode("cp1252", "replace"))
-    return not inside and len(scripts) == 1 and (not all(c >= "\x80" for c in core if c.isalpha()) or listed)
+    return not inside and len(scripts) == 1 and (not all(c >= "\x80" for c in core if c.isalpha()) or listed) and (
+        "ƒ" not in core or len(core) == 1)  # a function's f, in no word ("chƒteau" is DOS's "château" in cp1252)
 
 
 def _style(c: str) -> str:

@@ -1,9 +1,8 @@
 """The modules a user's policy files are imported as: `lab.userfiles.<stem>_<hash of the file's path>`, a name that
 any process with the project on sys.path can import again (a pool a policy starts with spawn, macOS's and Windows'
 default, reads the policy's functions by their module's name: a name of its own that no other process could import
-left that pool waiting for ever). Importing the name imports this module first, which finds the file in the folders
-of sys.path and those policy files were named from (kept in the environment, which a child process inherits: a
-script may put sys.path back)."""
+left that pool waiting for ever). Importing the name imports this module first, which finds the file on sys.path
+(where specs put its folder)."""
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -13,7 +12,6 @@ import re
 import sys
 
 __path__ = []  # a package of no folder: its modules are the policy files, found by `_Files`
-FOLDERS = "MSRNN_POLICY_FOLDERS"  # the environment's list of the folders policy files were named from
 
 
 def name(path: pathlib.Path) -> str:
@@ -24,10 +22,7 @@ def name(path: pathlib.Path) -> str:
 
 
 def spec(path: pathlib.Path):
-    """The import spec of a policy file (its resolved path), its folder kept for a child process to find it in."""
-    folders = os.environ.get(FOLDERS, "").split(os.pathsep)
-    if str(path.parent) not in folders:
-        os.environ[FOLDERS] = os.pathsep.join([f for f in folders if f] + [str(path.parent)])
+    """The import spec of a policy file (its resolved path)."""
     return importlib.util.spec_from_file_location(name(path), path, loader=_Loader(name(path), str(path)))
 
 
@@ -38,12 +33,11 @@ class _Loader(importlib.machinery.SourceFileLoader):
 
 
 class _Files:
-    """Finds `lab.userfiles.<stem>_<hash>` among the .py files of the folders of sys.path and of FOLDERS."""
+    """Finds `lab.userfiles.<stem>_<hash>` among the .py files of the folders on sys.path."""
     def find_spec(self, fullname, path=None, target=None):
         if not (m := re.fullmatch(rf"{re.escape(__name__)}\.(\w+)_[0-9a-f]{{8}}", fullname)):
             return None
-        for folder in [f for f in sys.path if isinstance(f, str)] + [f for f in os.environ.get(FOLDERS, "").split(
-                os.pathsep) if f]:
+        for folder in (f for f in sys.path if isinstance(f, str)):
             try:
                 files = [f.resolve() for f in pathlib.Path(folder or ".").glob("*.py")
                          if re.sub(r"\W", "_", f.stem) == m[1]]

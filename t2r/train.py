@@ -91,8 +91,9 @@ def model_key(model: llama.Model) -> dict:
     each side computes in (a key of rounded bits was not: float16's weights rounded again to bfloat16 are not always
     bfloat16's)."""
     picks = lambda w: w.detach().flatten()[torch.linspace(0, w.numel() - 1, 16).long()].float().tolist()
-    return {"config": harness.fingerprint(repr(dataclasses.replace(model.config, max_positions=None))),  # (a guard's
-            "weights": json.dumps([picks(w) for w in experiments.weights(model)])}  # bound, no number's)
+    config = {k: float(v) if type(v) in (int, float) else v for k, v in dataclasses.asdict(model.config).items()
+              if k != "max_positions"}  # a guard's bound, no number's; a theta of 10000 is one of 10000.0
+    return {"config": harness.fingerprint(repr(config)), "weights": json.dumps([picks(w) for w in experiments.weights(model)])}
 
 
 def _other(meta: dict, mine: dict) -> str | None:

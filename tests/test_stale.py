@@ -8052,14 +8052,9 @@ def test_round91_maps_read_with_a_longer_max_positions(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_round91_a_policy_files_relative_import_and_a_child_without_its_folder(tmp_path):
+def test_round91_a_policy_files_relative_import(tmp_path):
     """Round 91, the core: with round 90's name (`lab.userfiles.…`) a policy file's `from .. import zoo` read the
-    project's lab/zoo.py without a word (it is refused now, as Python refuses a script's); and a child process whose
-    sys.path lacks the file's folder (a script put sys.path back) could not find its module, so a spawn pool waited
-    for ever (the folders policy files were named from are kept in the environment, which children inherit)."""
-    import pickle
-    import subprocess
-    import sys
+    project's lab/zoo.py without a word (it is refused now, as Python refuses a script's)."""
     pkg = tmp_path / "mypol"
     (pkg / "variants").mkdir(parents=True)
     for f in (pkg / "__init__.py", pkg / "variants" / "__init__.py"):
@@ -8068,14 +8063,28 @@ def test_round91_a_policy_files_relative_import_and_a_child_without_its_folder(t
     (pkg / "variants" / "mine91.py").write_text("from .. import zoo\ndef fn(rows):\n    return zoo.knorm(rows)\n")
     with pytest.raises(ValueError, match="attempted relative import with no known parent package"):
         specs.named(f"{pkg / 'variants' / 'mine91.py'}:fn")
-    (tmp_path / "far").mkdir()
-    (tmp_path / "far" / "far91.py").write_text("import policies\ndef helper(x):\n    return x + 1\n"
-                                               "def fn(rows):\n    return policies.tova(rows)\n")
-    saved = sys.path[:]
-    fn = specs.named(f"{tmp_path / 'far' / 'far91.py'}:fn").fn
-    sys.path[:] = saved
-    helper = sys.modules[fn.__module__].helper
-    done = subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}]\n"
-                           f"print(pickle.loads({pickle.dumps(helper)!r})(6))"], capture_output=True, text=True,
-                          timeout=60)
-    assert done.stdout.strip() == "7", done.stderr[-2000:]
+
+
+def test_round92_dos_and_mac_accents_that_cp1252_reads_as_spaces_dashes_and_a_functions_f(tmp_path, capsys):
+    """Round 92, the data: round 91 split words at a no-break space, DOS's "á" ("Est\\xa0 aqu¡"), and Windows' dashes
+    between any letters parted the Mac's "ni–o" (ñ) and DOS's "s–r" (û), "¡" closed a word and "ƒ" was a letter
+    ("chƒteau"), so DOS's Spanish and French and the Mac's Spanish were told cp1252 alone and read so without a word;
+    and maps read with a config whose rope_theta was 10000 (an int, not 10000.0) were warned of as another model's."""
+    import dataclasses
+    from data import corpus
+    from t2r import linear, train
+    f = tmp_path / "t.txt"
+    for text, encoding in (("Está aquí la máquina, y está allá.\n", "cp437"), ("El niño de la canción, Díaz y Perú, "
+                                                                                "señor.\n", "mac-roman"),
+                           ("Le château est sûr, voilà. Où est le gâteau? Il est là, où tu sais.\n", "cp437")):
+        _refused(f, text.encode(encoding), rf"\b{encoding}\b")
+        capsys.readouterr()
+        corpus.read(f, "cp1252")
+        assert "reads better as" in capsys.readouterr().err, text
+    c = tiny_config()
+    model = random_model(c)
+    train.save(linear.FeatureMaps(c, 4, "hedgehog", dtype=model.dtype), tmp_path / "maps.safetensors", model)
+    capsys.readouterr()
+    train.load(tmp_path / "maps.safetensors", dataclasses.replace(model, config=dataclasses.replace(
+        c, rope_theta=int(c.rope_theta))))
+    assert capsys.readouterr().err == ""
