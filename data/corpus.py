@@ -539,8 +539,8 @@ def _home(token: str) -> bool:
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
         return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
             len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
-    core = token.strip(EDGE).lstrip("¿¡£€$¥°").rstrip("™®©†‡°").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger
-    # after a name
+    core = token.strip(EDGE).lstrip("¿¡£€$¥°").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a
+    # dagger after a name, a power after a unit ("m²")
     core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong

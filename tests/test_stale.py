@@ -8088,3 +8088,16 @@ def test_round92_dos_and_mac_accents_that_cp1252_reads_as_spaces_dashes_and_a_fu
     train.load(tmp_path / "maps.safetensors", dataclasses.replace(model, config=dataclasses.replace(
         c, rope_theta=int(c.rope_theta))))
     assert capsys.readouterr().err == ""
+
+
+def test_round93_a_power_after_a_unit(tmp_path, capsys):
+    """Round 93, the data: "m²" and "x²" in DOS's text read as no word ("²" inside), and cp1252's "mý", "xý" as words,
+    so right cp437 and cp850 files were warned of as reading better in cp1252 (a power after a unit is stripped)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text, encoding in (("Die Wohnung hat 80 m² und kostet 500 DM im Monat.\n", "cp437"),
+                           ("Die Wohnung hat 80 m² und kostet 500 DM im Monat.\n", "cp850"),
+                           ("Let x² + y² = r², with α, Σ, π and δ as usual.\n", "cp437")):
+        f.write_bytes(text.encode(encoding))
+        capsys.readouterr()
+        assert corpus.read(f, encoding) == text and capsys.readouterr().err == "", (text, encoding)
