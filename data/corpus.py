@@ -539,11 +539,12 @@ def _home(token: str) -> bool:
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
         return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
             len(styles - {"mixed"}) <= 1 and styles <= {"light", "double", "mixed"} or len(styles) == 1)
-    core = token.strip(EDGE).lstrip("¿¡£€$¥°").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a
-    # dagger after a name, a power after a unit ("m²")
-    core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
-    if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", core) and not (core.isascii() or re.search(r"[…–—_=*·-]", core)):
+    if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", bare := token.strip(EDGE)) and not (
+            bare.isascii() or re.search(r"[…–—_=*·-]", bare)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
+    core = bare.lstrip("¿¡£€$¥°").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger after a
+    # name, a power after a unit ("m²")
+    core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
