@@ -23,7 +23,7 @@ def name(path: pathlib.Path) -> str:
 
 def spec(path: pathlib.Path):
     """The import spec of a policy file (its resolved path)."""
-    return importlib.util.spec_from_file_location(name(path), path, loader=_Loader(name(path), str(path)))
+    return importlib.util.spec_from_file_location(module := name(path), path, loader=_Loader(module, str(path)))
 
 
 class _Loader(importlib.machinery.SourceFileLoader):

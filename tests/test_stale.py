@@ -7899,17 +7899,21 @@ def test_round89_b_a_policy_files_functions_reach_a_spawned_process(tmp_path):
     """Round 89, the core: a policy file is imported under a name of its own (`user_policy_<stem>_<hash>`), which a
     process that never imported it could not find, so a pool the policy started with spawn (macOS's and Windows'
     default) never got its work and waited for ever; the project finds that name on sys.path in any process."""
+    done = _helper_in_a_child(tmp_path / "mine89.py", "from lab import specs\n")
+    assert done.stdout.strip() == "7", done.stderr[-2000:]
+
+
+def _helper_in_a_child(file, first=""):
+    """A policy file's `helper(x) = x + 1`, named through specs here, unpickled and called with 6 in a fresh Python
+    process with the project and the file's folder on sys.path that runs `first` before (its completed process)."""
     import pickle
     import subprocess
     import sys
-    (tmp_path / "mine89.py").write_text("import policies\ndef helper(x):\n    return x + 1\n"
-                                        "def fn(rows):\n    return policies.tova(rows)\n")
-    fn = specs.named(f"{tmp_path / 'mine89.py'}:fn").fn
-    helper = sys.modules[fn.__module__].helper
-    done = subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}, "
-                           f"{str(tmp_path)!r}]\nfrom lab import specs\nprint(pickle.loads({pickle.dumps(helper)!r})(6))"],
+    file.write_text("import policies\ndef helper(x):\n    return x + 1\ndef fn(rows):\n    return policies.tova(rows)\n")
+    helper = sys.modules[specs.named(f"{file}:fn").fn.__module__].helper
+    return subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}, "
+                           f"{str(file.parent)!r}]\n{first}print(pickle.loads({pickle.dumps(helper)!r})(6))"],
                           capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "7", done.stderr[-2000:]
 
 
 def test_round89_maps_of_a_bfloat16_model_read_in_float16(tmp_path, capsys):
@@ -8007,16 +8011,7 @@ def test_round90_a_policy_files_module_is_found_by_any_process_and_any_stem(tmp_
     imports the project under `if __name__ == "__main__":` never imports (its pool waited for ever), and a file named
     "mine.v2.py" gave a module name Python read as a package's ("import of module … failed" in any pool): a policy
     file is `lab.userfiles.<stem>_<hash>`, which imports the finder with it, its stem made a name."""
-    import pickle
-    import subprocess
-    import sys
-    (tmp_path / "mine90.v2.py").write_text("import policies\ndef helper(x):\n    return x + 1\n"
-                                           "def fn(rows):\n    return policies.tova(rows)\n")
-    fn = specs.named(f"{tmp_path / 'mine90.v2.py'}:fn").fn
-    helper = sys.modules[fn.__module__].helper
-    done = subprocess.run([sys.executable, "-c", f"import pickle, sys\nsys.path[:0] = [{str(harness.ROOT)!r}, "
-                           f"{str(tmp_path)!r}]\nprint(pickle.loads({pickle.dumps(helper)!r})(6))"],
-                          capture_output=True, text=True, timeout=60)
+    done = _helper_in_a_child(tmp_path / "mine90.v2.py")
     assert done.stdout.strip() == "7", done.stderr[-2000:]
 
 
