@@ -500,7 +500,9 @@ def _euro(data: bytes) -> str | None:
         return "iso8859-15"
     if re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
                  rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data):  # (not "¾in": a fraction)
-        return "iso8859-15 or iso8859-2"
+        head = data[:200_000]  # those of the two that read its words better than cp1252 (not "©todos", "Štodos")
+        return " or ".join(c for c in ("iso8859-15", "iso8859-2") if (_fit(head.decode(c)) or 0) >
+                           (_fit(head.decode("latin-1")) or 0)) or None
     return None
 
 
@@ -542,8 +544,8 @@ def _home(token: str) -> bool:
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", bare := token.strip(EDGE)) and not (
             bare.isascii() or re.search(r"[…–—_=*·-]", bare)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
-    core = bare.lstrip("¿¡£€$¥°").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger after a
-    # name, a power after a unit ("m²")
+    core = bare.lstrip("¿¡£€$¥°©").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger after a
+    # name, a power after a unit ("m²"), a copyright's mark before one ("©Acme")
     core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
@@ -598,7 +600,31 @@ def _best(fits: dict, named: str = "", mine: float | None = None) -> str:
         return ""
     left = [c for c, f in fits.items() if f == best and c not in said and (f > max(said.values(), default=-1) or
                                                                            "cp1252" not in said)]
-    return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in left]))
+    return _pages(left)
+
+
+def _pages(codecs: list) -> str:
+    """Code pages said by whose text they read: "cp437 or cp850 for DOS's text, or mac-roman for an old Mac's text"."""
+    return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in codecs]))
+
+
+def _tie(data: bytes, fits: dict, named: str) -> str:
+    """Where DOS's or the Mac's pages read a file's words as well as Windows' cp1252 (a dash is DOS's "ù" in "saidùno",
+    DOS's "m²" is Windows' "mý"), no measure of the bytes can tell which it is: those pages, and the first word with a
+    byte above ASCII as each reads it, for the user to see which is theirs (each page reads a byte as one character).
+    Only where cp1252 reads its words well (80%, as `_best`), a tie of misread words being none, and only the pages
+    not `named` already."""
+    if (fits.get("cp1252") or 0) < 0.8 or not (tied := [c for c, f in fits.items() if f == fits["cp1252"] and not
+                                                         re.search(rf"(?<![\w-]){c}(?![\w-])", named)]):
+        return ""
+    head = data[:200_000].decode("cp1252")
+    word = next(m.span() for m in re.finditer(r"[^ \t\n\r\f\v\xa00-9]+", head) if not m.group().isascii())
+    seen = {}  # a reading: the pages that read it so
+    for c in ["cp1252", *tied]:
+        seen.setdefault(data[slice(*word)].decode(c).strip(".,;:!?\"'()[]{}") or "?", []).append(c)  # (its ASCII
+        # edge left out: "said—no," reads "said—no")
+    return f"; its words read as well in {_pages(tied)}, and the bytes cannot tell which: its first such word reads " + \
+        ", ".join(f"{w!r} in {' or '.join(cs)}" for w, cs in seen.items())
 
 
 def _cp1252(data: bytes) -> bool:
@@ -676,9 +702,10 @@ def read(path, encoding: str = "utf-8") -> str:
         windows = "cp1252 for Windows' text" + (f", or {iso} for its € or œ, ž" if (iso := _euro(data)) else "")
         named = pages or _dos(data) or (f"--encoding {windows}" if western and codec.name != "cp1252" else "")  # cp1252
         # reads it not (or as another script's letters), or was named
-        if more := _best(_fits(data), named):  # where the bytes read as well (or better) in another's Latin code page
-            named = f"{named}, or {more}" if named else more
-        advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'})" if named else \
+        if more := _best(fits := _fits(data), named):  # where the bytes read as well (or better) in another's Latin
+            named = f"{named}, or {more}" if named else more  # code page
+        tie = _tie(data, fits, named) if re.search(r"cp1252(?![\w-])", named) else ""  # which cp1252 alone was told
+        advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'}{tie})" if named else \
             "name the encoding it is in"
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
     if all(map(_unseen, set(text))):  # spaces, marks, controls and characters drawn as nothing only

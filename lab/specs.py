@@ -45,6 +45,8 @@ class Named:
     fn: object = dataclasses.field(hash=False)  # policy(rows), parameters bound; None for the full cache; for a
     # lookahead, fn(model, tokens). Out of the hash (a dataclass instance as a policy is unhashable), not of ==
     reads_ahead: bool = False
+    where: str | None = dataclasses.field(default=None, compare=False)  # a file's spec by its absolute path, as named
+    # here: what a worker process reads (a script may have changed folder since, and its workers start there)
 
     def on(self, model, tokens):
         """The policy function for reading `tokens` (only a lookahead looks at them)."""
@@ -592,7 +594,7 @@ def sent(p, processes: int):
     its spec with its key (Sent); p itself where it has no spec (a function made on the fly is measured here)."""
     if p is None or not p.spec or processes <= 1:
         return p
-    return p.spec if p is FULL else Sent(p.spec, p.key)
+    return p.spec if p is FULL else Sent(p.where or p.spec, p.key)
 
 
 def distinct(named: list, taken=()) -> list:
@@ -637,7 +639,8 @@ def named(spec) -> Named:
     if ".py:" in spec:
         path, _, rest = spec.partition(".py:")
         fname, _, args = rest.partition(":")
-        fn = _from_file(pathlib.Path(path + ".py"), fname)
+        fn = _from_file(file := pathlib.Path(path + ".py"), fname)
+        return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec), where=f"{file.resolve()}:{rest}")
     else:
         name, _, args = spec.partition(":")
         if name not in POLICIES | ZOO:

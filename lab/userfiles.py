@@ -1,9 +1,8 @@
-"""The modules a user's policy files are imported as: `lab.userfiles.<stem>_<hash of the file's path>`, a name that
+"""The modules a user's policy files are imported as: `lab.userfiles.<stem>_<the file's path in hex>`, a name that
 any process with the project on sys.path can import again (a pool a policy starts with spawn, macOS's and Windows'
 default, reads the policy's functions by their module's name: a name of its own that no other process could import
-left that pool waiting for ever). Importing the name imports this module first, which finds the file on sys.path
-(where specs put its folder)."""
-import hashlib
+left that pool waiting for ever). Importing the name imports this module first, whose finder reads the file's path
+from the name itself: not from sys.path, which a script may have put back since, nor from the folder it runs in."""
 import importlib.machinery
 import importlib.util
 import os
@@ -18,7 +17,7 @@ def name(path: pathlib.Path) -> str:
     """The module a policy file (its resolved path) is imported as: two files of one name are two modules, and a
     stem that is no identifier ("mine.v2") a name all the same."""
     stem = re.sub(r"\W", "_", path.stem)
-    return f"{__name__}.{stem}_{hashlib.sha1(os.fsencode(path)).hexdigest()[:8]}"
+    return f"{__name__}.{stem}_{os.fsencode(path).hex()}"
 
 
 def spec(path: pathlib.Path):
@@ -29,23 +28,18 @@ def spec(path: pathlib.Path):
 class _Loader(importlib.machinery.SourceFileLoader):
     def exec_module(self, module):
         module.__package__ = ""  # no package of its own: a relative import in it ("from .. import zoo") would read
-        super().exec_module(module)  # the project's lab/, so it is refused as a script's is
+        if (folder := os.path.dirname(self.path)) not in sys.path:  # the project's lab/, so it is refused as a script's
+            sys.path.append(folder)  # is; its helpers import from beside it, as where it was named (lab/specs.py)
+        super().exec_module(module)
 
 
 class _Files:
-    """Finds `lab.userfiles.<stem>_<hash>` among the .py files of the folders on sys.path."""
+    """Finds `lab.userfiles.<stem>_<path in hex>`: the file at that path, if it is still there."""
     def find_spec(self, fullname, path=None, target=None):
-        if not (m := re.fullmatch(rf"{re.escape(__name__)}\.(\w+)_[0-9a-f]{{8}}", fullname)):
+        if not (m := re.fullmatch(rf"{re.escape(__name__)}\.\w*_((?:[0-9a-f]{{2}})+)", fullname)):
             return None
-        for folder in (f for f in sys.path if isinstance(f, str)):
-            try:
-                files = [f.resolve() for f in pathlib.Path(folder or ".").glob("*.py")
-                         if re.sub(r"\W", "_", f.stem) == m[1]]
-            except OSError:
-                continue
-            if file := next((f for f in files if f.is_file() and name(f) == fullname), None):
-                return spec(file)
-        return None
+        file = pathlib.Path(os.fsdecode(bytes.fromhex(m[1])))
+        return spec(file) if file.is_file() and name(file) == fullname else None
 
 
 sys.meta_path.append(_Files())
