@@ -120,6 +120,13 @@ PARTS = [
             ("test_query_head_h_reads", "not in group", "your queries are grouped wrongly {diff}: query head h "
              "shares KV head h // G, so the G query heads of KV head j are heads jG .. jG + G - 1: unflatten the H "
              "heads as (Hkv, G), not (G, Hkv), with no reordering of the heads or the groups before or after"),
+            ("test_queries_and_keys_are_rotated", r"\nkeys\s*\Z", "your queries are right, but your keys differ from "
+             "RoPE on wk's projection {diff}: keys come from wk and are turned as the queries are (dimensions i and "
+             "i + hd/2 together), values from wv and are not: keys and values swapped, or the fused projection split "
+             "in the wrong places?"),
+            ("test_queries_and_keys_are_rotated", r"\nvalues: no RoPE\s*\Z", "your queries and keys are right, but your "
+             "values differ from wv's projection {diff}: values are not rotated (RoPE turns queries and keys only), "
+             "and are the fused projection's last Hkv heads"),
             ("test_queries_and_keys_are_rotated", "", "your qkv differs from RoPE written with complex numbers "
              "{diff}: RMSNorm, the fused projection, then in each query and key head dimensions i and i + hd/2 "
              "turned together by position * theta^(-2i/hd) (rotate-half); values are not rotated"),

@@ -492,18 +492,35 @@ def _script(data: bytes) -> str | None:
 def _euro(data: bytes) -> str | None:
     """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
-    ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside a word (latin-9's œ,
-    "c½ur" as cp1252 reads it; latin-2's ž or š, "¾luť", "©el")."""
+    ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside or before a word
+    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"), where that page reads the file's words
+    as well as cp1252 (`_fit`: "©todos" is as well a word as "Štodos", and the warning shows both), or by one ending a
+    word (latin-2's š, "Pøíli¹"), where it reads them better (not a footnote's "note¹")."""
     if re.search(rb"[\x80-\x9f]", data):
         return None
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
-    if re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
-                 rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data):  # (not "¾in": a fraction)
-        head = data[:200_000]  # those of the two that read its words better than cp1252 (not "©todos", "Štodos")
-        return " or ".join(c for c in ("iso8859-15", "iso8859-2") if (_fit(head.decode(c)) or 0) >
-                           (_fit(head.decode("latin-1")) or 0)) or None
-    return None
+    inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
+                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data)  # (not "¾in": a fraction)
+    if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
+        return None
+    head = data[:200_000]
+    mine = _fit(head.decode("latin-1")) or 0
+    return " or ".join(c for c in ("iso8859-15", "iso8859-2") if head.decode(c) != head.decode("latin-1") and (
+        (f := _fit(head.decode(c)) or 0) > mine or inside and f == mine)) or None  # (one that reads it as latin-1 does
+    # is no other reading)
+
+
+def _word(data: bytes, pages) -> str:
+    """The first word of a file that code pages of a byte a character read differently, as each reads it ("'Šel' in
+    iso8859-2, '©el' in cp1252"), its ASCII edge left out ("said—no," reads "said—no")."""
+    for m in re.finditer(rb"[^ \t\n\r\f\v0-9]+", data[:200_000]):
+        seen = {}
+        for c in pages:
+            seen.setdefault(m.group().decode(c).strip(".,;:!?\"'()[]{}") or "?", []).append(c)
+        if len(seen) > 1:
+            return ", ".join(f"{w!r} in {' or '.join(cs)}" for w, cs in seen.items())
+    return ""
 
 
 def _letters(run: bytes) -> bool:
@@ -544,8 +561,9 @@ def _home(token: str) -> bool:
     if re.search(r"([^\x00-\x7f\w])\1\1|(\w)\2\2\2", bare := token.strip(EDGE)) and not (
             bare.isascii() or re.search(r"[…–—_=*·-]", bare)):
         return False  # one sign thrice ("°°°"), one letter four times ("ÍÍÍÍ"): a DOS rule or shade read wrong
-    core = bare.lstrip("¿¡£€$¥°©").rstrip("™®©†‡°²³¹ⁿ").strip(EDGE).lstrip("¿¡£€$¥°")  # a mark or a dagger after a
-    # name, a power after a unit ("m²"), a copyright's mark before one ("©Acme")
+    core = re.sub(r"^([A-Za-z]+)[²³¹ⁿ]+$", r"\1", bare.lstrip("¿¡£€$¥°©").rstrip("™®©†‡°"))  # a mark or a dagger
+    # after a name, a copyright's before one ("©Acme"), a power after a unit ("m²": not "Pøíli¹", latin-2's "Příliš")
+    core = core.strip(EDGE).lstrip("¿¡£€$¥°")
     core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
@@ -617,14 +635,8 @@ def _tie(data: bytes, fits: dict, named: str) -> str:
     if (fits.get("cp1252") or 0) < 0.8 or not (tied := [c for c, f in fits.items() if f == fits["cp1252"] and not
                                                          re.search(rf"(?<![\w-]){c}(?![\w-])", named)]):
         return ""
-    head = data[:200_000].decode("cp1252")
-    word = next(m.span() for m in re.finditer(r"[^ \t\n\r\f\v\xa00-9]+", head) if not m.group().isascii())
-    seen = {}  # a reading: the pages that read it so
-    for c in ["cp1252", *tied]:
-        seen.setdefault(data[slice(*word)].decode(c).strip(".,;:!?\"'()[]{}") or "?", []).append(c)  # (its ASCII
-        # edge left out: "said—no," reads "said—no")
     return f"; its words read as well in {_pages(tied)}, and the bytes cannot tell which: its first such word reads " + \
-        ", ".join(f"{w!r} in {' or '.join(cs)}" for w, cs in seen.items())
+        _word(data, ["cp1252", *tied])
 
 
 def _cp1252(data: bytes) -> bool:
@@ -755,7 +767,8 @@ def read(path, encoding: str = "utf-8") -> str:
               f"Latin letters: if it is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
         print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
-              f"{encoding}: if it is, name that encoding", file=sys.stderr)
+              f"{encoding} (its first such word reads {_word(data, [*iso.split(' or '), codec.name])}): if it is, name "
+              "that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (mine is None or mine < top) and (dos := _dos(data)):
         print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents (or boxes) are letters (or lines) "
               f"there and signs in {encoding}: if it is, name that encoding", file=sys.stderr)  # "L'‚lŠve"; not

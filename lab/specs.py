@@ -45,7 +45,7 @@ class Named:
     fn: object = dataclasses.field(hash=False)  # policy(rows), parameters bound; None for the full cache; for a
     # lookahead, fn(model, tokens). Out of the hash (a dataclass instance as a policy is unhashable), not of ==
     reads_ahead: bool = False
-    where: str | None = dataclasses.field(default=None, compare=False)  # a file's spec by its absolute path, as named
+    where: str | None = dataclasses.field(default=None, compare=False)  # a policy file's absolute path, as named
     # here: what a worker process reads (a script may have changed folder since, and its workers start there)
 
     def on(self, model, tokens):
@@ -547,15 +547,17 @@ UNSEEN = {0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0, *range
 class Sent(str):
     """A policy's spec as a job names it to a worker process, with the key it was keyed by here: `named` reads the
     spec afresh there and refuses it if it keys otherwise (a setting changed since its file was read here, or a file
-    that changes what it reads when imported again), rather than measure another policy under this one's key."""
+    that changes what it reads when imported again), rather than measure another policy under this one's key. A
+    policy file's is read at the absolute path it was named by (`where`), not split from the spec again (a folder
+    may be called "v1.py:old")."""
 
-    def __new__(cls, spec, key):
+    def __new__(cls, spec, key, where=None):
         sent = super().__new__(cls, spec)
-        sent.key = key
+        sent.key, sent.where = key, where
         return sent
 
     def __reduce__(self):
-        return Sent, (str(self), self.key)
+        return Sent, (str(self), self.key, self.where)
 
     def __eq__(self, other):  # one spec read at two times is two policies: their jobs are two
         return isinstance(other, str) and str(self) == str(other) and getattr(other, "key", None) == self.key
@@ -567,10 +569,9 @@ class Sent(str):
         return hash((str(self), self.key))
 
 
-def _import_helpers(spec: str) -> bool:
+def _import_helpers(path: pathlib.Path) -> bool:
     """In a worker: import the helpers a policy file's source names (by their place on sys.path) that are not loaded
     here; whether any was. A helper counts in the key where it is loaded: the parent's script may have imported it."""
-    path = pathlib.Path(spec.split(":")[0]).expanduser()
     if path.suffix != ".py" or not path.is_file():
         return False
     loaded = {pathlib.Path(f).resolve() for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)}
@@ -594,7 +595,7 @@ def sent(p, processes: int):
     its spec with its key (Sent); p itself where it has no spec (a function made on the fly is measured here)."""
     if p is None or not p.spec or processes <= 1:
         return p
-    return p.spec if p is FULL else Sent(p.where or p.spec, p.key)
+    return p.spec if p is FULL else Sent(p.spec, p.key, p.where)
 
 
 def distinct(named: list, taken=()) -> list:
@@ -618,9 +619,13 @@ def named(spec) -> Named:
     if isinstance(spec, Named):
         return spec
     if isinstance(spec, Sent):  # in a worker: the policy the parent keyed, or a named refusal
-        got = named(str(spec))
-        if got.key != spec.key and _import_helpers(str(spec)):  # a helper its file names that the parent's script
-            got = named(str(spec))  # imported (a guarded self-test's `import helper`) and this worker had not
+        file = spec.where or (f"{str(spec).partition('.py:')[0]}.py" if ".py:" in spec else None)  # (a Sent made of
+        # a spec alone: its spec's path)
+        read = (lambda: _file_spec(str(spec), pathlib.Path(file))) if file else lambda: named(str(spec))
+        got = read()
+        if got.key != spec.key and file and _import_helpers(pathlib.Path(file).expanduser()):  # a helper its file
+            got = read()  # names that the parent's script imported (a guarded self-test's `import helper`) and this
+            # worker had not
         if got.key != spec.key:
             raise ValueError(f"policy {str(spec)!r}: read afresh in a worker process it keys as {got.key}, not as the "
                              f"{spec.key} it was keyed by (a setting changed since its file was read, its file "
@@ -637,17 +642,27 @@ def named(spec) -> Named:
     if spec.startswith("full:"):
         raise ValueError(f"policy {spec!r}: the full cache takes no parameters")
     if ".py:" in spec:
-        path, _, rest = spec.partition(".py:")
-        fname, _, args = rest.partition(":")
-        fn = _from_file(file := pathlib.Path(path + ".py"), fname)
-        return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec), where=f"{file.resolve()}:{rest}")
+        return _file_spec(spec)
     else:
         name, _, args = spec.partition(":")
+        if name not in POLICIES | ZOO and os.path.isfile(name):  # 'mine.txt:fn'
+            raise ValueError(f"policy {spec!r}: {name} is a file, but a policy file is Python's: name it (or a link "
+                             "to it) with .py")
         if name not in POLICIES | ZOO:
             raise ValueError(f"unknown policy {name!r}; choose from full, {', '.join(POLICIES | ZOO)}, "
                              f"or give your own as path/to/file.py:function")
         fn = (POLICIES | ZOO)[name]
     return _bind(fn, [a for a in args.split(",") if a], spec)
+
+
+def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:
+    """'path/mine.py:fn[:args]', its file at `file` where given (a worker's, as named in the parent)."""
+    path, _, rest = spec.partition(".py:")
+    fname, _, args = rest.partition(":")
+    file = file or pathlib.Path(path + ".py")
+    fn = _from_file(file, fname)
+    return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec), where=os.path.abspath(file))  # (a
+    # link keeps its name: one to a file of no .py)
 
 
 def _bind(fn, args, spec) -> Named:

@@ -32,6 +32,10 @@ class _Loader(importlib.machinery.SourceFileLoader):
             sys.path.append(folder)  # is; its helpers import from beside it, as where it was named (lab/specs.py)
         super().exec_module(module)
 
+    def get_code(self, fullname):  # the file's bytes as they are now, as where it was named (lab/specs.py): not a
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)  # __pycache__ copy, which an
+    # edit of the same size within a second leaves standing
+
 
 class _Files:
     """Finds `lab.userfiles.<stem>_<path in hex>`: the file at that path, if it is still there."""
