@@ -493,15 +493,17 @@ def _euro(data: bytes) -> str | None:
     """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
     ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside or before a word
-    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"), where that page reads the file's words
-    as well as cp1252 (`_fit`: "©todos" is as well a word as "Štodos", and the warning shows both), or by one ending a
-    word (latin-2's š, "Pøíli¹"), where it reads them better (not a footnote's "note¹")."""
+    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő and ű both, "tûrõ"), where
+    that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well a word as "Štodos", and the
+    warning shows both), or by one ending a word (latin-2's š, "Pøíli¹"), where it reads them better (not a footnote's
+    "note¹"; after an accent, "Cañon¹", it does, and the warning shows both)."""
     if re.search(rb"[\x80-\x9f]", data):
         return None
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
-                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data)  # (not "¾in": a fraction)
+                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or (  # (not "¾in": a fraction)
+        re.search(rb"[\xd5\xf5]", data) and re.search(rb"[\xdb\xfb]", data))  # Hungarian's ő and ű, latin-1's õ, û
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
@@ -626,6 +628,18 @@ def _pages(codecs: list) -> str:
     return ", or ".join(f"{' or '.join(cs)} for {who}" for names, who in READERS if (cs := [c for c in names if c in codecs]))
 
 
+def _few(text: str, encoding: str) -> str:
+    """How few of a text's words with a non-ASCII character read as words (`_home`), and the first that does not,
+    where fewer than half of five or more do: Central Europe's text in a Western code page ("Pý¡liç", DOS's cp852
+    "Příliš" in cp1252); else ""."""
+    words = [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]
+    if len(words) < 5 or (good := sum(map(_home, words))) >= len(words) / 2:
+        return ""
+    return (f"only {good:,} of its {len(words):,} words with accents, boxes or signs read as words in {encoding}, nor in "
+            "DOS's, the Mac's or Windows' Western code pages (the first that does not: "
+            f"{next(w for w in words if not _home(w))!r}; Central Europe's are cp1250, cp852 and iso8859-2)")
+
+
 def _tie(data: bytes, fits: dict, named: str) -> str:
     """Where DOS's or the Mac's pages read a file's words as well as Windows' cp1252 (a dash is DOS's "ù" in "saidùno",
     DOS's "m²" is Windows' "mý"), no measure of the bytes can tell which it is: those pages, and the first word with a
@@ -717,6 +731,9 @@ def read(path, encoding: str = "utf-8") -> str:
         if more := _best(fits := _fits(data), named):  # where the bytes read as well (or better) in another's Latin
             named = f"{named}, or {more}" if named else more  # code page
         tie = _tie(data, fits, named) if re.search(r"cp1252(?![\w-])", named) else ""  # which cp1252 alone was told
+        if named.startswith("--encoding cp1252") and not iso and max((f or 0 for f in fits.values()), default=1) < 0.5 \
+                and (few := _few(data[:200_000].decode("cp1252"), "cp1252")):  # cp1252 alone, a guess that reads
+            tie += f"; but {few}: it may be in another code page"  # few of its words
         advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'}{tie})" if named else \
             "name the encoding it is in"
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
@@ -766,9 +783,9 @@ def read(path, encoding: str = "utf-8") -> str:
         print(f"[msrnn] warning: text file {path} reads as Chinese, Japanese or Korean text in {cjk}{boxes}, not as "
               f"Latin letters: if it is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1") and (iso := _euro(data)):
-        print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and œ (or ž) are ¤ and ½ (or ¾) in "
-              f"{encoding} (its first such word reads {_word(data, [*iso.split(' or '), codec.name])}): if it is, name "
-              "that encoding", file=sys.stderr)
+        print(f"[msrnn] warning: text file {path} reads as {iso}, whose € and letters are signs or other letters "
+              f"in {encoding} (its first such word reads {_word(data, [*iso.split(' or '), codec.name])}): if it "
+              "is, name that encoding", file=sys.stderr)
     elif codec.name in ("cp1252", "iso8859-1", "iso8859-15") and (mine is None or mine < top) and (dos := _dos(data)):
         print(f"[msrnn] warning: text file {path} reads as {dos} text: its accents (or boxes) are letters (or lines) "
               f"there and signs in {encoding}: if it is, name that encoding", file=sys.stderr)  # "L'‚lŠve"; not
@@ -776,6 +793,9 @@ def read(path, encoding: str = "utf-8") -> str:
     elif better:  # "├───docs", "™fen" in cp1252
         print(f"[msrnn] warning: text file {path} reads better as {better}: more of its words with accents, boxes or "
               f"signs read as words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in WESTERN and top < 0.5 and (few := _few(text, encoding)):  # no Western reading reads it
+        print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
+              file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic

@@ -278,16 +278,26 @@ def spelled(command: str) -> str:
 def run_name(name: str, changed: list) -> str:
     """`name` for the published settings (no option `changed` from its default); otherwise runs/ and a
     name that says what differs, (option, value) pairs, so a run with other settings never overwrites
-    the results the pages show. A hash stands in for what is not plain or too long to be a file name."""
+    the results the pages show. A hash stands in for what is not plain or too long to be a file name; it hashes a
+    policy file by its absolute path (two folders' `pol.py:fn` are two runs, not one file)."""
     if not changed:
         return name
     changed = [(k, in_order(v)) for k, v in changed]  # --sizes 16 8 and --sizes 8 16 measure the same
+    exact = [(k, [_where(x) for x in v] if isinstance(v, list) else _where(v)) for k, v in changed]
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
     plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
     if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
-        slug = f"{slug[:50]}-{hashlib.sha1(repr(changed).encode()).hexdigest()[:8]}"
+        slug = f"{slug[:50]}-{hashlib.sha1(repr(exact).encode()).hexdigest()[:8]}"
     return f"runs/{name}-{slug}"
+
+
+def _where(value):
+    """A policy file's spec ('pol.py:fn') by its file's absolute path, as a run's name hashes it; else the value."""
+    if not isinstance(value, str) or ".py:" not in value:
+        return value
+    path, _, rest = value.partition(".py:")
+    return f"{os.path.abspath(os.path.expanduser(path + '.py'))}:{rest}"
 
 
 def own_name(given, settings: str, published) -> str:

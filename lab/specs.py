@@ -659,7 +659,7 @@ def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:
     """'path/mine.py:fn[:args]', its file at `file` where given (a worker's, as named in the parent)."""
     path, _, rest = spec.partition(".py:")
     fname, _, args = rest.partition(":")
-    file = file or pathlib.Path(path + ".py")
+    file = file or pathlib.Path(path + ".py").expanduser()  # '~/pols/mine.py:fn' from a script, as a shell reads it
     fn = _from_file(file, fname)
     return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec), where=os.path.abspath(file))  # (a
     # link keeps its name: one to a file of no .py)

@@ -11,6 +11,7 @@ import re
 import sys
 
 __path__ = []  # a package of no folder: its modules are the policy files, found by `_Files`
+FOLDERS = set()  # the folders of the policy files imported in this process: their helpers are read as they are now
 
 
 def name(path: pathlib.Path) -> str:
@@ -22,19 +23,36 @@ def name(path: pathlib.Path) -> str:
 
 def spec(path: pathlib.Path):
     """The import spec of a policy file (its resolved path)."""
+    FOLDERS.add(os.path.dirname(path))
     return importlib.util.spec_from_file_location(module := name(path), path, loader=_Loader(module, str(path)))
 
 
-class _Loader(importlib.machinery.SourceFileLoader):
+class _Fresh(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname):
+        """The file's bytes as they are now, as where a policy file is named (lab/specs.py): not a __pycache__ copy,
+        which an edit of the same size within a second (or `cp -p`, an archive unpacked) leaves standing."""
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+
+class _Loader(_Fresh):
     def exec_module(self, module):
         module.__package__ = ""  # no package of its own: a relative import in it ("from .. import zoo") would read
-        if (folder := os.path.dirname(self.path)) not in sys.path:  # the project's lab/, so it is refused as a script's
-            sys.path.append(folder)  # is; its helpers import from beside it, as where it was named (lab/specs.py)
+        # the project's lab/, so it is refused as a script's is
+        if (folder := os.path.dirname(self.path)) not in sys.path:  # its helpers import from beside it, as where it
+            sys.path.append(folder)  # was named (lab/specs.py)
         super().exec_module(module)
 
-    def get_code(self, fullname):  # the file's bytes as they are now, as where it was named (lab/specs.py): not a
-        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)  # __pycache__ copy, which an
-    # edit of the same size within a second leaves standing
+
+class _Beside:
+    """Finds a module in a policy file's folder or below it (a helper it imports) as Python would, to be read by
+    `_Fresh`: the policy's key hashes the helper's file, so the numbers are measured with that file's code."""
+    def find_spec(self, fullname, path=None, target=None):
+        if not FOLDERS or not (found := importlib.machinery.PathFinder.find_spec(fullname, path)) or \
+                type(found.loader) is not importlib.machinery.SourceFileLoader or "-packages" in found.origin or \
+                not any(pathlib.Path(found.origin).is_relative_to(f) for f in FOLDERS):
+            return None  # (Python's own finders then find it, as before)
+        found.loader = _Fresh(fullname, found.origin)
+        return found
 
 
 class _Files:
@@ -47,3 +65,4 @@ class _Files:
 
 
 sys.meta_path.append(_Files())
+sys.meta_path.insert(0, _Beside())

@@ -8207,3 +8207,55 @@ def test_round94_e_a_worker_reads_a_file_named_from_an_odd_folder_or_by_a_link(t
         assert importlib.import_module(userfiles.name(file.resolve())).SIGN == 2
     finally:
         sys.modules.pop(userfiles.name(file.resolve()), None)
+
+
+def test_round95_central_europe_in_western_code_pages(tmp_path, capsys):
+    """Round 95, the data: Czech in DOS's cp852 was told cp1252 alone and, read so, was mojibake without a word
+    ("Pý¡liç": no Western code page reads its words; the advice and the reading now say how few do, and the first that
+    does not); Hungarian in latin-2 (its ő and ű are latin-1's õ and û) was told cp1252 alone and read as latin-1
+    without a word (both letters name latin-2, the warning showing both readings); a footnote after an accent
+    ("Cañon¹", latin-2's "Cańonš") is warned of with both readings shown."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    czech = "Šel jsem domů. Příliš pozdě, žluťoučký kůň.\n" * 3
+    _refused(f, czech.encode("cp852"), r"--encoding cp1252 for Windows' text; but only 6 of its 18 words with accents, "
+                                       r"boxes or signs read as words in cp1252.*'Pý¡liç'.*it may be in another code page\)$")
+    capsys.readouterr()
+    corpus.read(f, "cp1252")
+    assert "only 6 of its 18 words" in capsys.readouterr().err
+    hungarian = "Árvíztűrő tükörfúrógép. Őszi szél fúj.\n" * 3
+    _refused(f, hungarian.encode("iso8859-2"), r"or iso8859-2 for its € or œ, ž\)$")
+    corpus.read(f, "latin-1")
+    assert "'Árvíztűrő' in iso8859-2, 'Árvíztûrõ' in iso8859-1" in capsys.readouterr().err
+    f.write_bytes("O coração¹ da nação. The Cañon¹ and the Señor¹ notes.\n".encode("latin-1"))
+    corpus.read(f, "latin-1")
+    assert "'coraçăoš' in iso8859-2, 'coração¹' in iso8859-1" in capsys.readouterr().err
+
+
+def test_round95_a_helpers_stale_bytecode_two_folders_runs_and_a_home_path(tmp_path, monkeypatch):
+    """Round 95, the core: a helper beside a policy file whose __pycache__ copy had the same size and second as its
+    edited file (`cp -p`, an archive) was run as that copy, while the key hashed the file (helpers beside a policy file
+    are compiled as they are now); two folders' `pol.py:fn` wrote one runs/ file, the second replacing the first (a
+    run's name hashes a policy file by its absolute path); '~/pols/mine.py:fn' from a script was not found."""
+    import os
+    import py_compile
+    import sys
+    (tmp_path / "pol95.py").write_text("import helper95\ndef fn(rows):\n    return rows.score * helper95.SIGN\n")
+    helper = tmp_path / "helper95.py"
+    helper.write_text("SIGN = 1\n")
+    py_compile.compile(str(helper))
+    was = helper.stat()
+    helper.write_text("SIGN = 2\n")
+    os.utime(helper, ns=(was.st_atime_ns, was.st_mtime_ns))
+    p = specs.named(f"{tmp_path / 'pol95.py'}:fn")
+    assert sys.modules[p.fn.__module__].helper95.SIGN == 2
+    names = set()
+    for folder in ("ra", "rb"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        names.add(harness.run_name("sweep", [("policies", ["pol.py:fn"])]))
+    assert len(names) == 2, names
+    (tmp_path / "pols").mkdir()
+    (tmp_path / "pols" / "mine.py").write_text("import policies\ndef fn(rows):\n    return policies.tova(rows)\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert specs.named("~/pols/mine.py:fn").label == "fn"
