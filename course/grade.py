@@ -76,6 +76,9 @@ T2R_WRITES = tuple(("t2r/linear.py", f) for f in ("phi", "attention", "attend", 
 FREED = ("your evict does not mark the freed slot empty ({says}): once the policy's lowest row is dropped, "
          "its slot's pos is -1 until the next token's row is written there; the tie rule, held_mask and the "
          "policies read pos, and would take the dropped row for a held one")
+EMPTIES = ("your state holds more than one empty slot between steps ({says}): evict drops a row only once the state "
+           "holds size + 1 rows (n > size, so `if self.n <= self.size: return`), and the next token's row is written "
+           "into the slot it freed, not into a new one: one row evicted early leaves two slots at -1")
 ROW_I = ("your masked view differs from the token-by-token run {diff}: row i of the mask is the rows held "
          "when query i attends: those kept after step i - 1 (before step i drops one) and the current token i itself")
 
@@ -157,6 +160,7 @@ PARTS = [
         POL + "test_a_freed_slot_is_marked_empty", DEV + "test_which_tensor_is_kept_in_which_float",
         DEV + "test_the_attention_the_policies_read_sums_to_one_in_bfloat16"),
         hints=(
+            ("test_a_freed_slot", "slots are marked -1, not one", EMPTIES),
             ("test_a_freed_slot", "", FREED),
             ("test_which_tensor_is_kept_in_which_float", "", "with a bfloat16 model the attention your policies read "
              "is not float32: the softmax runs in float32 at least, whatever the model's dtype "
@@ -217,6 +221,7 @@ PARTS = [
         EQ + "test_parallel_views_unbounded_hand_over_the_state[masked_forward]",
         POL + "test_recurrent_equals_masked_view_with_a_sliding_window", POL + "test_a_freed_slot_is_marked_empty"),
         hints=(
+            ("test_a_freed_slot", "slots are marked -1, not one", EMPTIES),
             ("test_a_freed_slot", "", FREED),
             ("masked_view[window]", "", ROW_I),
             ("masked_view[tova]", "", ROW_I),

@@ -493,7 +493,8 @@ def _euro(data: bytes) -> str | None:
     """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
     ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside or before a word
-    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő and ű both, "tûrõ"), where
+    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő or ű, "tûrõ", in a text of
+    Hungarian's letters alone), where
     that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well a word as "Štodos", and the
     warning shows both), or by one ending a word (latin-2's š, "Pøíli¹"), where it reads them better (not a footnote's
     "note¹"; after an accent, "Cañon¹", it does, and the warning shows both)."""
@@ -503,7 +504,10 @@ def _euro(data: bytes) -> str | None:
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
                        rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or (  # (not "¾in": a fraction)
-        re.search(rb"[\xd5\xf5]", data) and re.search(rb"[\xdb\xfb]", data))  # Hungarian's ő and ű, latin-1's õ, û
+        re.search(rb"[a-z][\xf5\xfb]|[\xd5\xdb\xf5\xfb][a-z]", data) and not re.search(rb"[\xc0-\xff]", re.sub(  # ő, ű
+            rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)))  # (latin-1's õ,
+        # in a word (Hungarian's; latin-1's õ, û), among Hungarian's letters alone: not Portuguese's "põe" beside its
+        # ã, ç, Estonian's õ beside ä, French's û beside è, DOS's "█████" in cp1252 ("ÛÛÛÛÛ")
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
@@ -539,8 +543,8 @@ def _letters(run: bytes) -> bool:
         len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
 
 
-EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0"  # what a word's edge holds in Latin text (a no-break space too; and
-# before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C")
+EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_"  # what a word's edge holds in Latin text (a no-break space too; and
+# before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C"; a tag's @ #, Markdown's _)
 DRAWN = set(map(chr, range(0x2500, 0x2600)))  # DOS's box drawing, blocks, shades and squares ("■■")
 READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
 
@@ -572,8 +576,8 @@ def _home(token: str) -> bool:
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
                                         core[i - 1].islower() and core[i - 1] != "ß" and max(c, core[i - 1]) >= "\x80")
                  for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"
-    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha() and c != "µ"}  # Latin with
-    # Greek: "cafΘ" (a micro sign is any unit's: "µs")
+    scripts = {unicodedata.name(c, "?").split()[0] for c in core if c.isalpha() and c not in "µªº"}  # Latin with
+    # Greek: "cafΘ" (a micro sign is any unit's: "µs"; the ordinals' ª, º any word's: "nº")
     listed = len(set(core.lower())) == 1 or len(set(core)) == len(core) and _letters(core.encode("cp1252", "replace"))
     return not inside and len(scripts) == 1 and (not all(c >= "\x80" for c in core if c.isalpha()) or listed) and (
         "ƒ" not in core or len(core) == 1)  # a function's f, in no word ("chƒteau" is DOS's "château" in cp1252)

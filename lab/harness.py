@@ -278,8 +278,8 @@ def spelled(command: str) -> str:
 def run_name(name: str, changed: list) -> str:
     """`name` for the published settings (no option `changed` from its default); otherwise runs/ and a
     name that says what differs, (option, value) pairs, so a run with other settings never overwrites
-    the results the pages show. A hash stands in for what is not plain or too long to be a file name; it hashes a
-    policy file by its absolute path (two folders' `pol.py:fn` are two runs, not one file)."""
+    the results the pages show. A hash stands in for what is not plain or too long to be a file name, or names a
+    file: it hashes a file by its absolute path (two folders' `pol.py:fn` or `--model tiny` are two runs, not one)."""
     if not changed:
         return name
     changed = [(k, in_order(v)) for k, v in changed]  # --sizes 16 8 and --sizes 8 16 measure the same
@@ -287,17 +287,21 @@ def run_name(name: str, changed: list) -> str:
     text = "-".join(f"{k}_{'_'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in changed)
     slug = re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
     plain = all(not isinstance(v, list) and re.fullmatch(r"[A-Za-z0-9.=]+", str(v)) for _, v in changed)
-    if not plain or len(slug) > 60:  # a hash of the exact values: "a b" and "a_b" are two runs, not one file
+    if not plain or len(slug) > 60 or exact != changed:  # a hash of the exact values: "a b" and "a_b" are two runs
         slug = f"{slug[:50]}-{hashlib.sha1(repr(exact).encode()).hexdigest()[:8]}"
     return f"runs/{name}-{slug}"
 
 
 def _where(value):
-    """A policy file's spec ('pol.py:fn') by its file's absolute path, as a run's name hashes it; else the value."""
-    if not isinstance(value, str) or ".py:" not in value:
+    """A value as a run's name hashes it: a policy file's spec ('pol.py:fn') by its file's absolute path, and so a
+    file or folder named by a relative path ('--model tiny', '--text book.txt'): two folders' are two runs."""
+    if not isinstance(value, (str, os.PathLike)):
         return value
-    path, _, rest = value.partition(".py:")
-    return f"{os.path.abspath(os.path.expanduser(path + '.py'))}:{rest}"
+    value = os.fspath(value)
+    if ".py:" in value:
+        path, _, rest = value.partition(".py:")
+        return f"{os.path.abspath(os.path.expanduser(path + '.py'))}:{rest}"
+    return os.path.abspath(os.path.expanduser(value)) if os.path.exists(os.path.expanduser(value)) else value
 
 
 def own_name(given, settings: str, published) -> str:

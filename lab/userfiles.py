@@ -8,10 +8,15 @@ import importlib.util
 import os
 import pathlib
 import re
+import site
 import sys
+import sysconfig
 
 __path__ = []  # a package of no folder: its modules are the policy files, found by `_Files`
 FOLDERS = set()  # the folders of the policy files imported in this process: their helpers are read as they are now
+INSTALLED = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages(), *(
+    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))]}  # Python's own modules and
+# installed packages, as engine.guards.INSTALLED (which this module's finder cannot import while it finds one)
 
 
 def name(path: pathlib.Path) -> str:
@@ -48,9 +53,11 @@ class _Beside:
     `_Fresh`: the policy's key hashes the helper's file, so the numbers are measured with that file's code."""
     def find_spec(self, fullname, path=None, target=None):
         if not FOLDERS or not (found := importlib.machinery.PathFinder.find_spec(fullname, path)) or \
-                type(found.loader) is not importlib.machinery.SourceFileLoader or "-packages" in found.origin or \
-                not any(pathlib.Path(found.origin).is_relative_to(f) for f in FOLDERS):
+                type(found.loader) is not importlib.machinery.SourceFileLoader:
             return None  # (Python's own finders then find it, as before)
+        origin = pathlib.Path(os.path.realpath(found.origin))  # (a folder on sys.path through a link: its file)
+        if not any(origin.is_relative_to(f) for f in FOLDERS) or any(origin.is_relative_to(p) for p in INSTALLED):
+            return None  # (a venv inside a policy's folder)
         found.loader = _Fresh(fullname, found.origin)
         return found
 

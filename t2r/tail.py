@@ -201,6 +201,11 @@ def attention(q, k, v, held, dropped, fq=None, fk=None, block: int = 256, gamma=
     return num / den
 
 
+class Passes(dict):
+    """A student's count of its forward passes: no setting, so a checkpoint's record of the student (train._student)
+    keys it by its place alone, and a rerun or a resumed run is the same student."""
+
+
 def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
     """The transformer view as llama.forward's attention hook, (i, q, k, v) -> (B, Hkv, G, T, hd): the
     rows each query holds come from the policy's drops on these q, k, v (no gradient); the output is
@@ -215,7 +220,7 @@ def student(model: llama.Model, maps: linear.FeatureMaps, policy, size):
         raise ValueError("size is the rows the policy keeps, or a list of sizes taken in turn; got an empty list")
     for s in sizes:
         check(model, maps, s)
-    policy, turn = _policy(policy), {"pass": -1, "layer": math.inf}
+    policy, turn = _policy(policy), Passes({"pass": -1, "layer": math.inf})
 
     def attend(i, q, k, v, _under=_key(policy)):  # the policy's key as a default: a checkpoint's record (train._student)
         # finds it, probe and all, through any wrapper the student is given

@@ -623,7 +623,15 @@ def _student(student, skip) -> str:
     the model and the maps (`skip`, recorded apart: their weights change as they train) by their place alone. Maps
     trained under one student are not resumed under another."""
     fn = getattr(student, "func", getattr(student, "__func__", student))
-    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} {specs.key_of(student, skip)}"
+    from t2r import tail
+    counts = []  # a tail student's count of passes (tail.Passes), by its place: it changes as the student trains
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            counts += [cell.cell_contents] if isinstance(cell.cell_contents, tail.Passes) else []
+        except ValueError:  # a cell not filled yet
+            pass
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)} " \
+        f"{specs.key_of(student, (*skip, *counts))}"
 
 
 def _output(out, o, i):

@@ -8259,3 +8259,82 @@ def test_round95_a_helpers_stale_bytecode_two_folders_runs_and_a_home_path(tmp_p
     (tmp_path / "pols" / "mine.py").write_text("import policies\ndef fn(rows):\n    return policies.tova(rows)\n")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert specs.named("~/pols/mine.py:fn").label == "fn"
+
+
+def test_round96_a_hungarian_by_its_letters_tags_markdown_and_ordinals(tmp_path, capsys):
+    """Round 96, the data: Hungarian in latin-2 with an ő but no ű was told cp1252 alone and read as latin-1 without a
+    word (round 95 asked for both letters); a Portuguese latin-1 text quoting French ("põe", "sûr") was warned of as
+    latin-2 (a text of Hungarian's letters alone names it now); tweets ("@José #café"), Markdown ("_café_") and
+    Spanish's "nº" were doubted as reading few words (a tag's @ #, Markdown's _ are a word's edge, ª º any word's)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    hungarian = "Jó reggelt! Ők is szeretnék. Őszintén szólva a hőség nagy, és a főnök ő.\n" * 3
+    _refused(f, hungarian.encode("iso8859-2"), r"or iso8859-2 for its € or œ, ž\)$")
+    corpus.read(f, "latin-1")
+    assert "'Ők' in iso8859-2, 'Õk' in iso8859-1" in capsys.readouterr().err
+    for text in ("Informações sobre a situação. Ele disse: c'est sûr, à bientôt.\n" * 3,
+                 "@José #Montréal #café #Québec @André #été loved it\n" * 2,
+                 "The _café_ and the _crème_ with _brûlée_ for _Zoë_ and _Noël_.\n",
+                 "Artículo nº 5, nº 6, Nº 7 y nº 8; véase nº 9.\n"):
+        _refused(f, text.encode("cp1252"), r"\(--encoding cp1252 for Windows' text\)$")
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == "", text
+
+
+def test_round96_b_a_tail_students_key_and_an_eviction_one_row_early(tmp_path):
+    """Round 96, T2R and the course: a tail student's count of forward passes was in its checkpoint's key, so the key
+    changed as it trained and every rerun or resume of `demo.py t2r`'s tail stage was refused as another student's
+    (the count is keyed by its place); a student whose evict drops a row one step early (`n < size`) was told their
+    evict does not mark the freed slot empty, which it does (two empty slots get a hint of their own)."""
+    import shutil
+    from course import grade
+    from t2r import linear, tail, train
+    model = random_model(tiny_config())
+    maps = linear.FeatureMaps(model.config, 4, "hedgehog", dtype=model.dtype)
+    student = tail.student(model, maps, "tova", 4)
+    before = train._student(student, [model, maps])
+    llama.forward(model, torch.randint(0, 61, (1, 12)), student)
+    assert train._student(student, [model, maps]) == before
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("llama.py", "msrnn.py", "policies.py"):
+        shutil.copy(harness.ROOT / name, work / name)
+    line = "        if self.n <= self.size:\n"
+    text = (work / "msrnn.py").read_text()
+    assert text.count(line) == 1
+    (work / "msrnn.py").write_text(text.replace(line, "        if self.n < self.size:\n"))
+    (got, passed, failed, _, why, _), = grade.grade(work, [grade.PARTS[2]], log=lambda line: None)
+    assert failed and why.startswith("your state holds more than one empty slot"), why
+
+
+def test_round96_c_stale_helpers_in_any_folder_and_runs_of_relative_files(tmp_path, monkeypatch):
+    """Round 96, the core: round 95's helpers compiled afresh were not where the folder's path held "-packages"
+    (`~/course-packages/`, taken for an install's) or where the folder was on sys.path through a link, so a stale
+    __pycache__ copy ran again; and two folders' `--model tiny` (or `--text book.txt`) wrote one runs/ file, the
+    second replacing the first (a run's name hashes a file named by a relative path by its absolute one)."""
+    import os
+    import py_compile
+    import sys
+
+    def stale(helper):  # a __pycache__ copy of SIGN = 1, of the same size and second as the file's SIGN = 2
+        helper.write_text("SIGN = 1\n")
+        py_compile.compile(str(helper))
+        was = helper.stat()
+        helper.write_text("SIGN = 2\n")
+        os.utime(helper, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+    (packages := tmp_path / "course-packages" / "ex1").mkdir(parents=True)
+    stale(packages / "helper96a.py")
+    (packages / "pol96a.py").write_text("import helper96a\ndef fn(rows):\n    return rows.score * helper96a.SIGN\n")
+    assert sys.modules[specs.named(f"{packages / 'pol96a.py'}:fn").fn.__module__].helper96a.SIGN == 2
+    (real := tmp_path / "real").mkdir()
+    stale(real / "helper96b.py")
+    (real / "pol96b.py").write_text("import helper96b\ndef fn(rows):\n    return rows.score * helper96b.SIGN\n")
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.syspath_prepend(str(tmp_path / "link"))
+    assert sys.modules[specs.named(f"{real / 'pol96b.py'}:fn").fn.__module__].helper96b.SIGN == 2
+    names = set()
+    for folder in ("ma", "mb"):
+        (tmp_path / folder / "tiny").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / folder)
+        names.add(harness.run_name("sweep", [("model", "tiny")]))
+    assert len(names) == 2, names
