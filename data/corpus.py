@@ -494,20 +494,19 @@ def _euro(data: bytes) -> str | None:
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
     ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside or before a word
     (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő or ű, "tûrõ", in a text of
-    Hungarian's letters alone), where
-    that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well a word as "Štodos", and the
-    warning shows both), or by one ending a word (latin-2's š, "Pøíli¹"), where it reads them better (not a footnote's
-    "note¹"; after an accent, "Cañon¹", it does, and the warning shows both)."""
+    Hungarian's letters alone), where that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well
+    a word as "Štodos", and the warning shows both), or by one ending a word (latin-2's š, "Pøíli¹"), where it reads
+    them better (not a footnote's "note¹"; after an accent, "Cañon¹", it does, and the warning shows both)."""
     if re.search(rb"[\x80-\x9f]", data):
         return None
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
                        rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or (  # (not "¾in": a fraction)
-        re.search(rb"[a-z][\xf5\xfb]|[\xd5\xdb\xf5\xfb][a-z]", data) and not re.search(rb"[\xc0-\xff]", re.sub(  # ő, ű
-            rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)))  # (latin-1's õ,
-        # in a word (Hungarian's; latin-1's õ, û), among Hungarian's letters alone: not Portuguese's "põe" beside its
-        # ã, ç, Estonian's õ beside ä, French's û beside è, DOS's "█████" in cp1252 ("ÛÛÛÛÛ")
+        re.search(rb"[a-z][\xf5\xfb]|[\xd5\xdb\xf5\xfb][a-z]", data) and not re.search(rb"[\xc0-\xff]", re.sub(
+            rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)))  # ő or ű (latin-1's
+        # õ, û) in a word, among Hungarian's letters alone: not Portuguese's "põe" beside its ã, ç, Estonian's õ beside
+        # ä, French's û beside è, nor DOS's "█████" read in cp1252 ("ÛÛÛÛÛ")
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
