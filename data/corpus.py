@@ -591,10 +591,15 @@ def _style(c: str) -> str:
         else "light"
 
 
+def _accented(text: str) -> list:
+    """A text's words with a non-ASCII character, as `_fit` and `_few` read them: numbers part words ("20°C", "5€"),
+    and a no-break space does."""
+    return [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]
+
+
 def _fit(text: str) -> float | None:
     """The share of a text's words with a non-ASCII character that read as Latin text's (`_home`)."""
-    words = [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]  # numbers part
-    # words ("20°C", "5€"), and a no-break space does
+    words = _accented(text)
     return sum(map(_home, words)) / len(words) if words else None
 
 
@@ -635,7 +640,7 @@ def _few(text: str, encoding: str) -> str:
     """How few of a text's words with a non-ASCII character read as words (`_home`), and the first that does not,
     where fewer than half of five or more do: Central Europe's text in a Western code page ("Pý¡liç", DOS's cp852
     "Příliš" in cp1252); else ""."""
-    words = [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]
+    words = _accented(text)
     if len(words) < 5 or (good := sum(map(_home, words))) >= len(words) / 2:
         return ""
     return (f"only {good:,} of its {len(words):,} words with accents, boxes or signs read as words in {encoding}, nor in "

@@ -8174,14 +8174,24 @@ def test_round94_d_keys_and_values_swapped_or_values_rotated_in_qkv(tmp_path):
         assert failed and says in why, why
 
 
+def _stale_bytecode(file):
+    """file holding SIGN = 2 beside a __pycache__ copy of SIGN = 1 of the same size and second (an edit within a
+    second, `cp -p`, an archive unpacked), which Python's own loader would run."""
+    import os
+    import py_compile
+    file.write_text("SIGN = 1\n")
+    py_compile.compile(str(file))
+    was = file.stat()
+    file.write_text("SIGN = 2\n")
+    os.utime(file, ns=(was.st_atime_ns, was.st_mtime_ns))
+
+
 def test_round94_e_a_worker_reads_a_file_named_from_an_odd_folder_or_by_a_link(tmp_path, monkeypatch):
     """Round 94, the core, on its own opening: the absolute spec a worker was sent was split at its first ".py:" again,
     so a policy named from a folder called "v1.py:old", or through a link `link.py` to a file of no .py, was refused
     in a pooled run (`--jobs 1` ran it). The path goes beside the spec now, a link's as named. A file of another
     suffix ('mine.txt:fn') was an "unknown policy"; it is told a policy file is Python's."""
     import importlib
-    import os
-    import py_compile
     import sys
     from lab import userfiles
     (odd := tmp_path / "v1.py:old").mkdir()
@@ -8197,12 +8207,7 @@ def test_round94_e_a_worker_reads_a_file_named_from_an_odd_folder_or_by_a_link(t
     with pytest.raises(ValueError, match=r"mine.txt is a file, but a policy file is Python's: name it .*with \.py"):
         specs.named("mine.txt:fn")
     # and a worker imports a policy file as it is, not a __pycache__ copy an edit of one size in one second left
-    file = tmp_path / "stale.py"
-    file.write_text("SIGN = 1\n")
-    py_compile.compile(str(file))
-    was = file.stat()
-    file.write_text("SIGN = 2\n")
-    os.utime(file, ns=(was.st_atime_ns, was.st_mtime_ns))
+    _stale_bytecode(file := tmp_path / "stale.py")
     try:
         assert importlib.import_module(userfiles.name(file.resolve())).SIGN == 2
     finally:
@@ -8237,16 +8242,9 @@ def test_round95_a_helpers_stale_bytecode_two_folders_runs_and_a_home_path(tmp_p
     edited file (`cp -p`, an archive) was run as that copy, while the key hashed the file (helpers beside a policy file
     are compiled as they are now); two folders' `pol.py:fn` wrote one runs/ file, the second replacing the first (a
     run's name hashes a policy file by its absolute path); '~/pols/mine.py:fn' from a script was not found."""
-    import os
-    import py_compile
     import sys
     (tmp_path / "pol95.py").write_text("import helper95\ndef fn(rows):\n    return rows.score * helper95.SIGN\n")
-    helper = tmp_path / "helper95.py"
-    helper.write_text("SIGN = 1\n")
-    py_compile.compile(str(helper))
-    was = helper.stat()
-    helper.write_text("SIGN = 2\n")
-    os.utime(helper, ns=(was.st_atime_ns, was.st_mtime_ns))
+    _stale_bytecode(tmp_path / "helper95.py")
     p = specs.named(f"{tmp_path / 'pol95.py'}:fn")
     assert sys.modules[p.fn.__module__].helper95.SIGN == 2
     names = set()
@@ -8311,23 +8309,14 @@ def test_round96_c_stale_helpers_in_any_folder_and_runs_of_relative_files(tmp_pa
     (`~/course-packages/`, taken for an install's) or where the folder was on sys.path through a link, so a stale
     __pycache__ copy ran again; and two folders' `--model tiny` (or `--text book.txt`) wrote one runs/ file, the
     second replacing the first (a run's name hashes a file named by a relative path by its absolute one)."""
-    import os
-    import py_compile
     import sys
 
-    def stale(helper):  # a __pycache__ copy of SIGN = 1, of the same size and second as the file's SIGN = 2
-        helper.write_text("SIGN = 1\n")
-        py_compile.compile(str(helper))
-        was = helper.stat()
-        helper.write_text("SIGN = 2\n")
-        os.utime(helper, ns=(was.st_atime_ns, was.st_mtime_ns))
-
     (packages := tmp_path / "course-packages" / "ex1").mkdir(parents=True)
-    stale(packages / "helper96a.py")
+    _stale_bytecode(packages / "helper96a.py")
     (packages / "pol96a.py").write_text("import helper96a\ndef fn(rows):\n    return rows.score * helper96a.SIGN\n")
     assert sys.modules[specs.named(f"{packages / 'pol96a.py'}:fn").fn.__module__].helper96a.SIGN == 2
     (real := tmp_path / "real").mkdir()
-    stale(real / "helper96b.py")
+    _stale_bytecode(real / "helper96b.py")
     (real / "pol96b.py").write_text("import helper96b\ndef fn(rows):\n    return rows.score * helper96b.SIGN\n")
     (tmp_path / "link").symlink_to(real)
     monkeypatch.syspath_prepend(str(tmp_path / "link"))
