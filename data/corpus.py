@@ -493,8 +493,8 @@ def _euro(data: bytes) -> str | None:
     """The ISO code pages a file with none of cp1252's own bytes 80-9F (its €, quotes and dashes) is in, by bytes that
     cp1252 and latin-1 read as signs: latin-9 (iso8859-15) by its € (byte A4) standing as a word or beside a number
     ("5 €", "in €"); latin-9 or Central Europe's latin-2 (iso8859-2) by a letter of theirs inside or before a word
-    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő or ű, "tûrõ", in a text of
-    Hungarian's letters alone), where that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well
+    (latin-9's œ, "c½ur" as cp1252 reads it; latin-2's ž or Š, "¾luť", "©el"; Hungarian's ő or ű ending a word, "tûrõ", in a
+    text of Hungarian's letters alone), where that page reads the file's words as well as cp1252 (`_fit`: "©todos" is as well
     a word as "Štodos", and the warning shows both), or by one ending a word (latin-2's š, "Pøíli¹"), where it reads
     them better (not a footnote's "note¹"; after an accent, "Cañon¹", it does, and the warning shows both)."""
     if re.search(rb"[\x80-\x9f]", data):
@@ -503,10 +503,11 @@ def _euro(data: bytes) -> str | None:
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
                        rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or (  # (not "¾in": a fraction)
-        re.search(rb"[a-z][\xf5\xfb]|[\xd5\xdb\xf5\xfb][a-z]", data) and not re.search(rb"[\xc0-\xff]", re.sub(
+        any(re.search(rb"[A-Za-z]", m[1]) and m[1].lower() not in (b"d", b"cr") or m[0] == b"\xf5" for m in re.finditer(
+            rb"([A-Za-z\xc0-\xff]*)[\xd5\xdb\xf5\xfb](?![A-Za-z\xc0-\xff])", data)) and not re.search(rb"[\xc0-\xff]", re.sub(
             rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)))  # ő or ű (latin-1's
-        # õ, û) in a word, among Hungarian's letters alone: not Portuguese's "põe" beside its ã, ç, Estonian's õ beside
-        # ä, French's û beside è, nor DOS's "█████" read in cp1252 ("ÛÛÛÛÛ")
+        # õ, û) ending a word ("idő", "fű", "ő"), among Hungarian's letters alone: not Portuguese's "põe", Estonian's
+        # "tõi", French's "sûr", "dû" (a short text of theirs may hold no ã, ä or è), nor DOS's "█████" ("ÛÛÛÛÛ")
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
@@ -542,8 +543,8 @@ def _letters(run: bytes) -> bool:
         len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
 
 
-EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_"  # what a word's edge holds in Latin text (a no-break space too; and
-# before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C"; a tag's @ #, Markdown's _)
+EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`"  # what a word's edge holds in Latin text (a no-break space too;
+# and before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C"; a tag's @ #, Markdown's _ ~ `)
 DRAWN = set(map(chr, range(0x2500, 0x2600)))  # DOS's box drawing, blocks, shades and squares ("■■")
 READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
 
@@ -554,8 +555,10 @@ def _home(token: str) -> bool:
     list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "═══") or signs ("§§", "—", "[■■··]"), and Windows'
     joiners between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules
     "ÍÍÍÍ", its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
-    if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])", token)) > 1:  # not
-        # "ni–o", "s–r": the Mac's ñ and DOS's û in cp1252
+    if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])|"
+                             r"(?<=[^\W\d_])[/*_:·](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
+        # DOS's û in cp1252; words joined by a slash ("Café/Bäckerei"), and German's and French's inclusive forms
+        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too: each part a word
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
@@ -569,7 +572,7 @@ def _home(token: str) -> bool:
     core = re.sub(r"^([A-Za-z]+)[²³¹ⁿ]+$", r"\1", bare.lstrip("¿¡£€$¥°©").rstrip("™®©†‡°"))  # a mark or a dagger
     # after a name, a copyright's before one ("©Acme"), a power after a unit ("m²": not "Pøíli¹", latin-2's "Příliš")
     core = core.strip(EDGE).lstrip("¿¡£€$¥°")
-    core = re.sub("(?<=[lL])·(?=[lL])|[™®©](?=-)", "", core)  # Catalan's "l·l"; "Windows™-based"
+    core = re.sub("[™®©](?=-)", "", core)  # "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or

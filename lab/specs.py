@@ -1,6 +1,7 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
 import collections
+import concurrent.futures
 import contextvars
 from collections import abc
 import dataclasses
@@ -310,6 +311,9 @@ def _globals(f) -> tuple[list, list]:
         # computed (globals()[KEY], f.__globals__[name.upper()], sys.modules[__name__]): any data global may be read
         names |= {n for n, v in g.items() if _data(v)}
     params = co.co_varnames[:co.co_argcount + co.co_kwonlyargcount]
+    if harness.ours(pathlib.Path(co.co_filename).resolve()):  # the repository's code: its settings are in its source,
+        names = {n for n in names if not n.startswith("_")}  # hashed; a private global is its state (engine.guards'
+        # registry of signal handlers, which a checkpoint's save adds to): keyed, a rerun was another student
     scopes = [("", {n: g[n] for n in names & g.keys()}, False),  # def pol(rows): ... Cfg.SIGN, _SINKS
               ("cell ", {n: _contents(c) for n, c in zip(co.co_freevars, f.__closure__ or ())}, True),  # make(Cfg)
               ("default ", dict(zip(params[co.co_argcount - len(f.__defaults__ or ()):], f.__defaults__ or ()))
@@ -428,6 +432,9 @@ def _value(x, depth: int = 0) -> list:
             return [type(x).__qualname__]
     if plain:  # a subclass of float or str keeps its attributes beside its value (T.sign)
         return [hex(x) if isinstance(x, int) and x.bit_length() > 10_000 else _plain_repr(x), *_own(x, depth)]  # 10**5000
+    if isinstance(x, (concurrent.futures.Executor, threading.Thread)) and _installed(type(x)):  # a pool of threads or
+        return [type(x).__qualname__]  # processes, a thread: no setting a score reads; its threads, queue and their
+        # addresses change as it works, and in every process (a new key in each worker)
     if _installed(type(x)):
         try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
             reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
@@ -628,9 +635,10 @@ def named(spec) -> Named:
             # worker had not
         if got.key != spec.key:
             raise ValueError(f"policy {str(spec)!r}: read afresh in a worker process it keys as {got.key}, not as the "
-                             f"{spec.key} it was keyed by (a setting changed since its file was read, its file "
-                             "changes what it reads when imported again, or its calls do: a list it records into): "
-                             "run it with --jobs 1")
+                             f"{spec.key} it was keyed by (its file, or a helper beside it, was edited since "
+                             "this run read it: run it again; or a setting changed since its file was read, its file "
+                             "changes what it reads when imported again, or its calls do, a list it records into: run "
+                             "it with --jobs 1)")
         return got
     if callable(spec):
         return _bind(spec, [], None)
@@ -1188,7 +1196,9 @@ def _imported_from(path, fname):
                     (other := getattr(sys.modules.get(top), "__file__", None) or getattr(sys.modules.get(top), "__path__", None)):
                 raise ValueError(f"{path} imports {e.name}, and {top} is beside it, but Python found its own {top} "  # e.g. a
                                  f"({other}) first: give the one beside {path.name} another name") from None  # test/
-            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}") from None
+            alone = "; a policy file is read alone, as a script is: import its helpers by their names (`from " \
+                "helpers import W`, its folder is on the path)" if "relative import" in str(e) else ""  # (`from . import`)
+            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}{alone}") from None
         finally:
             sys.dont_write_bytecode = writes
             _LOADING.discard(path)

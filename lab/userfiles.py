@@ -56,7 +56,8 @@ class _Beside:
                 type(found.loader) is not importlib.machinery.SourceFileLoader:
             return None  # (Python's own finders then find it, as before)
         origin = pathlib.Path(os.path.realpath(found.origin))  # (a folder on sys.path through a link: its file)
-        if not any(origin.is_relative_to(f) for f in FOLDERS) or any(origin.is_relative_to(p) for p in INSTALLED):
+        if not any(origin.is_relative_to(f) for f in tuple(FOLDERS)) or \
+                any(origin.is_relative_to(p) for p in INSTALLED):  # (a copy: another thread may name a policy meanwhile)
             return None  # (a venv inside a policy's folder)
         found.loader = _Fresh(fullname, found.origin)
         return found
@@ -72,4 +73,6 @@ class _Files:
 
 
 sys.meta_path.append(_Files())
-sys.meta_path.insert(0, _Beside())
+sys.meta_path.insert(next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+                          len(sys.meta_path)), _Beside())  # just before Python's own finder of files: after its
+# built-in and frozen modules (a policy's folder holding "faulthandler.py") and after import hooks (pytest's rewriting)
