@@ -502,12 +502,8 @@ def _euro(data: bytes) -> str | None:
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
-                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or (  # (not "¾in": a fraction)
-        any(re.search(rb"[A-Za-z]", m[1]) and m[1].lower() not in (b"d", b"cr") or m[0] == b"\xf5" for m in re.finditer(
-            rb"([A-Za-z\xc0-\xff]*)[\xd5\xdb\xf5\xfb](?![A-Za-z\xc0-\xff])", data)) and not re.search(rb"[\xc0-\xff]", re.sub(
-            rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)))  # ő or ű (latin-1's
-        # õ, û) ending a word ("idő", "fű", "ő"), among Hungarian's letters alone: not Portuguese's "põe", Estonian's
-        # "tõi", French's "sûr", "dû" (a short text of theirs may hold no ã, ä or è), nor DOS's "█████" ("ÛÛÛÛÛ")
+                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or _hungarian(data)  # (not
+    # "¾in": a fraction)
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
@@ -515,6 +511,16 @@ def _euro(data: bytes) -> str | None:
     return " or ".join(c for c in ("iso8859-15", "iso8859-2") if head.decode(c) != head.decode("latin-1") and (
         (f := _fit(head.decode(c)) or 0) > mine or inside and f == mine)) or None  # (one that reads it as latin-1 does
     # is no other reading)
+
+
+def _hungarian(data: bytes) -> bool:
+    """Whether a file holds Hungarian's ő or ű (latin-1's õ, û) ending a word ("idő", "fű", "ő", "Ő"), among Hungarian's
+    letters alone: not Portuguese's "põe", Estonian's "tõi", French's "sûr", "dû", "mû" (a short text of theirs may hold
+    no ã, ä or è), nor DOS's "█████" read in cp1252 ("ÛÛÛÛÛ")."""
+    ends = any(m[0] in (b"\xf5", b"\xd5") or re.search(rb"[A-Za-z]", m[1]) and m[1].lower() not in (b"d", b"cr", b"m")
+               for m in re.finditer(rb"([A-Za-z\xc0-\xff]*)[\xd5\xdb\xf5\xfb](?![A-Za-z\xc0-\xff])", data))
+    others = re.sub(rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)  # less
+    return ends and not re.search(rb"[\xc0-\xff]", others)  # Hungarian's ÁÉÍÓŐÖÚŰÜ: no other accented letter
 
 
 def _word(data: bytes, pages) -> str:

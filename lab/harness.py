@@ -842,8 +842,8 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     process may use (threads.cores()): more processes than cores would only take turns. fn must be importable."""
     processes = min(processes, len(jobs), threads.cores())
     if processes > 1 and multiprocessing.current_process().daemon:  # a multiprocessing.Pool's worker may start no
-        print("[msrnn] this process is a multiprocessing pool's worker, which may not start processes: the jobs run "
-              "here, one at a time (as --jobs 1; the same numbers)", file=sys.stderr)  # process of its own
+        print("[msrnn] this process is daemonic (a multiprocessing pool's worker?), which may not start processes: "
+              "the jobs run here, one at a time (as --jobs 1; the same numbers)", file=sys.stderr)  # process of its own
         processes = 1
     if processes <= 1:
         yield from ((args, fn(*shared, *args)) for args in jobs)

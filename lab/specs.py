@@ -63,8 +63,9 @@ class Named:
         (_world), and what it returns on a fixed probe (_behaviour). Not covered, where the probe's scores stay
         as they were: what it imports from anywhere else (an installed package, a folder on PYTHONPATH, a module
         its source does not import), the state only such code reaches, a private global (_NAME) its code does
-        not name, and a file it reads by a name its source does not spell: after changing those, run with
-        --fresh (or delete the policy's cached results, results/sweep/, results/board/, results/check/)."""
+        not name (or the repository's own: its state), a thread's or a pool's settings (keyed by its type), and a
+        file it reads by a name its source does not spell: after changing those, run with --fresh (or delete the
+        policy's cached results, results/sweep/, results/board/, results/check/)."""
         return self._keyed(probe=not self.reads_ahead)  # a lookahead reads (model, tokens): no rows to probe
 
     def _keyed(self, skip=(), probe=True) -> str:
@@ -669,11 +670,13 @@ def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:
     fname, _, args = rest.partition(":")
     file = file or pathlib.Path(path + ".py").expanduser()  # '~/pols/mine.py:fn' from a script, as a shell reads it
     fn = _from_file(file, fname)
-    return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec), where=os.path.abspath(file))  # (a
+    return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec, fname), where=os.path.abspath(file))  # (a
     # link keeps its name: one to a file of no .py)
 
 
-def _bind(fn, args, spec) -> Named:
+def _bind(fn, args, spec, named_as=None) -> Named:
+    """fn as a policy, `args` bound to its parameters in order; named_as: the name a file spec gave it ('part' of
+    'p.py:part'), the display name of a partial of a private function (`part = partial(_scaled, s=1.0)`)."""
     fname = guards.policy_name(fn)
     try:  # a __wrapped__ that loops, or a callable of no signature
         first = next(iter(inspect.signature(fn.func).parameters), None) if functools.partial in type(fn).__mro__ else None
@@ -761,6 +764,8 @@ def _bind(fn, args, spec) -> Named:
     text = next((t for level in chain if (t := _attribute(level, "label", None, who)) is not None),  # `is None`: a
                 next((n for level in chain[:-1] if type(n := _partial_dict(level).get("__name__")) is str),  # label's own
                      guards.policy_name(chain[-1])))  # __bool__ never runs; the first label, or name, along the chain
+    if named_as and len(chain) > 1 and text == guards.policy_name(chain[-1]) and text.startswith("_"):
+        text = named_as  # (a legend leaves out a name that starts with '_')
     if str not in type(text).__mro__:  # its real type: a __class__ of its own says str to isinstance
         raise ValueError(f"policy {spec or fname!r}: its label is a string (policies.label(\"...\")), got "
                          f"{type(text).__name__}")

@@ -115,6 +115,8 @@ def _read(path, c: llama.Config, dtype, device) -> FeatureMaps:
     if not isinstance(path, (str, os.PathLike)) or type(os.fspath(path)) is not str or not os.fspath(path):  # bytes
         raise ValueError(f"the maps' path is a file's path (str or pathlib.Path), got {path!r:.80}")  # were opened as
         # "b'...'" and called a corrupt file
+    if os.path.isdir(path):
+        raise ValueError(f"{path} is a folder: name the maps' file in it (train.save wrote a .safetensors file)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no saved maps (train them first: python demo.py t2r)")
     try:
@@ -416,8 +418,15 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
     try:
         with safe_open(str(path), "pt") as f:
             record, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
-            meta = json.loads(record["run"])
     except Exception as e:
+        raise ValueError(f"{path}: cannot read this training checkpoint ({guards._said(e)}); delete it to start "
+                         "again") from None
+    if "run" not in record:  # a model's weights, saved maps: another file named by mistake, not to be deleted
+        raise ValueError(f"{path} holds {len(tensors)} tensors but no training run's record: it is no checkpoint of "
+                         "this trainer (a model's weights? saved maps?); name a file of its own for the checkpoint")
+    try:
+        meta = json.loads(record["run"])
+    except ValueError as e:
         raise ValueError(f"{path}: cannot read this training checkpoint ({e}); delete it to start again") from None
     if record.get("seal") != _seal(record["run"]):
         raise ValueError(f"{path}: its run record is not as the run wrote it (changed by hand, or saved by an older "

@@ -8391,7 +8391,7 @@ def test_round97_a_builtins_beside_a_policy_a_pool_in_a_pool_and_a_relative_impo
     if harness.threads.cores() >= 2:
         with multiprocessing.get_context("fork").Pool(1) as pool:
             assert pool.apply(_in_a_pool_worker) == [1, 2]
-        assert "a multiprocessing pool's worker" in capfd.readouterr().err
+        assert "this process is daemonic" in capfd.readouterr().err
     (tmp_path / "pool97.py").write_text("import concurrent.futures\n_POOL = concurrent.futures.ThreadPoolExecutor(2)\n"
                                         "def fn(rows):\n    return _POOL.submit(lambda: rows.score).result()\n")
     fn = specs.named(f"{tmp_path / 'pool97.py'}:fn").fn
@@ -8401,3 +8401,39 @@ def test_round97_a_builtins_beside_a_policy_a_pool_in_a_pool_and_a_relative_impo
     (tmp_path / "rel97.py").write_text("from .helpers import W\ndef fn(rows):\n    return rows.score * W\n")
     with pytest.raises(ValueError, match=r"relative import .*import its helpers by their names"):
         specs.named(f"{tmp_path / 'rel97.py'}:fn")
+
+
+def test_round98_b_a_capital_hungarian_pronoun_french_mu_and_a_checkpoint_that_is_weights(tmp_path, capsys):
+    """Round 98, the data and T2R: round 97's Hungarian rule counted a lone ő ending a word but not the capital "Ő",
+    so Hungarian whose only such word was "Ő" was read as latin-1 without a word and told cp1252 alone; French's "mû"
+    named latin-1 was warned of as latin-2's "mű"; a transfer given a maps file or the model's own weights as its
+    checkpoint was told "cannot read this training checkpoint ('run'); delete it to start again" (it says the file
+    holds no training run's record, and to name a file of its own); a folder given as saved maps was told "no saved
+    maps" (it is told to name the file in it)."""
+    from safetensors.torch import save_file
+    from data import corpus
+    from t2r import linear, train
+    f = tmp_path / "t.txt"
+    hungarian = "Ő itt él. A lőtér főépülete mellett a szőlőskert van.\n"
+    _refused(f, hungarian.encode("iso8859-2"), r"or iso8859-2 for its € or œ, ž\)$")
+    corpus.read(f, "latin-1")
+    assert "'Ő' in iso8859-2, 'Õ' in iso8859-1" in capsys.readouterr().err
+    french = "Il était mû par une force, et il a dû le dire.\n"
+    f.write_bytes(french.encode("latin-1"))
+    assert corpus.read(f, "latin-1") == french and capsys.readouterr().err == ""
+    model = random_model(tiny_config())
+    save_file({"w": torch.zeros(2)}, str(weights := tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match="holds 1 tensors but no training run's record.*name a file of its own"):
+        train.transfer(model, linear.FeatureMaps(model.config, 4, "hedgehog", dtype=model.dtype),
+                       torch.randint(0, 61, (2, 16)), checkpoint=weights, log=None)
+    assert weights.stat().st_size > 0
+    with pytest.raises(ValueError, match="is a folder: name the maps' file in it"):
+        train.load(tmp_path, model)
+
+
+def test_round98_a_a_partial_of_a_private_function(tmp_path):
+    """Round 98, the core: a file's `part = functools.partial(_scaled, s=1.0)`, named 'p.py:part', was refused for its
+    display name '_scaled' (a legend leaves out a name that starts with '_'): it is shown by the name it was given."""
+    (tmp_path / "p98.py").write_text("import functools\ndef _scaled(rows, s):\n    return rows.score * s\n"
+                                     "part = functools.partial(_scaled, s=1.0)\n")
+    assert specs.named(f"{tmp_path / 'p98.py'}:part").label == "part"
