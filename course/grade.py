@@ -194,8 +194,8 @@ PARTS = [
         *(f"{POL}test_the_paper_policies_score_each_sequence_alone[{p}]" for p in ("tova", "tova_head", "h2o", "h2o_head"))),
         model=(POL + "test_default_model_tova_beats_sinks_beats_window",),
         hints=(
-            ("test_window_is_mistral", "", "window: the newest rows must be kept {diff}: score a row by its "
-             "position (rows.pos), not by its slot"),
+            ("test_window_is_mistral", "", "window: the newest rows must be kept {diff}: the row of the latest "
+             "position (rows.pos, not its slot) scores highest, the lowest is dropped"),
             ("test_sink_is_a_static_mask", "", "sink (Window+i) differs from a static mask of the first `sinks` "
              "tokens and the latest {diff}: positions 0 .. sinks-1 get inf, the rest their position"),
             ("test_bad_arguments", "sinks=4|DID NOT RAISE", "sink must refuse sinks >= size with ValueError('sink: sinks=4 must be "

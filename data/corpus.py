@@ -462,7 +462,9 @@ def _script(data: bytes) -> str | None:
     most words written as words are, in small letters, one capital first or a script without capitals (cp1251's small
     letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
     head = data[:200_000]
-    runs = re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
+    runs = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head) if not (
+        min(r) >= 0xB0 and max(r) <= 0xDF and re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1", r))]  # not
+    # DOS's drawing, a line or a block thrice ("┌──┐", "███"), which cp1256 reads as Arabic letters
     if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
         return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
     if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
@@ -515,12 +517,15 @@ def _euro(data: bytes) -> str | None:
 
 def _hungarian(data: bytes) -> bool:
     """Whether a file holds Hungarian's ő or ű (latin-1's õ, û) ending a word ("idő", "fű", "ő", "Ő"), among Hungarian's
-    letters alone: not Portuguese's "põe", Estonian's "tõi", French's "sûr", "dû", "mû" (a short text of theirs may hold
-    no ã, ä or è), nor DOS's "█████" read in cp1252 ("ÛÛÛÛÛ")."""
-    ends = any(m[0] in (b"\xf5", b"\xd5") or re.search(rb"[A-Za-z]", m[1]) and m[1].lower() not in (b"d", b"cr", b"m")
-               for m in re.finditer(rb"([A-Za-z\xc0-\xff]*)[\xd5\xdb\xf5\xfb](?![A-Za-z\xc0-\xff])", data))
+    letters alone: not Portuguese's "põe", Estonian's "tõi", French's "sûr", "dû", "recrû", "mû" (a short text of
+    theirs may hold no ã, ä or è), nor DOS's "█████" read in cp1252 ("ÛÛÛÛÛ")."""
+    def ends(before: bytes, letter: bytes) -> bool:  # ő after a word's letters, or alone; ű after them, not French's
+        french = letter in b"\xdb\xfb" and (before.lower().endswith((b"d", b"cr")) or before.lower() == b"m")
+        return letter in b"\xd5\xf5" if not before else bool(re.search(rb"[A-Za-z]", before)) and not french
+    if not any(ends(m[1], m[2]) for m in re.finditer(rb"([A-Za-z\xc0-\xff]*)([\xd5\xdb\xf5\xfb])(?![A-Za-z\xc0-\xff])", data)):
+        return False
     others = re.sub(rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)  # less
-    return ends and not re.search(rb"[\xc0-\xff]", others)  # Hungarian's ÁÉÍÓŐÖÚŰÜ: no other accented letter
+    return not re.search(rb"[\xc0-\xff]", others)  # Hungarian's ÁÉÍÓŐÖÚŰÜ: no other accented letter
 
 
 def _word(data: bytes, pages) -> str:

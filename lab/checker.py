@@ -268,9 +268,11 @@ def check(policy, model=None, tok=None, log=print, more=None) -> dict:
         labels = list(dict.fromkeys(label for label, _, _ in table))
         log(f"  quality   perplexity of tokens {length // 2:,}-{length - 1:,} of alice29 after the first {length // 2:,} "
             f"as the prompt; 'step' evicts while reading it, 'full' reads it in full then cuts once")
-        log("            " + f"{'size':>6} {'prompt':>7}" + "".join(f"{label:>14}" for label in labels))
+        width = max(14, *(len(label) + 2 for label in labels))  # a label past 13 characters ("TOVA (built-in)")
+        log("            " + f"{'size':>6} {'prompt':>7}" + "".join(f"{label:>{width}}" for label in labels))
         for size, regime in dict.fromkeys((s, r) for _, s, r in table):
-            log("            " + f"{size:>6} {regime:>7}" + "".join(f"{table[label, size, regime]:>14.2f}" for label in labels))
+            log("            " + f"{size:>6} {regime:>7}" + "".join(f"{table[label, size, regime]:>{width}.2f}"
+                                                                     for label in labels))
     out["seconds"] = time.time() - t0
     log(f"  checked in {out['seconds']:.0f} s")
     return out

@@ -544,6 +544,9 @@ def passkey_prompts(tok, length, depths, keys):
         room = length - len(head) - len(tail) - len(needle)
         if room < 0:
             raise ValueError(f"a pass-key prompt needs at least {length - room} tokens, got a length of {length}")
+        if str(key) not in (back := tok.decode(tok.encode(f" {key}.").ids)):  # no answer could hold it: every
+            raise ValueError(f"the tokenizer cannot give the pass key back: ' {key}.' encodes and decodes as {back!r}, "
+                             "so no answer could hold it (its numbers unknown, or spaces between tokens)")  # policy 0/N
         for d in depths:
             cut = int(room * d)
             prompts.append(head + filler[:cut] + needle + filler[cut:room] + tail)

@@ -1,5 +1,6 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
+import asyncio
 import collections
 import concurrent.futures
 import contextvars
@@ -433,9 +434,9 @@ def _value(x, depth: int = 0) -> list:
             return [type(x).__qualname__]
     if plain:  # a subclass of float or str keeps its attributes beside its value (T.sign)
         return [hex(x) if isinstance(x, int) and x.bit_length() > 10_000 else _plain_repr(x), *_own(x, depth)]  # 10**5000
-    if isinstance(x, (concurrent.futures.Executor, threading.Thread)) and _installed(type(x)):  # a pool of threads or
-        return [type(x).__qualname__]  # processes, a thread: no setting a score reads; its threads, queue and their
-        # addresses change as it works, and in every process (a new key in each worker)
+    if isinstance(x, (concurrent.futures.Executor, threading.Thread, asyncio.AbstractEventLoop)) and _installed(type(x)):
+        return [type(x).__qualname__]  # a pool of threads or processes, a thread, an event loop: no setting a score
+        # reads; its threads, queue and their addresses change as it works, and in every process (a new key in each)
     if _installed(type(x)):
         try:  # an installed library's object (random.Random, operator.methodcaller): its state as pickling would save
             reduced = x.__reduce_ex__(4)  # it (its arguments and state; nothing is unpickled)
@@ -670,8 +671,8 @@ def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:
     fname, _, args = rest.partition(":")
     file = file or pathlib.Path(path + ".py").expanduser()  # '~/pols/mine.py:fn' from a script, as a shell reads it
     fn = _from_file(file, fname)
-    return dataclasses.replace(_bind(fn, [a for a in args.split(",") if a], spec, fname), where=os.path.abspath(file))  # (a
-    # link keeps its name: one to a file of no .py)
+    bound = _bind(fn, [a for a in args.split(",") if a], spec, fname)
+    return dataclasses.replace(bound, where=os.path.abspath(file))  # (a link keeps its name: one to a file of no .py)
 
 
 def _bind(fn, args, spec, named_as=None) -> Named:

@@ -412,6 +412,13 @@ def _seal(record: str) -> str:
     return hashlib.sha256(record.encode()).hexdigest()[:16]
 
 
+def _safetensors(path) -> bool:
+    """Whether a file opens as safetensors' do (damaged or not): 8 bytes, the length of a JSON header that fits."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    return len(head) == 9 and int.from_bytes(head[:8], "little") + 8 <= os.path.getsize(path) and head[8:] == b"{"
+
+
 def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
     """Restore what _save_run wrote into `params` and `opt`, if it was saved with `settings` and not past
     `total` steps (every tensor and the record checked first, so that a file refused changes nothing); returns its meta."""
@@ -419,6 +426,9 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
         with safe_open(str(path), "pt") as f:
             record, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
     except Exception as e:
+        if not _safetensors(path):  # a PyTorch .bin, a text: another file named by mistake, not to be deleted
+            raise ValueError(f"{path} is no safetensors file, so no checkpoint of this trainer (a PyTorch .bin or "
+                             ".pt? a text?); name a file of its own for the checkpoint") from None
         raise ValueError(f"{path}: cannot read this training checkpoint ({guards._said(e)}); delete it to start "
                          "again") from None
     if "run" not in record:  # a model's weights, saved maps: another file named by mistake, not to be deleted

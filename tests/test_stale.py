@@ -8437,3 +8437,60 @@ def test_round98_a_a_partial_of_a_private_function(tmp_path):
     (tmp_path / "p98.py").write_text("import functools\ndef _scaled(rows, s):\n    return rows.score * s\n"
                                      "part = functools.partial(_scaled, s=1.0)\n")
     assert specs.named(f"{tmp_path / 'p98.py'}:part").label == "part"
+
+
+def test_round99_b_french_word_ends_dos_boxes_as_arabic_and_a_checkpoint_that_is_no_safetensors(tmp_path, capsys):
+    """Round 99, the data and T2R: round 98's Hungarian rule left out the whole words "dû" and "crû" only, so French's
+    "recrû" and "redû" were warned of as latin-2 (a word ending so is French's; Hungarian's "idő", "erdő" still count);
+    a DOS README of boxes named cp437 was warned of as Arabic in cp1256 (a run of DOS's drawing is no script's word);
+    a PyTorch .bin given as a transfer's checkpoint was told to be deleted (it is told to name a file of its own)."""
+    from data import corpus
+    from t2r import linear, train
+    f = tmp_path / "t.txt"
+    for word in ("recrû", "redû"):
+        text = f"Le fleuve a {word} la somme. Été.\n" * 5
+        f.write_bytes(text.encode("cp1252"))
+        assert corpus.read(f, "cp1252") == text and capsys.readouterr().err == "", word
+    f.write_bytes("Az idő szép, az erdő nagy.\n".encode("iso8859-2"))
+    corpus.read(f, "latin-1")
+    assert "'idő' in iso8859-2, 'idõ' in iso8859-1" in capsys.readouterr().err
+    boxes = "┌──────────┐\r\n│ README   │\r\n└──────────┘\r\nInstall the program and run it.\r\n" * 3
+    f.write_bytes(boxes.encode("cp437"))
+    assert corpus.read(f, "cp437") == boxes.replace("\r\n", "\n") and capsys.readouterr().err == ""
+    model = random_model(tiny_config())
+    torch.save({"w": torch.zeros(2)}, pickled := tmp_path / "pytorch_model.bin")  # (never read back: not unpickled)
+    with pytest.raises(ValueError, match="is no safetensors file, so no checkpoint of this trainer"):
+        train.transfer(model, linear.FeatureMaps(model.config, 4, "hedgehog", dtype=model.dtype),
+                       torch.randint(0, 61, (2, 16)), checkpoint=pickled, log=None)
+    assert pickled.stat().st_size > 0
+
+
+def test_round99_a_a_pass_key_no_answer_could_hold_and_a_long_label_in_checks_table(monkeypatch):
+    """Round 99, the core: a tokenizer that cannot give the pass key back (its digits unknown, or spaces put between
+    tokens) scored every policy and the full cache 0/N without a word (the prompts refuse it); `check`'s quality table
+    padded each column to 14 characters, so a copy's "(built-in)" column ran into its neighbour ("Window+4TOVA
+    (built-in)"); a policy file's module-level event loop keyed its queue, another in every process, so a pooled run
+    refused it as changed (an event loop is keyed by its type, as a thread pool is)."""
+    import asyncio
+    import tokenizers
+    from lab import checker
+    vocab = {c: i for i, c in enumerate(" abcdefghijklmnopqrstuvwxyz.?\n")} | {"[UNK]": 30}  # no digits
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    with pytest.raises(ValueError, match="the tokenizer cannot give the pass key back"):
+        experiments.passkey_prompts(tok, 400, [0.5], [12345])
+    loop = asyncio.new_event_loop()
+    try:
+        def fn(rows, held=loop):
+            return rows.score
+        before = specs.key_of(fn)
+        loop.call_soon(print)  # its queue and clock change as it works, and in every process: keyed by its type
+        assert specs.key_of(fn) == before
+    finally:
+        loop.close()
+    labels = ("Window+4", "TOVA (built-in)")
+    monkeypatch.setattr(checker, "quality", lambda *a, **k: {(label, 64, "step"): 229.74 for label in labels})
+    lines = []
+    checker.check("tova", model=object(), log=lines.append)
+    head = next(line for line in lines if "prompt" in line and "size" in line)
+    assert "Window+4 " in head and " TOVA (built-in)" in head, head
