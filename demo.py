@@ -736,7 +736,7 @@ def main(argv=None):
     if args.model is not None:  # check the folder before any work, with the loader's own message
         load_weights.checkpoint_folder(args.model)
     load_weights.device(args.device)  # and the device
-    harness.FRESH = getattr(args, "fresh", False)
+    harness.FRESH.set(getattr(args, "fresh", False))
     if twice := harness.repeated(args, ignore=("policies", "policy")):  # policies: specs.distinct names them below
         raise SystemExit(f"error: {twice}")
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
@@ -750,7 +750,8 @@ def main(argv=None):
     t0, version = time.time(), harness.code_version()
     with harness.transcript() as printed:
         data, model = command(args)
-    about = {"code_version": version, "model": args.model or "SmolLM2-135M-Instruct (default)", "seconds": round(time.time() - t0, 1),
+    about = {"code_version": version, "seconds": round(time.time() - t0, 1),  # the model, where one was read (not
+             "model": None if model is None else args.model or "SmolLM2-135M-Instruct (default)",  # check --quick)
              "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
     path = harness.save(name, data, about, printed.getvalue(), draw)
     if args.cmd == "view":  # the page itself, beside its data

@@ -463,8 +463,9 @@ def _script(data: bytes) -> str | None:
     letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
     head = data[:200_000]
     runs = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head) if not (
-        min(r) >= 0xB0 and max(r) <= 0xDF and re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1", r))]  # not
-    # DOS's drawing, a line or a block thrice ("┌──┐", "███"), which cp1256 reads as Arabic letters
+        min(r) >= 0xB0 and max(r) <= 0xDF and re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1|"
+                                                        rb"^[\xc0-\xda][\xc4\xcd]$", r))]
+    # not DOS's drawing, a line, a block thrice or a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
     if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
         return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
     if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
@@ -550,8 +551,9 @@ def _letters(run: bytes) -> bool:
             return True
     text = run.decode("cp1252", "replace")  # (a list read as cp850 is what Hebrew's words are: "ýÓ")
     parts = [unicodedata.decomposition(c).split() for c in text]
-    return text.isalpha() and len(set(text)) == len(text) and (set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (
-        len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
+    return text.isalpha() and len(set(text)) == len(text) and (len(text) > 2 or not text.isupper()) and (
+        set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
+    # (two capitals are no list: DOS's branches "├─", "└─", "┼─" are "ÃÄ", "ÀÄ", "ÅÄ" in cp1252)
 
 
 EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`"  # what a word's edge holds in Latin text (a no-break space too;

@@ -294,9 +294,9 @@ def summary(named, results, log=print):
     """One line per policy: the verdicts, the cost, and the quality numbers if they were measured."""
     cols = [k[1:] for k in results[0].get("quality", {}) if k[0] == named[0].label]
     width = max(len(p.label) for p in named) + 2
-    log(f"\n{'policy':<{width}}{'exact':>7}{'causal':>11}{'contract':>10}{'µs/call':>9}"
+    log(f"\n{'policy':<{width}}{'exact':>7}{'causal':>13}{'contract':>10}{'µs/call':>9}"  # "cannot tell": 11
         + "".join(f"{f'{s} {r}':>10}" for s, r in cols))
     for p, out in zip(named, results):
         causal = "lookahead" if out["causal"][0].startswith("lookahead") else out["causal"][0]
-        log(f"{p.label:<{width}}{out['exact'][0]:>7}{causal:>11}{out['contract'][0]:>10}"
+        log(f"{p.label:<{width}}{out['exact'][0]:>7}{causal:>13}{out['contract'][0]:>10}"
             f"{out['cost'][0].split()[0]:>9}" + "".join(f"{out['quality'][p.label, s, r]:>10.2f}" for s, r in cols))

@@ -477,7 +477,8 @@ def view(model, tok, ids, names=("sink", "tova"), size=64) -> dict:
             "policies": []}
     for named in specs.distinct([specs.named(name) for name in names]):  # the page shows them by name
         if named is specs.FULL:
-            raise ValueError("view needs policies: with every row kept there is nothing to see")
+            raise ValueError("view shows the rows each policy drops: 'full' keeps every row and drops none, so it "
+                             "has nothing to show; leave it out and name the policies")
         dropped_at, score = drops(model, ids, named, size)
         data["policies"].append({
             "label": named.label, "dropped_at": dropped_at.tolist(),  # (n_layers, T); T: held to the end
@@ -544,9 +545,6 @@ def passkey_prompts(tok, length, depths, keys):
         room = length - len(head) - len(tail) - len(needle)
         if room < 0:
             raise ValueError(f"a pass-key prompt needs at least {length - room} tokens, got a length of {length}")
-        if str(key) not in (back := tok.decode(tok.encode(f" {key}.").ids)):  # no answer could hold it: every
-            raise ValueError(f"the tokenizer cannot give the pass key back: ' {key}.' encodes and decodes as {back!r}, "
-                             "so no answer could hold it (its numbers unknown, or spaces between tokens)")  # policy 0/N
         for d in depths:
             cut = int(room * d)
             prompts.append(head + filler[:cut] + needle + filler[cut:room] + tail)
@@ -657,6 +655,10 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
     drops_nothing(sizes, length, f"{length}-token prompts", scored=False)
     refused_sizes(chosen, sizes)
+    for key in keys:
+        if str(key) not in (back := tok.decode(tok.encode(f" {key}.").ids)):  # no answer could hold it: every policy
+            raise ValueError(f"the tokenizer cannot give the pass key back: ' {key}.' encodes and decodes as {back!r}, "
+                             "so no answer could hold it (its numbers unknown, or spaces between tokens)")  # 0/N
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]

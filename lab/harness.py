@@ -6,6 +6,7 @@ import argparse
 import ast
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import gc
 import hashlib
@@ -166,7 +167,8 @@ def atomic_write(path: pathlib.Path, text: str):
         tmp.write_text(text)
 
 
-FRESH = False  # demo.py --fresh: every cached result is measured again (and written anew)
+FRESH = contextvars.ContextVar("fresh", default=False)  # demo.py --fresh: every cached result is measured again
+# (and written anew); one per thread, as a script's two commands in two threads each keep their own
 
 
 def write_cached(path: pathlib.Path, value):
@@ -193,7 +195,7 @@ def read_cached(path: pathlib.Path, shape=None, fresh=None):
     least low (a perplexity below 1 is no run's), (type, low, high) for one from low to high, or a dict {key: type} of what it must hold
     ({"key?": type}: where it holds it). fresh=False
     reads what this run has just measured, even under --fresh."""
-    if FRESH if fresh is None else fresh:
+    if FRESH.get() if fresh is None else fresh:
         return None
     try:
         data = json.loads(path.read_text())

@@ -426,9 +426,10 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
         with safe_open(str(path), "pt") as f:
             record, tensors = f.metadata() or {}, {n: f.get_tensor(n) for n in f.keys()}
     except Exception as e:
-        if not _safetensors(path):  # a PyTorch .bin, a text: another file named by mistake, not to be deleted
-            raise ValueError(f"{path} is no safetensors file, so no checkpoint of this trainer (a PyTorch .bin or "
-                             ".pt? a text?); name a file of its own for the checkpoint") from None
+        if not _safetensors(path):  # a PyTorch .bin, a text named by mistake, or this trainer's, emptied or cut
+            raise ValueError(f"{path} is no safetensors file, so no checkpoint of this trainer as it is: if it was "
+                             "one (emptied or cut), delete it to start again; if it is another file (a PyTorch .bin "
+                             "or .pt, a text), name a file of its own for the checkpoint") from None
         raise ValueError(f"{path}: cannot read this training checkpoint ({guards._said(e)}); delete it to start "
                          "again") from None
     if "run" not in record:  # a model's weights, saved maps: another file named by mistake, not to be deleted

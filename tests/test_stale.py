@@ -8478,7 +8478,7 @@ def test_round99_a_a_pass_key_no_answer_could_hold_and_a_long_label_in_checks_ta
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
     with pytest.raises(ValueError, match="the tokenizer cannot give the pass key back"):
-        experiments.passkey_prompts(tok, 400, [0.5], [12345])
+        experiments.passkey(MODEL, tok, sizes=(16,), names=("tova",), length=400, depths=(0.5,), keys=(12345,))
     loop = asyncio.new_event_loop()
     try:
         def fn(rows, held=loop):
@@ -8494,3 +8494,50 @@ def test_round99_a_a_pass_key_no_answer_could_hold_and_a_long_label_in_checks_ta
     checker.check("tova", model=object(), log=lines.append)
     head = next(line for line in lines if "prompt" in line and "size" in line)
     assert "Window+4 " in head and " TOVA (built-in)" in head, head
+
+
+def test_round100_b_a_dos_tree_of_one_stroke_branches_and_an_emptied_checkpoint(tmp_path, capsys):
+    """Round 100, the data and T2R: a DOS tree whose branches are one stroke ("├─ SAVE", "└─ GAME.EXE") in cp437,
+    named cp1252 or latin-1, read "ÃÄ SAVE" without a word (two capitals were taken for a list of one letter's
+    accents, and then for Arabic in cp1256); `demo.py t2r`'s own checkpoint, emptied, was told to name a file of its
+    own, which a command-line user cannot (both ways out are said)."""
+    from data import corpus
+    from t2r import linear, train
+    f = tmp_path / "tree.txt"
+    f.write_bytes("C:\\GAME\n├─ SAVE\n│  └─ SLOT1.DAT\n└─ GAME.EXE\n".encode("cp437"))
+    for named in ("cp1252", "latin-1"):
+        corpus.read(f, named)
+        assert "reads better as cp437 or cp850 for DOS's text" in capsys.readouterr().err, named
+    model = random_model(tiny_config())
+    (empty := tmp_path / "ck.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match="if it was one .emptied or cut., delete it to start again; if it is another"):
+        train.transfer(model, linear.FeatureMaps(model.config, 4, "hedgehog", dtype=model.dtype),
+                       torch.randint(0, 61, (2, 16)), checkpoint=empty, log=None)
+
+
+def test_round100_a_fresh_in_one_thread_and_the_model_of_a_quick_check(tmp_path, monkeypatch):
+    """Round 100, the core: `--fresh` was one global that every `demo.main` set, so a script's `ppl` in one thread
+    turned off the `sweep --fresh` running in another, which served its cached numbers without a word (it is kept
+    per thread now); `check --quick`'s results said the default model was read, where none was (it says none); the
+    checks' summary ran "fail" and "cannot tell" together (its column is wider)."""
+    import threading
+    cell = tmp_path / "cell.json"
+    harness.write_cached(cell, 1.5)
+    token = harness.FRESH.set(True)  # this thread's `sweep --fresh`
+    try:
+        other = threading.Thread(target=lambda: harness.FRESH.set(False))  # another thread's `ppl`
+        other.start()
+        other.join()
+        assert harness.read_cached(cell, float) is None
+    finally:
+        harness.FRESH.reset(token)
+    assert harness.read_cached(cell, float) == 1.5
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")
+    demo.main(["check", "--quick", "tova"])
+    (run,) = (tmp_path / "results" / "runs").glob("check-*.json")
+    assert json.loads(run.read_text())["about"]["model"] is None
+    from lab import checker
+    lines = []
+    checker.summary([specs.named("tova")], [{"exact": ("fail", ""), "causal": ("cannot tell", ""),
+                                             "contract": ("pass", ""), "cost": ("3 µs per call", "")}], log=lines.append)
+    assert "fail  cannot tell" in lines[-1], lines  # (it read "failcannot tell")
