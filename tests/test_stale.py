@@ -1,5 +1,6 @@
 """Nothing stale, nothing half-done (issue 32): a cached number belongs to the code that made it, a
 step that fails leaves the state as it was, and the last silent inputs get named."""
+import contextvars
 import json
 import pathlib
 import re
@@ -525,7 +526,7 @@ def test_a_policys_data_file_is_in_its_key_and_fresh_measures_again(results_in_t
     harness.write_cached(cell, {"ppl": 1.0, "per_chunk": [1.0], "seconds": 0.0})  # a forged seal
     assert sweep() == 1.0  # served from the cache ...
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(harness, "FRESH", True)  # ... and measured again with --fresh
+    monkey.setattr(harness, "FRESH", contextvars.ContextVar("fresh", default=True))  # ... and measured again with --fresh
     try:
         assert sweep() != 1.0
     finally:
@@ -1079,7 +1080,7 @@ def test_round_9_caches_and_writes(tmp_path, monkeypatch):
     harness.write_cached(cell, {"ppl": -5.0, "per_chunk": [0.5], "seconds": -1.0})
     assert harness.read_cached(cell, experiments.MEASURED) is None
     harness.write_cached(cell, {"ppl": 5.0, "per_chunk": [5.0], "seconds": 1.0})
-    monkeypatch.setattr(harness, "FRESH", True)
+    monkeypatch.setattr(harness, "FRESH", contextvars.ContextVar("fresh", default=True))
     assert harness.read_cached(cell, experiments.MEASURED) is None and harness.read_cached(cell, experiments.MEASURED, fresh=False)
     with harness.atomic(tmp_path / "w.safetensors") as tmp:
         safetensors.torch.save_file({"w": torch.zeros(2)}, tmp)
