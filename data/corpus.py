@@ -523,7 +523,8 @@ def _hungarian(data: bytes) -> bool:
     def ends(before: bytes, letter: bytes) -> bool:  # ő after a word's letters, or alone; ű after them, not French's
         french = letter in b"\xdb\xfb" and (before.lower().endswith((b"d", b"cr")) or before.lower() == b"m")
         return letter in b"\xd5\xf5" if not before else bool(re.search(rb"[A-Za-z]", before)) and not french
-    if not any(ends(m[1], m[2]) for m in re.finditer(rb"([A-Za-z\xc0-\xff]*)([\xd5\xdb\xf5\xfb])(?![A-Za-z\xc0-\xff])", data)):
+    words = re.finditer(rb"([A-Za-z\xc0-\xff]*)([\xd5\xdb\xf5\xfb])(?![A-Za-z\xc0-\xff])", data)
+    if not any(ends(m[1], m[2]) for m in words):
         return False
     others = re.sub(rb"[\xc1\xc9\xcd\xd3\xd5\xd6\xda\xdb\xdc\xe1\xe9\xed\xf3\xf5\xf6\xfa\xfb\xfc]", b"", data)  # less
     return not re.search(rb"[\xc0-\xff]", others)  # Hungarian's ÁÉÍÓŐÖÚŰÜ: no other accented letter

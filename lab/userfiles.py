@@ -8,15 +8,12 @@ import importlib.util
 import os
 import pathlib
 import re
-import site
 import sys
-import sysconfig
+
+from engine import guards
 
 __path__ = []  # a package of no folder: its modules are the policy files, found by `_Files`
 FOLDERS = set()  # the folders of the policy files imported in this process: their helpers are read as they are now
-INSTALLED = {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages(), *(
-    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))]}  # Python's own modules and
-# installed packages, as engine.guards.INSTALLED (which this module's finder cannot import while it finds one)
 
 
 def name(path: pathlib.Path) -> str:
@@ -57,8 +54,8 @@ class _Beside:
             return None  # (Python's own finders then find it, as before)
         origin = pathlib.Path(os.path.realpath(found.origin))  # (a folder on sys.path through a link: its file)
         if not any(origin.is_relative_to(f) for f in tuple(FOLDERS)) or \
-                any(origin.is_relative_to(p) for p in INSTALLED):  # (a copy: another thread may name a policy meanwhile)
-            return None  # (a venv inside a policy's folder)
+                any(origin.is_relative_to(p) for p in guards._INSTALLED_REAL):  # (a copy of FOLDERS: another thread
+            return None  # may name a policy meanwhile; Python's own and installed packages: a venv in a policy's folder)
         found.loader = _Fresh(fullname, found.origin)
         return found
 
