@@ -552,9 +552,17 @@ def _letters(run: bytes) -> bool:
             return True
     text = run.decode("cp1252", "replace")  # (a list read as cp850 is what Hebrew's words are: "ýÓ")
     parts = [unicodedata.decomposition(c).split() for c in text]
-    return text.isalpha() and len(set(text)) == len(text) and (len(text) > 2 or not text.isupper()) and (
+    return text.isalpha() and len(set(text)) == len(text) and not _branch(run) and (
         set(text) <= set("æøåÆØÅäöÄÖ") or all(parts) and (len({p[0] for p in parts}) == 1 or len({p[-1] for p in parts}) == 1))
-    # (two capitals are no list: DOS's branches "├─", "└─", "┼─" are "ÃÄ", "ÀÄ", "ÅÄ" in cp1252)
+
+
+def _branch(run: bytes) -> bool:
+    """Whether bytes are DOS's branch and one stroke ("├─", "└─", "╠═"), which cp1252 reads as two capitals ("ÃÄ", "ÀÄ",
+    "ÌÍ"): a list of two letters ("ÄÖ", "ÁÉ") ends in no stroke, cp437's ─ and ═ (cp1252's Ä and Í)."""
+    return len(run) == 2 and run[0] in BRANCHES and run[1] in b"\xc4\xcd"
+
+
+BRANCHES = bytes(range(0xC0, 0xDB)).replace(b"\xc4", b"").replace(b"\xcd", b"")  # cp437's └┴┬├┼╞╟╚╔╩╦╠╬╧╨╤╥╙╘╒╓╫╪┘┌
 
 
 EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`"  # what a word's edge holds in Latin text (a no-break space too;
@@ -569,10 +577,11 @@ def _home(token: str) -> bool:
     list: "ÄÄÄ", "ÅÄÖ"), a drawing ("├───docs", "│x│y│z│", "═══") or signs ("§§", "—", "[■■··]"), and Windows'
     joiners between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules
     "ÍÍÍÍ", its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
-    if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])|"
-                             r"(?<=[^\W\d_])[/*_:·](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
+    if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])|[;|]|"
+                             r"(?<=[^\W\d_])[/*_:·,](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
         # DOS's û in cp1252; words joined by a slash ("Café/Bäckerei"), and German's and French's inclusive forms
-        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too: each part a word
+        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too, a CSV's fields ("Nom;Prénom"): each part
+        # a word
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
@@ -589,6 +598,8 @@ def _home(token: str) -> bool:
     core = re.sub("[™®©](?=-)", "", core)  # "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
+    if re.match(f"[{BRANCHES.decode('cp1252')}][ÄÍ]+[A-Za-z]", core) or core == "Ã":
+        return False  # DOS's branch glued to a name ("├─SAVE" is "ÃÄSAVE" in cp1252); no word is "Ã" alone ("├ SAVE")
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
                                         core[i - 1].islower() and core[i - 1] != "ß" and max(c, core[i - 1]) >= "\x80")
                  for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"

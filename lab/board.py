@@ -32,9 +32,10 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
                          f"{', '.join(p.label for p in named if p.reads_ahead)} reads ahead")
     t0 = time.time()
     prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)  # a length too short for the key, named first
-    experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks")  # before the sweep, not after it
+    experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks", least=2)  # before the sweep, not after it
     experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts", scored=False)
     experiments.refused_sizes(named, passkey_sizes)  # the sweep checks its own sizes
+    experiments.says_keys(tok, KEYS)
     cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"
     missing = lambda p, what: harness.read_cached(file(p, what), CELLS[what.split("-")[-1]]) is None

@@ -192,11 +192,11 @@ def sweep(model, tok, sizes=(64, 128, 256, 512, 1024, 2048),
         raise ValueError("the sweep measures the full cache in every run, as its reference: leave 'full' out of its policies")
     named = specs.distinct(named, taken=("shorter", specs.FULL.label))  # before the books are read
     sizes = guards.whole_numbers(sizes, "sizes")
-    drops_nothing(sizes, chunk, f"{chunk}-token chunks")
-    refused_sizes(named, sizes)
     if not sizes or min(sizes) < 2:  # before any setting is measured: the shorter-context baseline needs pieces of 2 tokens
         raise ValueError(f"sizes {list(sizes)}: the shorter-context baseline beside each size reads pieces of that many "
                          "tokens, and a piece of 1 predicts nothing; give sizes of at least 2")
+    drops_nothing(sizes, chunk, f"{chunk}-token chunks", least=2)
+    refused_sizes(named, sizes)
     ids = book_chunks(tok, n_chunks, chunk)
     cache = cache_dir("sweep", model, ids)
     settings = [(specs.FULL, chunk), *[(None, s) for s in sizes], *[(p, s) for p in named for s in sizes]]
@@ -335,16 +335,17 @@ def random_rows(size: int) -> msrnn.Rows:
                       prev=torch.full((1, 2, n), math.nan, dtype=torch.float64), t=size, size=size, layer=0)
 
 
-def drops_nothing(sizes, longest: int, where: str, scored: bool = True):
+def drops_nothing(sizes, longest: int, where: str, scored: bool = True, least: int = 1):
     """Refuse a size whose multi-state changes nothing that is measured, so that its figures would be the
     full cache's printed under the policy's name. A size-s state first drops a row after attending at
     position s, so position s + 1's logits are the first it changes; a perplexity scores positions up to
     longest - 2 (the last token predicts nothing), so sizes from longest - 2 change no scored logit.
-    scored=False (a prompt whose answer is generated after it): sizes from `longest` hold the whole prompt."""
+    scored=False (a prompt whose answer is generated after it): sizes from `longest` hold the whole prompt.
+    least: the smallest size the caller takes (the sweep's shorter-context baseline needs 2)."""
     limit = longest - 2 if scored else longest
-    if sizes and limit < 2:  # "give sizes below -1" named no size a user could give
-        raise ValueError(f"{where} are too short for any multi-state to drop a row a scored position reads: give a "
-                         "longer text")
+    if sizes and limit <= least:  # "give sizes below -1" named no size a user could give, "below 2" none the sweep takes
+        raise ValueError(f"{where} are too short for any multi-state{f' of {least} rows or more' if least > 1 else ''} to "
+                         f"drop a row a scored position reads: they need {least + 1 + longest - limit} tokens at least")
     if sizes and max(sizes) >= limit:
         raise ValueError(f"a multi-state of {max(sizes)} rows drops nothing that is scored in {where}, so its numbers would "
                          f"be the full cache's under the policy's name: give sizes below {limit}")
@@ -655,10 +656,7 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
     prompts = passkey_prompts(tok, length, depths, keys)  # a length too short for the key, named first
     drops_nothing(sizes, length, f"{length}-token prompts", scored=False)
     refused_sizes(chosen, sizes)
-    for key in keys:
-        if str(key) not in (back := tok.decode(tok.encode(f" {key}.").ids)):  # no answer could hold it: every policy
-            raise ValueError(f"the tokenizer cannot give the pass key back: ' {key}.' encodes and decodes as {back!r}, "
-                             "so no answer could hold it (its numbers unknown, or spaces between tokens)")  # 0/N
+    says_keys(tok, keys)
     answers = [str(k) for k in keys for _ in depths]
     t0, acc = time.time(), {}
     settings = [(specs.FULL, None, "step")] + [(p, s, r) for r in regimes for p in chosen for s in sizes]
@@ -673,6 +671,15 @@ def passkey(model, tok, sizes=(128, 512), names=("window", "sink", "h2o", "tova"
                     "total": len(prompts)}
         log(f"{passkey_table({'results': {key: acc[key]}})}  [{time.time() - t0:.0f} s]")
     return {"length": length, "depths": list(depths), "keys": list(keys), "results": acc, "seconds": time.time() - t0}
+
+
+def says_keys(tok, keys):
+    """Refuse a tokenizer that cannot give a pass key back (its digits unknown, or spaces between its tokens): no answer
+    could hold the key, so every policy and the full cache would read 0/N, the tokenizer's doing and not the memory's."""
+    for key in keys:
+        if str(key) not in (back := tok.decode(tok.encode(f" {key}.").ids)):
+            raise ValueError(f"the tokenizer cannot give the pass key back: ' {key}.' encodes and decodes as {back!r}, "
+                             "so no answer could hold it (its numbers unknown, or spaces between tokens)")
 
 
 def passkey_table(data) -> str:

@@ -8542,3 +8542,48 @@ def test_round100_a_fresh_in_one_thread_and_the_model_of_a_quick_check(tmp_path,
     checker.summary([specs.named("tova")], [{"exact": ("fail", ""), "causal": ("cannot tell", ""),
                                              "contract": ("pass", ""), "cost": ("3 µs per call", "")}], log=lines.append)
     assert "fail  cannot tell" in lines[-1], lines  # (it read "failcannot tell")
+
+
+def test_round101_b_a_word_of_two_capitals_a_glued_dos_branch_and_a_csv(tmp_path, capsys):
+    """Round 101, the data: round 100's rule that two capitals are no list of letters (DOS's "├─" is "ÃÄ" in cp1252)
+    warned of a right cp1252 text holding "ÄÖ" as Chinese or DOS's boxes (a branch is a branch byte and a stroke);
+    a DOS tree whose branch touches its name ("├─SAVE") or has no stroke ("├ SAVE"), named cp1252, read "ÃÄSAVE"
+    without a word; a CSV as Excel writes it ("Nom;Prénom") was warned that few of its words were words (its fields
+    were one word)."""
+    from data import corpus
+    files = {"umlaute": ("Die Umlaute: ÄÖ, ÜÄ. Straße.\n", "cp1252", False),
+             "glued": ("C:\\\n├─SAVE\n└─END\n", "cp437", True), "bare": ("C:\\\n├ SAVE\n└ END\n", "cp437", True),
+             "excel": ("Nom;Prénom;Ville;Montant\r\nDupont;Hélène;Besançon;12,50 €\r\nLefèvre;Zoë;Orléans;7,00 €\r\n"
+                       "Cœur;Anaïs;Nîmes;3,20 €\r\n", "cp1252", False)}
+    for name, (text, codec, dos) in files.items():
+        (f := tmp_path / f"{name}.txt").write_bytes(text.encode(codec))
+        corpus.read(f, "cp1252")
+        err = capsys.readouterr().err
+        assert ("reads better as cp437 or cp850 for DOS's text" in err) == dos and (dos or not err), (name, err)
+
+
+def test_round101_a_a_tokenizer_without_digits_short_chunks_and_nan_after_the_contract(tmp_path, monkeypatch, capsys):
+    """Round 101, the core: round 100 moved the check that the tokenizer can give the pass key back into `passkey`,
+    so the board measured its key columns 0/6 and the tour printed "lost" for the full cache without a word (both
+    check it now: the board refuses, the tour skips its section 4 and says why); a sweep's chunks too short for
+    any size it takes said "give sizes below 2", then "sizes of at least 2"; a policy whose scores turn NaN past
+    the contract's 30 steps passed the contract line."""
+    import tokenizers
+    from lab import board
+    vocab = {c: i for i, c in enumerate(" abcdefghijklmnopqrstuvwxyz.?\n")} | {"[UNK]": 30}  # no digits
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="the tokenizer cannot give the pass key back"):
+        board.board(MODEL, tok, ["tova"], sizes=(16,), passkey_sizes=(16,), length=400, chunk=256, n_chunks=1, jobs=1)
+    assert not list(tmp_path.rglob("*.json"))  # refused before any cell was measured
+    demo.tour_passkey(MODEL, tok, length=400, size=16)
+    out = capsys.readouterr().out
+    assert "skipped: the tokenizer cannot give the pass key back" in out and "lost" not in out, out
+    with pytest.raises(ValueError, match="4-token chunks are too short .* they need 5 tokens at least"):
+        experiments.sweep(MODEL, tok, sizes=(2,), names=["tova"], n_chunks=1, chunk=4)
+
+    def late(rows):
+        return rows.attn.mean(2) if rows.t <= 40 else torch.full_like(rows.score, float("nan"))
+    out = checker.check(late, log=lambda line: None)
+    assert out["contract"][0] == "fail" and "step 41" in out["contract"][1], out["contract"]
