@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import sys
+import threading
 import time
 
 from engine import threads  # noqa: F401  (first of all: OpenMP's wait policy is set before torch loads it)
@@ -725,7 +726,26 @@ def parser():
     return ap, sub
 
 
+ONE = threading.RLock()  # one command at a time in a process: its transcript is sys.stdout, and Python's warning
+# filters and torch's seed are the process's, so two commands in two threads would write each other's logs
+
+
 def main(argv=None):
+    """Run a command (argv as the command line's); a second command started in another thread of the process waits
+    for the first to end."""
+    if not ONE.acquire(blocking=False):
+        print("[msrnn] another command is running in this process: this one starts when it ends (two at once would "
+              "share sys.stdout, so each log would hold the other's lines)", file=sys.stderr, flush=True)
+        t0 = time.time()
+        while not ONE.acquire(timeout=60):  # said again: a command started by the one it waits for never starts
+            print(f"[msrnn] still waiting for the other command ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+    try:
+        return _main(argv)
+    finally:
+        ONE.release()
+
+
+def _main(argv):
     ap, sub = parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["grade"]:  # the course's grader, with its own options (course/grade.py)

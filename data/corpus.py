@@ -578,13 +578,17 @@ def _home(token: str) -> bool:
     joiners between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules
     "ÍÍÍÍ", its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
     if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])|[;|]|"
-                             r"(?<=[^\W\d_])[/*_:·,](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
+                             r"(?<=[^\W\d_])[/*_:·,.](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
         # DOS's û in cp1252; words joined by a slash ("Café/Bäckerei"), and German's and French's inclusive forms
-        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too, a CSV's fields ("Nom;Prénom"): each part
-        # a word
+        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too, a CSV's fields ("Nom;Prénom"), a file's
+        # name and its extension ("résumé.txt"): each part a word
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
+    if re.match(f"[{BRANCHES.decode('cp1252')}][ÄÍ]+.", token):  # DOS's branch glued to a name ("├─SAVE", "├─Übung",
+        return False  # "├─.git" are "ÃÄSAVE", "ÃÄšbung", "ÃÄ.git" in cp1252): no word starts so
+    if (branch := re.match(f"[{BRANCHES.decode('cp437')}][─═]+", token)) and branch.end() < len(token):
+        return _home(token[branch.end():])  # and read as DOS's, a drawing and the name glued to it ("├─Übung")
     if all(c in DRAWN for c in high):  # one stroke glued to a word is a letter read wrong ("─pfel" is "Äpfel"), and
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
         return (sum(c in DRAWN for c in token) >= 2 or not re.search("[A-Za-z]", token)) and (
@@ -598,8 +602,8 @@ def _home(token: str) -> bool:
     core = re.sub("[™®©](?=-)", "", core)  # "Windows™-based"
     if not core or not all(c.isalpha() or c in "'’-" for c in core):
         return not re.search("[A-Za-z]", token) and all(unicodedata.category(c)[0] in "SPNZ" for c in high)
-    if re.match(f"[{BRANCHES.decode('cp1252')}][ÄÍ]+[A-Za-z]", core) or core == "Ã":
-        return False  # DOS's branch glued to a name ("├─SAVE" is "ÃÄSAVE" in cp1252); no word is "Ã" alone ("├ SAVE")
+    if core == "Ã":
+        return False  # no word is "Ã" alone: DOS's branch without a stroke ("├ SAVE") in cp1252
     inside = any(c.isupper() and i and (c >= "\x80" and core[i - 1].isalpha() and core[i + 1:i + 2].islower() or
                                         core[i - 1].islower() and core[i - 1] != "ß" and max(c, core[i - 1]) >= "\x80")
                  for i, c in enumerate(core))  # a capital inside a word: "BrŸcke", "MŠdchen", "äZitat"

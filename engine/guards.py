@@ -1440,8 +1440,11 @@ class _Watched(_Kept):
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
                                   "compute new tensors and change nothing it is shown")
         if changed:
+            others = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
-                              "must not change global settings")
+                              "must not change global settings" + (  # they are the process's: any thread's change shows
+                                  f"; or another thread of this process ({', '.join(others)}) changed it while the policy "
+                                  "ran, and its change was undone: change settings before or after a run" if others else ""))
         if said := stopped():
             err = PolicyError(said)
             err.stop = True  # (a key's probe, which takes a policy's failure as a refusal, lets it pass)

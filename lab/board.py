@@ -34,7 +34,11 @@ def board(model, tok, names, sizes=(64, 256, 1024), n_chunks=4, chunk=4096, pass
     prompts = experiments.passkey_prompts(tok, length, DEPTHS, KEYS)  # a length too short for the key, named first
     experiments.drops_nothing(sizes, chunk, f"{chunk}-token chunks", least=2)  # before the sweep, not after it
     experiments.drops_nothing(passkey_sizes, length, f"{length}-token prompts", scored=False)
-    experiments.refused_sizes(named, passkey_sizes)  # the sweep checks its own sizes
+    experiments.refused_sizes(named, passkey_sizes)  # the sweep checks its own sizes, but not by the board's name:
+    try:
+        experiments.refused_sizes([specs.named(BASELINE)], sizes)
+    except ValueError as e:
+        raise ValueError(f"the board measures each policy from its baseline, Window+4, and {e}") from None
     experiments.says_keys(tok, KEYS)
     cache = experiments.cache_dir("board", model, prompts, code=(__file__,), tok=tok)
     file = lambda p, what: cache / f"{p.key}-{what}.json"

@@ -306,24 +306,24 @@ def gap_closed(ppl, sizes, labels, bound_labels, baseline="Window+4") -> dict:
 def refused_sizes(named: list, sizes) -> None:
     """Each policy called once at each size on random rows (2 KV heads of 8), before the work: a size a
     policy refuses with its own ValueError (sink's 4 sinks at size 4) is named now, not after the other
-    settings were measured; a size asked for, and only where the policy takes another size (or twice the
-    largest): one it refuses at every size refuses these rows (made for the model's heads), and the run, on its
-    rows, says. A bound that reads ahead is built per text, and is not called here."""
-    spare = 2 * max(sizes, default=1)
+    settings were measured; a size asked for, and only where the policy takes another size (or a larger one: twice
+    the largest, or 4, ... 64 times it): one it refuses at every size refuses these rows (made for the model's heads),
+    and the run, on its rows, says. A bound that reads ahead is built per text, and is not called here."""
+    def refusal(p, size):
+        rows = random_rows(size)
+        try:
+            with guards.policy_call(p.fn, rows):  # watched as in the run: sys.exit() is the policy's failure
+                p.fn(rows)
+        except guards.PolicyError as e:
+            if isinstance(getattr(e, "original", None), ValueError):
+                return e.original
+            # anything else is the run's to name, with the rows it is really given
     for p in (p for p in named if p.fn is not None and not p.reads_ahead):
-        refused = {}
-        for size in (*sizes, spare):
-            rows = random_rows(size)
-            try:
-                with guards.policy_call(p.fn, rows):  # watched as in the run: sys.exit() is the policy's failure
-                    p.fn(rows)
-            except guards.PolicyError as e:
-                if isinstance(getattr(e, "original", None), ValueError):
-                    refused.setdefault(size, e.original)
-                # anything else is the run's to name, with the rows it is really given
-        asked = [s for s in refused if s in sizes]  # (the spare is no size of the user's to name)
-        if asked and len(refused) < len(set(sizes) | {spare}):  # one it takes: a size it refuses, not the rows
-            raise ValueError(f"{p.label} refuses size {asked[0]}: {refused[asked[0]]}")
+        refused = {size: e for size in dict.fromkeys(sizes) if (e := refusal(p, size)) is not None}
+        spares = (2 ** i * max(sizes) for i in range(1, 7))  # sink:4 at size 2 refuses 4 too, and takes 8
+        if refused and (len(refused) < len(set(sizes)) or any(refusal(p, s) is None for s in spares)):
+            size = next(iter(refused))  # one it takes: a size it refuses, not the rows
+            raise ValueError(f"{p.label} refuses size {size}: {refused[size]}")
 
 
 def random_rows(size: int) -> msrnn.Rows:

@@ -434,7 +434,8 @@ def _load_run(path, params: dict, opt, settings: dict, total=None) -> dict:
                          "again") from None
     if "run" not in record:  # a model's weights, saved maps: another file named by mistake, not to be deleted
         raise ValueError(f"{path} holds {len(tensors)} tensors but no training run's record: it is no checkpoint of "
-                         "this trainer (a model's weights? saved maps?); name a file of its own for the checkpoint")
+                         "this trainer (a model's weights? saved maps?); name a file of its own for the checkpoint "
+                         "(where `demo.py t2r` named it, which takes no name, move that file away)")
     try:
         meta = json.loads(record["run"])
     except ValueError as e:

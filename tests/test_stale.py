@@ -8587,3 +8587,70 @@ def test_round101_a_a_tokenizer_without_digits_short_chunks_and_nan_after_the_co
         return rows.attn.mean(2) if rows.t <= 40 else torch.full_like(rows.score, float("nan"))
     out = checker.check(late, log=lambda line: None)
     assert out["contract"][0] == "fail" and "step 41" in out["contract"][1], out["contract"]
+
+
+def test_round102_b_a_dos_branch_glued_to_an_accented_name(tmp_path, capsys):
+    """Round 102, the data: round 101 told a DOS branch glued to a name ("├─SAVE") only where the name began with a
+    plain letter, so "├─Übung", "├─élèves" and "└─ärger.txt" in cp437 or cp850, named cp1252, read "ÃÄšbung" without a
+    word (read as DOS's, the branch is a drawing and the name glued to it a word; a file's name and its extension are
+    two words)."""
+    from data import corpus
+    for text, codec in (("Ordner:\r\n├─Übung1\r\n└─Ende\r\n", "cp437"), ("Dossier :\r\n├─élèves\r\n└─résumé.txt\r\n", "cp850"),
+                        ("Kurs\r\n├─Übung\r\n├─Lösung\r\n└─ärger.txt\r\n", "cp437")):
+        (f := tmp_path / "tree.txt").write_bytes(text.encode(codec))
+        corpus.read(f, "cp1252")
+        assert "reads better as cp437 or cp850 for DOS's text" in capsys.readouterr().err, text
+        _refused(f, f.read_bytes(), "cp437 or cp850 for DOS's text")
+
+
+def test_round102_a_two_commands_in_two_threads_another_threads_seed_and_a_baseline_size(tmp_path, monkeypatch, capsys):
+    """Round 102, the core: two commands run from a script's two threads swapped the one sys.stdout, so each log held
+    the other's lines, or lost its own (a second command waits for the first now); a setting another thread changed
+    while a policy ran was blamed on the policy alone (the other thread is named); `board --sizes 2` failed after
+    its sweep, naming Window+4's sink, and `sweep --sizes 2 --policies sink:4` after some settings (a policy that
+    also refuses twice the largest size is tried at larger ones)."""
+    import threading
+    from lab import board
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    done = []
+    demo.ONE.acquire()
+    try:
+        other = threading.Thread(target=lambda: done.append(demo.main(["check", "--quick", "tova"])))
+        other.start()
+        other.join(3)
+        assert other.is_alive() and not done  # it waits for the command this thread holds
+    finally:
+        demo.ONE.release()
+    other.join()
+    assert done and "another command is running in this process" in capsys.readouterr().err
+    started, seeded = threading.Event(), threading.Event()
+
+    def waits(rows):
+        started.set()
+        seeded.wait(10)
+        return rows.score
+    failed = []
+
+    def call():
+        try:
+            with guards.policy_call(waits, experiments.random_rows(4)):
+                waits(experiments.random_rows(4))
+        except guards.PolicyError as e:
+            failed.append(str(e))
+    seed = torch.initial_seed()
+    caller = threading.Thread(target=call)
+    caller.start()
+    started.wait(10)
+    torch.manual_seed(1234)  # this thread's, while the policy runs in the other
+    seeded.set()
+    caller.join()
+    torch.manual_seed(seed)
+    assert failed and "or another thread of this process (MainThread) changed it" in failed[0], failed
+    import tokenizers
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({c: i for i, c in enumerate(" abcdefghijklmnopqrstuvwxyz.?\n")}
+                                                           | {"[UNK]": 30}, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    with pytest.raises(ValueError, match="from its baseline, Window.4, and Window.4 refuses size 2"):
+        board.board(MODEL, tok, ["tova"], sizes=(2,), passkey_sizes=(16,), length=400, chunk=64, n_chunks=1, jobs=1)
+    with pytest.raises(ValueError, match="Window.4 refuses size 2"):
+        experiments.refused_sizes([specs.named("sink:4")], [2])
