@@ -726,38 +726,25 @@ def parser():
     return ap, sub
 
 
-ONE, RUNNING = threading.Lock(), [None]  # one command at a time in a process, and the thread running it: its
-# transcript is sys.stdout, and Python's warning filters and torch's seed are the process's, so two commands in two
-# threads would write each other's logs
-
-
-def _forked():  # a child forked while a thread ran a command: that thread is not in the child (a policy that forks is)
-    global ONE
-    if RUNNING[0] != threading.get_ident():
-        ONE, RUNNING[0] = threading.Lock(), None
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
 def main(argv=None):
     """Run a command (argv as the command line's); a second command started in another thread of the process waits
-    for the first to end; one started in the same thread (a signal's handler, a policy) is refused."""
-    if RUNNING[0] == threading.get_ident():  # it cannot wait for the command it interrupts
+    for the first to end (harness.ONE); one started in the same thread (a signal's handler, a policy) is refused."""
+    if harness.RUNNING[0] == threading.get_ident():  # it cannot wait for the command it interrupts
         raise SystemExit("error: a command was started while another runs in the same thread (from a signal's "
-                         "handler or a policy): it cannot wait for that one to end; start it after")
-    if not ONE.acquire(blocking=False):
+                         "handler, a policy, or a file run as a policy): it cannot wait for that one to end; start it after")
+    if not harness.ONE.acquire(blocking=False):
         print("[msrnn] another command is running in this process: this one starts when it ends (two at once would "
               "share sys.stdout, so each log would hold the other's lines)", file=sys.stderr, flush=True)
         t0 = time.time()
-        while not ONE.acquire(timeout=60):  # said again: a command started by the one it waits for never starts
+        while not harness.ONE.acquire(timeout=60):  # said again: a command started by the one it waits for never starts
             print(f"[msrnn] still waiting for the other command ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
-    RUNNING[0] = threading.get_ident()
+    harness.RUNNING[0] = threading.get_ident()
+    one = harness.ONE  # the lock taken (a fork in the command replaces the child's, not this one)
     try:
         return _main(argv)
     finally:
-        RUNNING[0] = None
-        ONE.release()
+        harness.RUNNING[0] = None
+        one.release()
 
 
 def _main(argv):

@@ -585,6 +585,8 @@ def _home(token: str) -> bool:
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
+    if token[:1] in "│║" and len(cells := re.split("[│║]", token)) > 2:  # a table's row glued to its walls: each
+        return all(map(_home, cells))  # cell ("│Übung│Öl│"; but "m³", "nº" are "m│", "n║" in cp437: no wall first)
     if re.match("[ÃÀÌÈ][ÄÍ]+.", token):  # a tree's branch glued to a name ("├─SAVE", "└─Übung", "╠═.git" are "ÃÄSAVE",
         return False  # "ÀÄšbung", "ÌÍ.git" in cp1252): no word starts so (but an acronym may: "ÖÄK", cp437's "╓─K")
     if (branch := re.match(f"[{BRANCHES.decode('cp437')}][─═]+", token)) and branch.end() < len(token):

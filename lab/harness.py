@@ -478,25 +478,43 @@ def _unplotted(png, why: str):
 
 
 class _Tee(io.TextIOBase):
-    def __init__(self, *streams):
-        self.streams = streams
+    """A stream that writes to `stream`, and copies to `copy` what one thread writes: sys.stdout is the process's,
+    so a script's other threads print through it too, and their lines are not the command's."""
+
+    def __init__(self, stream, copy, thread):
+        self.stream, self.copy, self.thread = stream, copy, thread
 
     def write(self, text):
-        for s in self.streams:
-            s.write(text)
+        self.stream.write(text)
+        if threading.get_ident() == self.thread:
+            self.copy.write(text)
         return len(text)
 
     def flush(self):
-        for s in self.streams:
-            s.flush()
+        self.stream.flush()
 
 
 @contextlib.contextmanager
 def transcript():
-    """Print as usual, and keep a copy: `with transcript() as out: ...; out.getvalue()`."""
+    """Print as usual, and keep a copy of what this thread prints: `with transcript() as out: ...; out.getvalue()`."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(_Tee(sys.stdout, out)):
+    with contextlib.redirect_stdout(_Tee(sys.stdout, out, threading.get_ident())):
         yield out
+
+
+ONE, RUNNING = threading.Lock(), [None]  # one command at a time in a process, and the thread running it (demo.main):
+# its transcript is sys.stdout, and Python's warning filters and torch's seed are the process's, so two commands in
+# two threads would write each other's logs. Here, not in demo.py: a policy file's `import demo` under
+# `python demo.py` loads a second demo module, with a lock of its own
+
+
+def _forked():  # a child forked while a thread ran a command: that thread is not in the child (a policy that forks is)
+    global ONE
+    if RUNNING[0] != threading.get_ident():
+        ONE, RUNNING[0] = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def sources(*files: pathlib.Path) -> list[pathlib.Path]:

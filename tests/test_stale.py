@@ -8613,14 +8613,14 @@ def test_round102_a_two_commands_in_two_threads_another_threads_seed_and_a_basel
     from lab import board
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
     done = []
-    demo.ONE.acquire()
+    harness.ONE.acquire()
     try:
         other = threading.Thread(target=lambda: done.append(demo.main(["check", "--quick", "tova"])))
         other.start()
         other.join(3)
         assert other.is_alive() and not done  # it waits for the command this thread holds
     finally:
-        demo.ONE.release()
+        harness.ONE.release()
     other.join()
     assert done and "another command is running in this process" in capsys.readouterr().err
     started, seeded = threading.Event(), threading.Event()
@@ -8683,28 +8683,28 @@ def test_round103_a_a_fork_beside_a_command_a_command_inside_one_and_a_watchdog_
     held, done = threading.Event(), threading.Event()
 
     def runs():  # as demo.main holds it while its command runs
-        with demo.ONE:
-            demo.RUNNING[0] = threading.get_ident()
+        with harness.ONE:
+            harness.RUNNING[0] = threading.get_ident()
             held.set()
             done.wait(30)
-            demo.RUNNING[0] = None
+            harness.RUNNING[0] = None
     command = threading.Thread(target=runs)
     command.start()
     held.wait(30)
     try:
-        child = multiprocessing.get_context("fork").Process(target=lambda: os._exit(0 if demo.ONE.acquire(timeout=5) else 1))
+        child = multiprocessing.get_context("fork").Process(target=lambda: os._exit(0 if harness.ONE.acquire(timeout=5) else 1))
         child.start()
         child.join(30)
         assert child.exitcode == 0, child.exitcode  # the lock is the child's own, free
     finally:
         done.set()
         command.join()
-    demo.RUNNING[0] = threading.get_ident()  # a command runs in this thread: a signal's handler starts another
+    harness.RUNNING[0] = threading.get_ident()  # a command runs in this thread: a signal's handler starts another
     try:
         with pytest.raises(SystemExit, match="started while another runs in the same thread"):
             demo.main(["check", "--quick", "tova"])
     finally:
-        demo.RUNNING[0] = None
+        harness.RUNNING[0] = None
     started = threading.Event()
     watchdog = threading.Thread(target=lambda: (started.wait(10), torch.manual_seed(4321)), daemon=True)
     watchdog.start()
@@ -8718,3 +8718,43 @@ def test_round103_a_a_fork_beside_a_command_a_command_inside_one_and_a_watchdog_
         with guards.policy_call(waits, experiments.random_rows(4)):
             waits(experiments.random_rows(4))
     assert torch.initial_seed() == seed
+
+
+def test_round104_b_a_dos_tables_cells_glued_to_its_walls(tmp_path, capsys):
+    """Round 104, the data: a DOS table's or box's cells glued to its walls ("│Übung│Öl│Ärger│", "║ÖÄK║") were no
+    words in cp437 either, so a cp437 file named utf-8 was told cp1252 alone ("³šbung³™l³Žrger³"), and a right one
+    named cp437 was warned of (a token that begins with a wall is its cells; "m³" and "nº", "m│" and "n║" in cp437,
+    begin with none)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text in ("│Übung│Öl│Ärger│\n", "╔═══╗\n║ÖÄK║\n╚═══╝\n"):
+        _refused(f, text.encode("cp437"), "cp437 or cp850 for DOS's text")
+    table = "┌───────┬────────┐\n│Name   │Ort     │\n├───────┼────────┤\n│Jürgen │München │\n│Björn  │Göteborg│\n└───────┴────────┘\n"
+    for text in (table, "║ÖÄK║ Ärztekammer\n"):
+        f.write_bytes(text.encode("cp437"))
+        assert corpus.read(f, "cp437") == text and capsys.readouterr().err == "", text
+    f.write_bytes("Das Becken fasst 12 m³ Wasser, nº 5.\n".encode("cp1252"))
+    assert corpus.read(f, "cp1252") and capsys.readouterr().err == ""
+
+
+def test_round104_a_a_command_inside_one_under_the_command_line_and_another_threads_prints(tmp_path):
+    """Round 104, the core: under `python demo.py`, a policy file's `import demo` loads a second demo module, whose
+    own lock let a command started by the policy run inside the first, writing into its log (the lock is
+    lab/harness.py's, one per process); a script's other threads' prints went into a command's log (a transcript
+    copies what its own thread prints)."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    mine = tmp_path / "mine.py"
+    mine.write_text("import demo\n\ndef inner(rows):\n    demo.main(['view', '--policy', 'tova', '--size', '8'])\n"
+                    "    return rows.score\n")
+    done = subprocess.run([sys.executable, "demo.py", "check", "--quick", f"{mine}:inner"], cwd=harness.ROOT, text=True,
+                          capture_output=True, timeout=300, env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    assert done.returncode != 0 and "started while another runs in the same thread" in done.stdout + done.stderr, done
+    with harness.transcript() as out:
+        other = threading.Thread(target=print, args=("the script's own line",))
+        other.start()
+        other.join()
+        print("the command's line")
+    assert out.getvalue() == "the command's line\n"
