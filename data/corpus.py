@@ -563,6 +563,7 @@ def _branch(run: bytes) -> bool:
 
 
 BRANCHES = bytes(range(0xC0, 0xDB)).replace(b"\xc4", b"").replace(b"\xcd", b"")  # cp437's └┴┬├┼╞╟╚╔╩╦╠╬╧╨╤╥╙╘╒╓╫╪┘┌
+GLUED = re.compile(f"[{BRANCHES.decode('cp437')}][─═]+")  # a branch and its strokes, as cp437 reads them
 
 
 EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`"  # what a word's edge holds in Latin text (a no-break space too;
@@ -589,7 +590,7 @@ def _home(token: str) -> bool:
         return all(map(_home, cells))  # cell ("│Übung│Öl│"; but "m³", "nº" are "m│", "n║" in cp437: no wall first)
     if re.match("[ÃÀÌÈ][ÄÍ]+.", token):  # a tree's branch glued to a name ("├─SAVE", "└─Übung", "╠═.git" are "ÃÄSAVE",
         return False  # "ÀÄšbung", "ÌÍ.git" in cp1252): no word starts so (but an acronym may: "ÖÄK", cp437's "╓─K")
-    if (branch := re.match(f"[{BRANCHES.decode('cp437')}][─═]+", token)) and branch.end() < len(token):
+    if (branch := GLUED.match(token)) and branch.end() < len(token):
         return _home(token[branch.end():])  # and read as DOS's, a drawing and the name glued to it ("├─Übung")
     if all(c in DRAWN for c in high):  # one stroke glued to a word is a letter read wrong ("─pfel" is "Äpfel"), and
         styles = {_style(c) for c in high}  # a drawing's strokes are of one kind (Russian in koi8-r is "└╚▀╬" in cp437)
