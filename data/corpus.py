@@ -579,15 +579,18 @@ def _home(token: str) -> bool:
     joiners between words ("said—no"). DOS's text in cp1252 reads "ÃÄÄÄdocs", "™fen", "Gr”áe", "[þþþúú]", its rules
     "ÍÍÍÍ", its shades "²²°°"; Windows' in cp437 "cafΘ", "f³r"."""
     if len(parts := re.split("(?<=[A-Za-z]{2})[…–—•]+(?=[A-Za-z]{2})|(?<=[A-Za-z])×(?=[A-Za-z])|[;|]|"
-                             r"(?<=[^\W\d_])[/*_:·,.](?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the Mac's ñ and
-        # DOS's û in cp1252; words joined by a slash ("Café/Bäckerei"), and German's and French's inclusive forms
-        # ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too, a CSV's fields ("Nom;Prénom"), a file's
-        # name and its extension ("résumé.txt"): each part a word
+                             r"(?<=[^\W\d_])(?:[/*_:·,.\\]|:\\)(?=[^\W\d_])", token)) > 1:  # not "ni–o", "s–r": the
+        # Mac's ñ and DOS's û in cp1252; words joined by a slash ("Café/Bäckerei"), and German's and French's inclusive
+        # forms ("Schüler*innen", "Kolleg:innen", "étudiant·e·s"), Catalan's "l·l" too, a CSV's fields ("Nom;Prénom"), a
+        # file's name and its extension ("résumé.txt"), a path's folders ("C:\ÜBUNG\Öl.doc"): each part a word
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
-    if token[:1] in "│║" and len(cells := re.split("[│║]", token)) > 2:  # a table's row glued to its walls: each
-        return all(map(_home, cells))  # cell ("│Übung│Öl│"; but "m³", "nº" are "m│", "n║" in cp437: no wall first)
+    cells = re.split("[│║]", token)
+    if len(cells) > 2 and token[:1] in "│║" or re.search(r"[^\W\d_][│║][^\W\d_]", token) or \
+            re.fullmatch(r"\w*[^\W\d_\x00-\x7f]\w*[│║]", token) and len(token) > 2:
+        return all(map(_home, cells))  # a table's row glued to its walls, or without its outer ones: each cell
+        # ("│Übung│Öl│", "Straße║Köln", "Übung│"; but "m³", "nº" are "m│", "n║" in cp437: no wall first, a stem of ASCII)
     if re.match("[ÃÀÌÈ][ÄÍ]+.", token):  # a tree's branch glued to a name ("├─SAVE", "└─Übung", "╠═.git" are "ÃÄSAVE",
         return False  # "ÀÄšbung", "ÌÍ.git" in cp1252): no word starts so (but an acronym may: "ÖÄK", cp437's "╓─K")
     if (branch := GLUED.match(token)) and branch.end() < len(token):
@@ -629,7 +632,9 @@ def _style(c: str) -> str:
 def _accented(text: str) -> list:
     """A text's words with a non-ASCII character, as `_fit` and `_few` read them: numbers part words ("20°C", "5€"),
     and a no-break space does."""
-    return [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text[:200_000]) if not w.isascii()]
+    text = re.sub(r"(?<=[0-9])[ºª]|(?<=[0-9] )º(?=[CF]\b)", "", text[:200_000])  # an ordinal after a number ("3º
+    # piso", "2ª puerta") and a degree written so ("25ºC", "25 ºC"), in Spanish, Italian and Portuguese: signs
+    return [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text) if not w.isascii()]
 
 
 def _fit(text: str) -> float | None:
@@ -773,6 +778,10 @@ def read(path, encoding: str = "utf-8") -> str:
         # reads it not (or as another script's letters), or was named
         if more := _best(fits := _fits(data), named):  # where the bytes read as well (or better) in another's Latin
             named = f"{named}, or {more}" if named else more  # code page
+        elif named.startswith("--encoding cp1252") and fits.get("cp1252") is not None and \
+                (top := max(f or 0 for f in fits.values())) > fits["cp1252"]:  # or more of them there, if few: those
+            # pages beside the commonest (where cp1252 reads no such word, none misread: "line.\xa0\xa0")
+            named += f", or {_pages([c for c, f in fits.items() if f == top])}"
         tie = _tie(data, fits, named) if re.search(r"cp1252(?![\w-])", named) else ""  # which cp1252 alone was told
         if named.startswith("--encoding cp1252") and not iso and max((f or 0 for f in fits.values()), default=1) < 0.5 \
                 and (few := _few(data[:200_000].decode("cp1252"), "cp1252")):  # cp1252 alone, a guess that reads

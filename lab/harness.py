@@ -478,15 +478,16 @@ def _unplotted(png, why: str):
 
 
 class _Tee(io.TextIOBase):
-    """A stream that writes to `stream`, and copies to `copy` what one thread writes: sys.stdout is the process's,
-    so a script's other threads print through it too, and their lines are not the command's."""
+    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what a policy's own threads
+    and pool jobs write (the command's too): sys.stdout is the process's, so a script's other threads print through
+    it too, and their lines are not the command's."""
 
     def __init__(self, stream, copy, thread):
         self.stream, self.copy, self.thread = stream, copy, thread
 
     def write(self, text):
         self.stream.write(text)
-        if threading.get_ident() == self.thread:
+        if threading.get_ident() == self.thread or guards._whose() is not None:
             self.copy.write(text)
         return len(text)
 
@@ -502,19 +503,18 @@ def transcript():
         yield out
 
 
-ONE, RUNNING = threading.Lock(), [None]  # one command at a time in a process, and the thread running it (demo.main):
-# its transcript is sys.stdout, and Python's warning filters and torch's seed are the process's, so two commands in
-# two threads would write each other's logs. Here, not in demo.py: a policy file's `import demo` under
-# `python demo.py` loads a second demo module, with a lock of its own
-
-
 def _forked():  # a child forked while a thread ran a command: that thread is not in the child (a policy that forks is)
     global ONE
     if RUNNING[0] != threading.get_ident():
         ONE, RUNNING[0] = threading.Lock(), None
 
 
-os.register_at_fork(after_in_child=_forked)
+if "ONE" not in globals():  # (kept over importlib.reload: the command running holds it)
+    ONE, RUNNING = threading.Lock(), [None]  # one command at a time in a process, and the thread running it
+    # (demo.main): its transcript is sys.stdout, and Python's warning filters and torch's seed are the process's, so
+    # two commands in two threads would write each other's logs. Here, not in demo.py: a policy file's `import demo`
+    # under `python demo.py` loads a second demo module, with a lock of its own
+    os.register_at_fork(after_in_child=_forked)
 
 
 def sources(*files: pathlib.Path) -> list[pathlib.Path]:
@@ -792,6 +792,8 @@ _SHARED = {}  # in a worker process: the function and the arguments every job sh
 
 
 def _start(fn, shared, threads):
+    ONE.acquire()  # a worker runs jobs, never a command: a policy's command in it is refused, as in the run's process
+    RUNNING[0] = threading.get_ident()
     torch.set_num_threads(threads)
     _SHARED.update(fn=fn, shared=shared)
     parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
@@ -814,7 +816,11 @@ def _orphaned(parent: int):
 
 
 def _job(args):
-    return args, _SHARED["fn"](*_SHARED["shared"], *args)
+    """A job's result, and what it printed (a policy's lines): the run prints them in its own thread, so they are in
+    its log as with --jobs 1."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        value = _SHARED["fn"](*_SHARED["shared"], *args)
+    return args, value, out.getvalue()
 
 
 def _flag(parent: int) -> str:
@@ -892,11 +898,12 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
         with _terminate_as_exit():  # a SIGTERM leaves too: the workers end with the parent
             for done in concurrent.futures.as_completed(futures):
                 try:
-                    got = done.result()
+                    args, value, printed = done.result()
                 except concurrent.futures.process.BrokenProcessPool:
                     again = os.path.exists(flag) and os.path.getsize(flag)  # (a run beside it may have removed it)
                     raise ValueError(_UNGUARDED if again else _died(pool)) from None
-                yield got
+                print(printed, end="")
+                yield args, value
         ended = True
     finally:
         if pool is not None:

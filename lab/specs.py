@@ -1,5 +1,6 @@
 """Policies by name, as the command line gives them: 'tova', 'sink:8', 'lookahead:256',
 'path/mine.py:fn' or 'full', each with the label every table, legend and result file shows."""
+import ast
 import asyncio
 import collections
 import concurrent.futures
@@ -655,6 +656,10 @@ def named(spec) -> Named:
         return _file_spec(spec)
     else:
         name, _, args = spec.partition(":")
+        if name.endswith(".py") and name not in POLICIES | ZOO:  # 'mine.py': the file, without its function
+            raise ValueError(f"policy {spec!r}: name the function in {name} that scores the rows, as "
+                             f"{name}:<function>{_defined(name)}" if os.path.isfile(name) else
+                             f"policy {spec!r}: policy file {name} not found (a policy file is named as path/mine.py:fn)")
         if name not in POLICIES | ZOO and os.path.isfile(name):  # 'mine.txt:fn'
             raise ValueError(f"policy {spec!r}: {name} is a file, but a policy file is Python's: name it (or a link "
                              "to it) with .py")
@@ -663,6 +668,16 @@ def named(spec) -> Named:
                              f"or give your own as path/to/file.py:function")
         fn = (POLICIES | ZOO)[name]
     return _bind(fn, [a for a in args.split(",") if a], spec)
+
+
+def _defined(path: str) -> str:
+    """' (it defines: a, b)', the functions a Python file defines at its top, read (never run); '' where it cannot be."""
+    try:
+        tree = ast.parse(pathlib.Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return ""
+    found = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return f" (it defines: {', '.join(found) or 'no function'})"
 
 
 def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:

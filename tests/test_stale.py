@@ -8758,3 +8758,93 @@ def test_round104_a_a_command_inside_one_under_the_command_line_and_another_thre
         other.join()
         print("the command's line")
     assert out.getvalue() == "the command's line\n"
+
+
+def test_round105_a_a_policys_threads_and_workers_prints_and_commands_and_a_reload(tmp_path):
+    """Round 105, the core: a command's log left out what a policy's own threads and pool jobs printed, and with
+    `--jobs 2` everything a policy printed (a worker's stdout is not the run's transcript); a policy's command ran
+    inside a pooled run's workers (each had a free lock), and one started in a policy's pool thread waited for the
+    command that waited for it; `importlib.reload(lab.harness)` made a second lock; `--policy mine.py` (no function)
+    was told to name the file with .py."""
+    import concurrent.futures
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    def policy(rows):
+        other = threading.Thread(target=print, args=("the policy's thread",))
+        other.start()
+        other.join()
+        pool.submit(print, "the policy's pool job").result()
+        try:
+            pool.submit(demo.main, ["view", "--help"]).result(timeout=60)  # it would wait for this command
+        except SystemExit as e:
+            print(e)
+        return rows.score
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool, harness.transcript() as out:
+        harness.ONE.acquire()
+        harness.RUNNING[0] = threading.get_ident()  # as demo.main runs a command
+        try:
+            with guards.policy_call(policy, _rows(8)):
+                policy(_rows(8))
+        finally:
+            harness.RUNNING[0] = None
+            harness.ONE.release()
+    lines = out.getvalue()
+    assert "the policy's thread\n" in lines and "the policy's pool job\n" in lines, lines
+    assert "started by a policy's thread or pool job" in lines, lines
+    done = subprocess.run([sys.executable, "-c", "import importlib\nfrom lab import harness\none = harness.ONE\n"
+                           "importlib.reload(harness)\nprint(harness.ONE is one)"], cwd=harness.ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout == "True\n", f"a reload of lab/harness.py made a second lock: {done}"
+    (tmp_path / "mine.py").write_text("def knorm(rows):\n    return rows.keys.norm(dim=-1)\n")
+    with pytest.raises(ValueError, match=r"name the function in .*mine.py:<function> \(it defines: knorm\)"):
+        specs.named(str(tmp_path / "mine.py"))
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs105.py").write_text(
+        "def job(x):\n    print('job', x)\n    import demo\n    try:\n        demo.main(['view', '--help'])\n"
+        "    except SystemExit as e:\n        return str(e)\n")
+    script = tmp_path / "pool105.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs105\nif __name__ == '__main__':\n    with harness.transcript() as out:\n"
+                      "        got = sorted(got for _, got in harness.pool_map(jobs105.job, (), [(1,), (2,)], 2))\n"
+                      "    print(repr(out.getvalue()), got, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    log, said = done.stderr.strip().splitlines()[-1].split(" [", 1)
+    assert done.returncode == 0 and "job 1\\n" in log and "job 2\\n" in log, done  # in the run's log, as --jobs 1's
+    assert said.count("started while another runs in the same thread") == 2, done  # refused in each worker
+
+
+def test_round105_b_dos_paths_walls_between_words_ordinals_and_a_hint_of_heads(tmp_path, capsys):
+    """Round 105, the data and the course: a DOS path's backslash did not part words ("C:\\ÜBUNG\\Öl.doc"), nor a wall
+    between two words ("Straße║Köln"), nor one after a cell ("│ Übung│"), so a `dir` listing or such a table named
+    utf-8 was told cp1252 alone (cp1252 read fewer of its words), and a right one was warned of; an ordinal after a
+    number ("3º piso", "2ª", "25ºC") was no word, so a right Spanish letter was warned of; course part 8 told a state
+    counted over the query heads of head_dim."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    listing = " Verzeichnis von C:\\ÜBUNG\\ÄRGER\n\nÖL       TXT      1.234 12.03.94  10:15\n"
+    for text in (listing, "Straße║Köln\nÜbung║Öl\n", "│ Übung│ Öl│ Ärger│\n│ Größe│ Maß│ Süß│\n"):
+        _refused(f, text.encode("cp437"), "cp437 or cp850 for DOS's text")
+    for text, page in (("".join(f"C:\\Dokumente\\{n}\n" for n in ["Übung.doc", "Ärger.txt", "Öl.xls", "Größe.txt",
+                                                                  "Schäfer.doc", "Müller.txt"]), "cp1252"),
+                       ("│ Übung│ Öl│ Ärger│\n│ Größe│ Maß│ Süß│\n", "cp437"),
+                       ("Estimado Sr. García:\nLe escribo desde el 3º piso, 2ª puerta. Hoy hace 25ºC.\nJosé\n", "cp1252"),
+                       ("Caro Sig. Rossi,\nil 1º maggio e il 2º giorno; la 3ª edizione.\nCordiali saluti\n", "latin-1"),
+                       ("Prezado João,\nO 1º lugar e a 2ª fase. Temperatura: 30ºC.\nAbraços\n", "mac-roman")):
+        f.write_bytes(text.encode(page))
+        assert corpus.read(f, page) == text and capsys.readouterr().err == "", text
+    import test_t2r
+    from t2r import linear
+    wrong = linear.state_bytes  # a student's state_bytes that counts the query heads: S, z, K, V all twice
+    try:
+        linear.state_bytes = lambda model, maps: wrong(model, maps) * model.config.n_heads // model.config.n_kv_heads
+        with pytest.raises(AssertionError, match="counted over the query heads"):
+            test_t2r.test_state_size_is_constant("hybrid-3")
+    finally:
+        linear.state_bytes = wrong

@@ -144,8 +144,11 @@ def test_state_size_is_constant(name):
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             said = linear.state_bytes(model, maps)  # a sequence's bytes; batch 2 of 8-byte floats held
             assert type(said) is int, f"state_bytes counts bytes: a whole number (an int), got {said!r}"
+            c = model.config  # the factor they differ by, where it says which: the query heads counted (round 105)
+            why = "counted over the query heads? S, z, K and V are the KV heads' (n_kv_heads), shared by their groups" \
+                if said * c.n_kv_heads == held * 4 * c.n_heads else "head_dim 12, not dim // n_heads"
             assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
-                                          f"and V of the swapped layers {maps.layers}, step {t}; head_dim 12, not dim // n_heads)")
+                                          f"and V of the swapped layers {maps.layers}, step {t}; {why})")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
         for dtype, share in ((torch.float32, 2), (torch.bfloat16, 4), (torch.float16, 4)):  # the model's own bytes, not 8
             # (rounds 35-36: nor 4 for every dtype but float64, nor 2 for bfloat16 alone)
