@@ -732,9 +732,9 @@ def main(argv=None):
     if harness.RUNNING[0] == threading.get_ident():  # it cannot wait for the command it interrupts
         raise SystemExit("error: a command was started while another runs in the same thread (from a signal's "
                          "handler, a policy, or a file run as a policy): it cannot wait for that one to end; start it after")
-    if harness.RUNNING[0] is not None and guards._whose() is not None:  # nor for one that waits for its policy
-        raise SystemExit("error: a command was started by a policy's thread or pool job while a command runs: that "
-                         "command waits for its policy, so this one could never start; start it after")
+    if harness.RUNNING[0] is not None and guards._origin() == harness.RUNNING[0]:  # nor for one that waits for its
+        raise SystemExit("error: a command was started by a policy's thread or pool job while its command runs: that "
+                         "command waits for its policy, so this one could never start; start it after")  # policy
     if not harness.ONE.acquire(blocking=False):
         print("[msrnn] another command is running in this process: this one starts when it ends (two at once would "
               "share sys.stdout, so each log would hold the other's lines)", file=sys.stderr, flush=True)

@@ -261,7 +261,7 @@ PARTS = [
             ("test_hedgehog_map", "", "Hedgehog's map differs from the paper's, written out by hand {diff}: the "
              "softmax over the r/2 features of W x + b, then that of -(W x + b), and the queries' times exp(gq)"),
             ("test_state_", "", "state_bytes is not what the state holds: S is (Hkv, r, hd) and z (Hkv, r) in every "
-             "swapped layer, plus the sinks' and the window's rows (a key and a value of hd each)"),
+             "swapped layer, plus the sinks' and the window's rows (a key and a value of hd each); the test: {says}"),
             ("test_features_come_in_the_dtype", "", "{says}: φ returns x's dtype (Hedgehog's softmaxes are taken in "
              "float32 at least, llama.wide, and the features cast back to x's dtype)"),
             ("test_swap_and_swap_back", "", "swapping layers: {says}"),

@@ -480,16 +480,21 @@ def _script(data: bytes) -> str | None:
             return False
         if len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) > 1 or not (natural(w) or w.isupper()):
             return False
-        if codec == "cp1253" and ("ς" in w[:-1] or len(w) >= 4 and not w.isupper() and not re.search("[άέήίόύώΐ]", w)):
+        if codec == "cp1253" and ("ς" in w[:-1] or len(w) >= 4 and not w.isupper() and not re.search("[άέήίόύώΐ]", w)
+                                  and w.lower() not in GREEK_CLITICS):
             return False
         return codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w)
     good = {codec: [w for w in ws if word(codec, w)] for codec, ws in words.items()}
     good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and not (
         c == "koi8-u" and words[c] == words["koi8-r"])}
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
-    named = [c for c in small if small[c] > max(small.values(), default=0) / 2]
+    named = sorted((c for c in small if small[c] > max(small.values(), default=0) / 2), key=small.get, reverse=True)
     named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
     return " or ".join(named) or None
+
+
+GREEK_CLITICS = {"στην", "στον", "στης", "στου", "στις", "στους", "στων", "τους", "μετα", "προς"}  # a Greek word of four
+# letters or more without an accent: one syllable said with the next word's ("στην πόλη", "τους φίλους")
 
 
 def _euro(data: bytes) -> str | None:
@@ -566,8 +571,8 @@ BRANCHES = bytes(range(0xC0, 0xDB)).replace(b"\xc4", b"").replace(b"\xcd", b"") 
 GLUED = re.compile(f"[{BRANCHES.decode('cp437')}][─═]+")  # a branch and its strokes, as cp437 reads them
 
 
-EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`"  # what a word's edge holds in Latin text (a no-break space too;
-# and before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C"; a tag's @ #, Markdown's _ ~ `)
+EDGE = "\"'“”‘’„‚«»‹›()[]{}.,;:!?…–—-*•\xa0@#_~`\\/"  # what a word's edge holds in Latin text (a no-break space too;
+# and before a word, Spanish's ¿ ¡, a currency or a degree: "¡Muy", "£bn", "°C"; a tag's @ #, Markdown's _ ~ `, a path's \ /)
 DRAWN = set(map(chr, range(0x2500, 0x2600)))  # DOS's box drawing, blocks, shades and squares ("■■")
 READERS = ((("cp1252",), "Windows' text"), (("cp437", "cp850"), "DOS's text"), (("mac-roman",), "an old Mac's text"))
 
@@ -632,8 +637,9 @@ def _style(c: str) -> str:
 def _accented(text: str) -> list:
     """A text's words with a non-ASCII character, as `_fit` and `_few` read them: numbers part words ("20°C", "5€"),
     and a no-break space does."""
-    text = re.sub(r"(?<=[0-9])[ºª]|(?<=[0-9] )º(?=[CF]\b)", "", text[:200_000])  # an ordinal after a number ("3º
-    # piso", "2ª puerta") and a degree written so ("25ºC", "25 ºC"), in Spanish, Italian and Portuguese: signs
+    text = re.sub(r"(?<=[0-9])\.?[ºª]|(?<=\b[nN]\.)[ºª]|(?<=[0-9] )º(?=[CF]?\b)", "", text[:200_000])  # an ordinal
+    # after a number ("3º piso", "2ª puerta", Portuguese's "1.º", "n.º") and a degree written so ("25ºC", "180 º"), in
+    # Spanish, Italian and Portuguese: signs
     return [w for w in re.split(r"[ \t\n\r\f\v\xa00-9]+", text) if not w.isascii()]
 
 

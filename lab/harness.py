@@ -478,16 +478,16 @@ def _unplotted(png, why: str):
 
 
 class _Tee(io.TextIOBase):
-    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what a policy's own threads
-    and pool jobs write (the command's too): sys.stdout is the process's, so a script's other threads print through
-    it too, and their lines are not the command's."""
+    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what the threads and pool
+    jobs of a policy it called write: sys.stdout is the process's, so a script's other threads print through it too,
+    and their lines are not the command's."""
 
     def __init__(self, stream, copy, thread):
         self.stream, self.copy, self.thread = stream, copy, thread
 
     def write(self, text):
         self.stream.write(text)
-        if threading.get_ident() == self.thread or guards._whose() is not None:
+        if threading.get_ident() == self.thread or guards._origin() == self.thread:
             self.copy.write(text)
         return len(text)
 
@@ -573,7 +573,7 @@ def _code_of(text: bytes) -> tuple[tuple, tuple]:
         with warnings.catch_warnings():  # an invalid escape's warning is Python's to give at the import, with its line
             warnings.simplefilter("ignore")
             tree = ast.parse(text)  # as Python reads it: a coding line, a byte-order mark
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # (MemoryError: nested too deep for the parser)
         return (), ()
     names, strings = [], []
     for node in ast.walk(tree):
@@ -717,8 +717,9 @@ def _named(main, interrupted):
     except Exception as e:
         if "--debug" in sys.argv:
             raise
-        ours = isinstance(e, (ValueError, OSError, MemoryError, RuntimeError))
-        raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")
+        ours = isinstance(e, (ValueError, OSError, MemoryError, RuntimeError)) and str(e)  # (Python's parser's
+        raise SystemExit(f"error: {e}" if ours else f"error: {type(e).__name__}: {e} (--debug shows where)")  # own
+        # MemoryError, on a file nested too deep, says nothing: its type then)
     except BaseException as e:  # a Rust panic in the tokenizer (pyo3's PanicException) is no Exception
         if type(e).__name__ != "PanicException" or "--debug" in sys.argv:
             raise
@@ -791,11 +792,13 @@ def positive(text):
 _SHARED = {}  # in a worker process: the function and the arguments every job shares
 
 
-def _start(fn, shared, threads):
+def _start(fn, shared, threads, said):
     ONE.acquire()  # a worker runs jobs, never a command: a policy's command in it is refused, as in the run's process
     RUNNING[0] = threading.get_ident()
     torch.set_num_threads(threads)
-    _SHARED.update(fn=fn, shared=shared)
+    _SHARED.update(fn=fn, shared=shared, said=said)
+    sys.stdout = _PRINTED  # what a job, or a thread its policy started, prints: the run prints it in its own thread
+    # (in its log, as with --jobs 1), with each job's result, and what is left at the worker's end (`_worker_end`)
     parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
     threading.Thread(target=_orphaned, args=(parent,), daemon=True, name="msrnn-orphaned").start()  # whose own worker
     # ended it, ends it too (its name: the lab's own, which a policy's watch does not suspect of changing a setting)
@@ -803,8 +806,31 @@ def _start(fn, shared, threads):
     # for a thread a policy left (its import's heartbeat), as a command does not
 
 
+class _Printed(io.TextIOBase):
+    """A worker's stdout: what it is given, until taken."""
+
+    def __init__(self):
+        self.lock, self.text = threading.Lock(), []
+
+    def write(self, text):
+        with self.lock:
+            self.text.append(str(text))
+        return len(text)
+
+    def take(self) -> str:
+        with self.lock:
+            text, self.text[:] = "".join(self.text), []
+        return text
+
+
+_PRINTED = _Printed()
+
+
 def _worker_end(before: set):
     _unwaited(before)
+    if left := _PRINTED.take():  # printed after the worker's last job (a policy's thread): the run prints it at its end
+        with contextlib.suppress(OSError), open(_SHARED["said"], "a", encoding="utf-8") as f:
+            f.write(left)
     if said := guards.stopped():  # after the worker's last job: its result is sent, the run gone on
         print(f"[msrnn] a worker: {said}", file=sys.stderr)
 
@@ -816,11 +842,15 @@ def _orphaned(parent: int):
 
 
 def _job(args):
-    """A job's result, and what it printed (a policy's lines): the run prints them in its own thread, so they are in
-    its log as with --jobs 1."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
+    """A job's result, and what the worker printed since the last (a policy's lines), which the run prints in its own
+    thread (`_PRINTED`); what it printed before it raised goes with its exception."""
+    try:
         value = _SHARED["fn"](*_SHARED["shared"], *args)
-    return args, value, out.getvalue()
+    except BaseException as e:
+        with contextlib.suppress(AttributeError, TypeError):
+            e.msrnn_printed = _PRINTED.take()
+        raise
+    return args, value, _PRINTED.take()
 
 
 def _flag(parent: int) -> str:
@@ -885,12 +915,14 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
     main = threading.current_thread() is threading.main_thread()
     flag, pool, ended = _flag(os.getpid()), None, False
     pathlib.Path(flag).write_bytes(b"")
+    handle, said = tempfile.mkstemp(prefix="msrnn-printed-", suffix=".txt")  # what workers printed after their last job
+    os.close(handle)
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         try:
             with _unimportable():  # the workers start as the jobs are submitted
                 pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=ctx, initializer=_start,
-                                                              initargs=(fn, shared, threads.cores() // processes))
+                                                              initargs=(fn, shared, threads.cores() // processes, said))
                 futures = [pool.submit(_job, args) for args in jobs]
         finally:
             if main:
@@ -902,6 +934,9 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
                 except concurrent.futures.process.BrokenProcessPool:
                     again = os.path.exists(flag) and os.path.getsize(flag)  # (a run beside it may have removed it)
                     raise ValueError(_UNGUARDED if again else _died(pool)) from None
+                except BaseException as e:
+                    print(getattr(e, "msrnn_printed", ""), end="")
+                    raise
                 print(printed, end="")
                 yield args, value
         ended = True
@@ -911,6 +946,9 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
                 for p in list((getattr(pool, "_processes", None) or {}).values()):  # (Python 3.14 has this as
                     p.kill()  # terminate_workers())
             pool.shutdown(wait=ended, cancel_futures=True)
+        with contextlib.suppress(OSError):
+            print(pathlib.Path(said).read_text(encoding="utf-8"), end="")
+            os.unlink(said)
         with contextlib.suppress(FileNotFoundError):  # a pooled run beside it in another thread shares it
             os.unlink(flag)
 

@@ -659,7 +659,9 @@ def named(spec) -> Named:
         if name.endswith(".py") and name not in POLICIES | ZOO:  # 'mine.py': the file, without its function
             raise ValueError(f"policy {spec!r}: name the function in {name} that scores the rows, as "
                              f"{name}:<function>{_defined(name)}" if os.path.isfile(name) else
-                             f"policy {spec!r}: policy file {name} not found (a policy file is named as path/mine.py:fn)")
+                             f"policy {spec!r}: policy file {name} " + ("is not a regular file (a folder, a pipe or a "
+                                                                        "device)" if os.path.exists(name) else
+                                                                        "not found (named as path/mine.py:fn)"))
         if name not in POLICIES | ZOO and os.path.isfile(name):  # 'mine.txt:fn'
             raise ValueError(f"policy {spec!r}: {name} is a file, but a policy file is Python's: name it (or a link "
                              "to it) with .py")
@@ -671,13 +673,21 @@ def named(spec) -> Named:
 
 
 def _defined(path: str) -> str:
-    """' (it defines: a, b)', the functions a Python file defines at its top, read (never run); '' where it cannot be."""
+    """' (it defines: a, b)', the functions a Python file defines outside a function or class (a def, a name given a
+    lambda; under an `if` too), read, never run; '' where it defines none so, or cannot be parsed."""
     try:
-        tree = ast.parse(pathlib.Path(path).read_bytes())
-    except (OSError, SyntaxError, ValueError):
+        todo, found = ast.parse(pathlib.Path(path).read_bytes()).body, []
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):  # (nested too deep for the parser)
         return ""
-    found = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return f" (it defines: {', '.join(found) or 'no function'})"
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(node.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            found += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif not isinstance(node, ast.ClassDef):
+            todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
+    return f" (it defines: {', '.join(found)})" if found else ""
 
 
 def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:
@@ -1165,7 +1175,8 @@ def _from_file(path, fname):
 
 def _imported_from(path, fname):
     if not path.is_file():
-        raise ValueError(f"policy file {path} not found")
+        raise ValueError(f"policy file {path} " + ("is not a regular file (a folder, a pipe or a device)" if
+                                                   path.exists() else "not found"))
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
     module_spec = userfiles.spec(path)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name
@@ -1219,7 +1230,9 @@ def _imported_from(path, fname):
                                  f"({other}) first: give the one beside {path.name} another name") from None  # test/
             alone = "; a policy file is read alone, as a script is: import its helpers by their names (`from " \
                 "helpers import W`, its folder is on the path)" if "relative import" in str(e) else ""  # (`from . import`)
-            raise ValueError(f"could not import {path}: {guards._typename(e)}: {guards._said(e)}{alone}") from None
+            said = guards._said(e) or ("its code nested too deep for Python's parser?" if isinstance(e, MemoryError)
+                                       else "(no message)")
+            raise ValueError(f"could not import {path}: {guards._typename(e)}: {said}{alone}") from None
         finally:
             sys.dont_write_bytecode = writes
             _LOADING.discard(path)

@@ -8848,3 +8848,98 @@ def test_round105_b_dos_paths_walls_between_words_ordinals_and_a_hint_of_heads(t
             test_t2r.test_state_size_is_constant("hybrid-3")
     finally:
         linear.state_bytes = wrong
+
+
+def test_round106_a_a_scripts_policy_beside_a_command_a_workers_late_and_failed_prints_and_a_deep_file(tmp_path):
+    """Round 106, the core: round 105's transcript copied what any policy's thread printed, a script's other thread's
+    policy too (the command's policy's threads and jobs only now: `guards._origin`); with `--jobs 2` what a policy
+    printed before it raised, or in its own thread after its job, was in no log (or on no terminal); a policy file
+    nested too deep for Python's parser was told `error: ` and nothing else; a folder named x.py was "not found"; a
+    file whose policy is a lambda was told it defines no function."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    def chatty(rows):
+        print("the script's other thread's policy")
+        return rows.score
+
+    def other():
+        with guards.policy_call(chatty, _rows(8)):
+            chatty(_rows(8))
+
+    with harness.transcript() as out:
+        beside = threading.Thread(target=other)
+        beside.start()
+        beside.join()
+    assert out.getvalue() == "", out.getvalue()
+    deep = tmp_path / "deep.py"
+    deep.write_text("def f(rows):\n    return rows.score\n\n\nx = " + "-" * 200_000 + "1\n")
+    for spec, says in ((str(deep), f"name the function in {deep}"), (f"{deep}:f", "nested too deep for Python's parser")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            specs.named(spec)
+    (tmp_path / "dir.py").mkdir()
+    for spec in (str(tmp_path / "dir.py"), f"{tmp_path / 'dir.py'}:f"):
+        with pytest.raises(ValueError, match="is not a regular file"):
+            specs.named(spec)
+    (tmp_path / "lam.py").write_text("if True:\n    knorm = lambda rows: rows.keys.norm(dim=-1)\n")
+    with pytest.raises(ValueError, match=r"\(it defines: knorm\)"):
+        specs.named(str(tmp_path / "lam.py"))
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs106.py").write_text(
+        "import threading, time\n\ndef job(x):\n    if x == 1:\n        print('before it raised')\n"
+        "        raise ValueError('job 1 failed')\n    threading.Thread(target=lambda: (time.sleep(0.5), print('late line'))"
+        ").start()\n    return x\n")
+    script = tmp_path / "pool106.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs106\nif __name__ == '__main__':\n    for jobs in ([(2,), (3,)], [(1,)]):\n"
+                      "        with harness.transcript() as out:\n            try:\n"
+                      "                list(harness.pool_map(jobs106.job, (), jobs, 2))\n"
+                      "            except ValueError as e:\n                print(e)\n"
+                      "        print(repr(out.getvalue()), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    late, failed = done.stderr.strip().splitlines()[-2:]
+    assert done.returncode == 0 and late.count("late line") == 2, done  # each worker's, printed after its job
+    assert "before it raised" in failed and "job 1 failed" in failed, done
+
+
+def test_round106_b_portuguese_ordinals_a_degree_paths_with_digits_greek_and_part_7s_hint(tmp_path, capsys):
+    """Round 106, the data and the course: Portuguese ordinals after a dot ("n.º 25", "1.º", "2.ª") were no words, so
+    such a letter in mac-roman or cp850, named utf-8, was told cp1252 alone (or the Mac's for DOS's), and a right one
+    warned of; so was a degree between spaces ("180 º"); a path's backslash at a word's edge ("C:\\Übung2\\Öl_3.doc")
+    made no word, so a right file of paths was warned of Central Europe's pages; Greek in cp1253 was told
+    mac-cyrillic first ("στην" has no accent); course part 7's hint for state_bytes left out the test's own words."""
+    from course import grade
+    from data import corpus
+    f = tmp_path / "t.txt"
+    pt = ("Morada: Rua da Liberdade, n.º 25, 1.º andar, 2.ª porta esquerda.\nLisboa, 3.º trimestre de 2024.\n"
+          "O 1.º classificado recebe o prémio.\n")
+    for page in ("mac-roman", "cp850"):
+        _refused(f, pt.encode(page), f"name its encoding \\(.*{page}")
+    greek = ("Αγαπητέ κύριε Παπαδόπουλε,\nσας ενημερώνουμε ότι η συνάντηση θα γίνει την Παρασκευή στην Αθήνα.\n"
+             "Με εκτίμηση, Μαρία Γεωργίου\n")
+    _refused(f, greek.encode("cp1253"), r"name its encoding \(cp1253")
+    paths = "Pfad: C:\\Übung2\\Öl_3.doc und D:\\Prüfung\\2024\\März.xls\n\\\\server\\Freigabe\\Bücher\\Ärger.txt\n"
+    degree = "Horno a 180 º durante 20 minutos. Después bajar a 160º.\nAgua a 100 ºF? No, a 100 ºC.\n"
+    for text, page in ((pt, "mac-roman"), (pt, "cp850"), (degree, "cp850"), (paths, "cp1252"), (paths, "cp850"),
+                       (paths, "mac-roman")):
+        f.write_bytes(text.encode(page))
+        assert corpus.read(f, page) == text and capsys.readouterr().err == "", (page, text)
+    says = ("state_bytes says 14400 bytes a sequence, the state holds 7200 (S, z, K and V of the swapped layers [0, 1, "
+            "2], step 0; counted over the query heads? S, z, K and V are the KV heads' (n_kv_heads), shared by their groups)")
+    failed = [{"test": "tests/test_t2r.py::test_state_size_is_constant[relu]", "error": "AssertionError", "where": None,
+               "message": says}]
+    assert "counted over the query heads" in grade.hint(grade.PARTS[6], failed)
+    import test_t2r
+    from t2r import linear
+    right = linear.state_bytes  # a student's state_bytes of 4 bytes an element, on the test's float64 model
+    try:
+        linear.state_bytes = lambda model, maps: right(model, maps) // 2
+        with pytest.raises(AssertionError, match="element_size"):
+            test_t2r.test_state_size_is_constant("relu")
+    finally:
+        linear.state_bytes = right

@@ -144,9 +144,10 @@ def test_state_size_is_constant(name):
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             said = linear.state_bytes(model, maps)  # a sequence's bytes; batch 2 of 8-byte floats held
             assert type(said) is int, f"state_bytes counts bytes: a whole number (an int), got {said!r}"
-            c = model.config  # the factor they differ by, where it says which: the query heads counted (round 105)
+            c = model.config  # the factor they differ by, where it says which (rounds 105, 106)
             why = "counted over the query heads? S, z, K and V are the KV heads' (n_kv_heads), shared by their groups" \
-                if said * c.n_kv_heads == held * 4 * c.n_heads else "head_dim 12, not dim // n_heads"
+                if said * c.n_kv_heads == held * 4 * c.n_heads else "4 bytes an element? this state is float64: " \
+                "element_size" if said == held * 2 else "this model's head_dim is 12, its dim // n_heads 8"
             assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
                                           f"and V of the swapped layers {maps.layers}, step {t}; {why})")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
