@@ -732,9 +732,10 @@ def main(argv=None):
     if harness.RUNNING[0] == threading.get_ident():  # it cannot wait for the command it interrupts
         raise SystemExit("error: a command was started while another runs in the same thread (from a signal's "
                          "handler, a policy, or a file run as a policy): it cannot wait for that one to end; start it after")
-    if harness.RUNNING[0] is not None and guards._origin() == harness.RUNNING[0]:  # nor for one that waits for its
-        raise SystemExit("error: a command was started by a policy's thread or pool job while its command runs: that "
-                         "command waits for its policy, so this one could never start; start it after")  # policy
+    if harness.RUNNING[0] is not None and guards._whose() is not None and not guards._called_here():  # nor for one
+        raise RuntimeError("a command was started by a policy's thread or pool job while its command runs: that command "
+                           "waits for its policy, so this one could never start; start it after")  # that waits for
+        # its policy (an exception, not an exit: a thread pool's worker passes it on, where an exit would end it)
     if not harness.ONE.acquire(blocking=False):
         print("[msrnn] another command is running in this process: this one starts when it ends (two at once would "
               "share sys.stdout, so each log would hold the other's lines)", file=sys.stderr, flush=True)

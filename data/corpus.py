@@ -456,8 +456,10 @@ def _words(text: str) -> tuple[float, int]:
 
 def _script(data: bytes) -> str | None:
     """The one-byte code pages of Cyrillic, Greek, Hebrew or Arabic that read a file's words of non-ASCII bytes alone
-    (three or more, most of its non-ASCII bytes: "Привет" among English, which cp1252 reads "Ïðèâåò") as one script's
-    words: a Greek word's ς is its last letter, and one of four letters or more in small letters has its accent; a
+    (three or more, or two of two letters, most of its non-ASCII bytes: "Привет" among English, which cp1252 reads
+    "Ïðèâåò") as one script's
+    words: a Greek word's ς is its last letter, and one of four letters or more in small letters has its accent
+    (but a clitic: "στην"); a
     Hebrew word's final letters end it (Russian's т, о and н, read as Greek or Hebrew, are not). Named: those with the
     most words written as words are, in small letters, one capital first or a script without capitals (cp1251's small
     letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
@@ -468,20 +470,21 @@ def _script(data: bytes) -> str | None:
     # not DOS's drawing, a line, a block thrice or a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
     if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
         return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
-    if len(runs) < 3 or sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):
+    if len(runs) < 3 and len([r for r in runs if len(set(r)) > 1]) < 2 or \
+            sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):  # (two words: "Итого: 5 шт.", not "»»")
         return None
     edge = lambda w: "".join(itertools.dropwhile(lambda c: unicodedata.category(c)[0] == "P", w))  # quotes, dashes
     words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in
              ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
     natural = lambda w: w.islower() or w[:1].isupper() and w[1:].islower() or w.lower() == w.upper()  # (or caseless)
 
-    def word(codec: str, w: str) -> bool:  # letters (and Hebrew's points) of one script, written as words are
+    def word(codec: str, w: str, accents=True) -> bool:  # letters (and Hebrew's points) of one script, as words are
         if len(w) < 2 or not w[:1].isalpha() or not all(c.isalpha() or unicodedata.category(c) == "Mn" for c in w):
             return False
         if len({unicodedata.name(c).split()[0] for c in w if c.isalpha()}) > 1 or not (natural(w) or w.isupper()):
             return False
-        if codec == "cp1253" and ("ς" in w[:-1] or len(w) >= 4 and not w.isupper() and not re.search("[άέήίόύώΐ]", w)
-                                  and w.lower() not in GREEK_CLITICS):
+        if codec == "cp1253" and ("ς" in w[:-1] or accents and len(w) >= 4 and not w.isupper() and
+                                  not re.search("[άέήίόύώΐ]", w) and w.lower() not in GREEK_CLITICS):
             return False
         return codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w)
     good = {codec: [w for w in ws if word(codec, w)] for codec, ws in words.items()}
@@ -490,6 +493,10 @@ def _script(data: bytes) -> str | None:
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
     named = sorted((c for c in small if small[c] > max(small.values(), default=0) / 2), key=small.get, reverse=True)
     named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
+    greek = "".join(words["cp1253"])
+    if named and "cp1253" not in named and sum(word("cp1253", w, accents=False) for w in words["cp1253"]) >= \
+            0.8 * len(runs) and greek.count("ξ") + greek.count("θ") < 0.05 * len(greek):  # Greek typed without
+        named.append("cp1253")  # accents (a chat's), last; not Russian's words, whose о and и read as ξ and θ
     return " or ".join(named) or None
 
 

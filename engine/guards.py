@@ -1180,13 +1180,11 @@ _CALLING, _IMPORTING = {}, {}  # the threads in a watched policy call, and impor
 # in how many signal handlers it began
 _POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its call, its import, or a thread of its
 _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
-_ORIGINS = weakref.WeakKeyDictionary()  # those threads: the thread the policy's call or import began in (`_origin`)
 _OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
 _HANDLING = [0]  # the signal handlers running in the main thread, one in another
 _GIVEN = weakref.WeakValueDictionary()  # the handlers signal.signal and getsignal gave back, by id
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear(),
-                                            _ORIGINS.clear(), setattr(_OWNER, "whose", None),
-                                            _HANDLING.__setitem__(0, 0)))  # a
+                                            setattr(_OWNER, "whose", None), _HANDLING.__setitem__(0, 0)))  # a
 # child forked in a policy's thread or handler is a process of its own: its os._exit ends it
 
 
@@ -1249,16 +1247,11 @@ def _whose():
     return whose if whose is not None else _POLICYS.get(threading.current_thread())
 
 
-def _origin():
-    """The thread where the policy's code that runs here began (its watched call or import: this one, or the one that
-    called the policy that started this thread or submitted this job); None where no policy's code runs (`_whose`): a
-    command copies and refuses what its own policy does, not another thread's."""
-    for held in (_CALLING, _IMPORTING):
-        if (note := _noted(held)) is not None and note[1] == _depth():
-            return threading.get_ident()
-    if getattr(_OWNER, "whose", None) is not None:
-        return getattr(_OWNER, "origin", None)
-    return _ORIGINS.get(threading.current_thread())
+def _called_here() -> bool:
+    """Whether a watched policy call, or a policy file's import, began in this thread (a script's thread calling a
+    policy of its own, say), where `_whose` may also be a thread or pool job that a policy started: a command copies the
+    prints of, and refuses a command from, the latter (its policy's), whatever command ran when they started."""
+    return any((note := _noted(held)) is not None and note[1] == _depth() for held in (_CALLING, _IMPORTING))
 
 
 def _exit(code):
@@ -1299,7 +1292,7 @@ def _start(self):
     are nobody's: a script's pool may start them in a policy's call, a policy may use the script's; each job is its
     submitter's."""
     if getattr(self, "_target", None) is not futures.thread._worker and (whose := _whose()) is not None:
-        _POLICYS[self], _ORIGINS[self] = whose, _origin()
+        _POLICYS[self] = whose
     return _START(self)
 
 
@@ -1307,31 +1300,28 @@ def _start_raw(function, args, kwargs=None):
     """_thread.start_new_thread, the thread the policy's where a policy starts it (threading's own go through
     `_start`): a script's raw watchdog, started outside a policy's call, is the script's."""
     if (whose := _whose()) is not None:
-        function = functools.partial(_owned, (whose, _origin()), function)
+        function = functools.partial(_owned, whose, function)
     return _START_RAW(function, args, kwargs or {})
 
 
 def _submit(self, fn, /, *args, **kwargs):
     """ThreadPoolExecutor.submit, a job a policy submits run as the policy's (`_OWNER`)."""
     if (whose := _whose()) is not None:
-        fn = functools.partial(_owned, (whose, _origin()), fn)
+        fn = functools.partial(_owned, whose, fn)
     return _SUBMIT(self, fn, *args, **kwargs)
 
 
-def _owned(who, fn, *args, **kwargs):
-    """fn run as a policy's: `who` is (whose, the thread its call began in)."""
-    was = getattr(_OWNER, "whose", None), getattr(_OWNER, "origin", None)
-    _OWNER.whose, _OWNER.origin = who
+def _owned(whose, fn, *args, **kwargs):
+    was, _OWNER.whose = getattr(_OWNER, "whose", None), whose
     try:
         return fn(*args, **kwargs)
     finally:
-        _OWNER.whose, _OWNER.origin = was
+        _OWNER.whose = was
 
 
 def _handler(h, whose=None):
     """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's; or, set anew in
-    a policy's call (its own time limit), run as that policy's (`_OWNER`; whose: the policy and its call's thread),
-    its exit and its exception the policy's."""
+    a policy's call (its own time limit), run as that policy's (`_OWNER`), its exit and its exception the policy's."""
     if not callable(h) or _handled(h) is not None:
         return h
     def handle(sig, frame):
@@ -1382,7 +1372,7 @@ def _signal(sig, handler):
     """signal.signal (the `_signal` module's, which it calls: a script's `from signal import signal` before this
     import calls it too), its handler counted; a policy's own, set in its call, is the policy's."""
     whose = _whose() if _GIVEN.get(id(handler)) is not handler else None
-    return _given(_SIGNAL(sig, _handler(handler, None if whose is None else (whose, _origin()))))
+    return _given(_SIGNAL(sig, _handler(handler, whose)))
 
 
 def _getsignal(sig):

@@ -6,6 +6,7 @@ figure; demo.py runs them, prints the table and saves everything under results/.
 import itertools
 import math
 import os
+import sys
 import time
 
 import torch
@@ -746,6 +747,10 @@ def memory(model, context=4096, sizes=(256, 512, 1024, 2048), budget_gib=1.0, st
         batch = int(budget // per_seq)
         # a step's activations beside the cache: the (batch, vocab) logits, the one the budget does not count
         guards.check_memory(batch * model.config.vocab_size * model.embed.element_size() * 2, f"the logits of a batch of {batch:,}")
+        if batch > 10_000:  # a small model's rows fill the budget slowly: say why the next line is long in coming
+            print(f"[msrnn] memory: {'the full cache' if size is None else f'TOVA {size}'} fits a batch of {batch:,} in "
+                  f"{budget_gib:g} GiB, decoded {steps + 1} steps: this takes a while (--budget smaller: sooner)",
+                  file=sys.stderr, flush=True)
         tps = decode_speed(model, batch, context, size, None if size is None else policies.tova, steps) if batch else None  # none fits
         results.append({"size": size or context, "policy": "full" if size is None else "tova",
                      "cache_MiB_per_seq": per_seq / 2 ** 20, "max_batch": batch, "tokens_per_s": tps})

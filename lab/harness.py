@@ -16,6 +16,7 @@ import math
 import multiprocessing
 import os
 import pathlib
+import pickle
 import posixpath
 import re
 import shlex
@@ -478,16 +479,16 @@ def _unplotted(png, why: str):
 
 
 class _Tee(io.TextIOBase):
-    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what the threads and pool
-    jobs of a policy it called write: sys.stdout is the process's, so a script's other threads print through it too,
-    and their lines are not the command's."""
+    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what a policy's threads and
+    pool jobs write: sys.stdout is the process's, so a script's other threads print through it too (a policy they
+    call too), and their lines are not the command's."""
 
     def __init__(self, stream, copy, thread):
         self.stream, self.copy, self.thread = stream, copy, thread
 
     def write(self, text):
         self.stream.write(text)
-        if threading.get_ident() == self.thread or guards._origin() == self.thread:
+        if threading.get_ident() == self.thread or guards._whose() is not None and not guards._called_here():
             self.copy.write(text)
         return len(text)
 
@@ -799,9 +800,11 @@ def _start(fn, shared, threads, said):
     _SHARED.update(fn=fn, shared=shared, said=said)
     sys.stdout = _PRINTED  # what a job, or a thread its policy started, prints: the run prints it in its own thread
     # (in its log, as with --jobs 1), with each job's result, and what is left at the worker's end (`_worker_end`)
-    parent = os.getppid()  # a worker outlives nothing that started it: a run killed (kill -9, out of memory), or one
-    threading.Thread(target=_orphaned, args=(parent,), daemon=True, name="msrnn-orphaned").start()  # whose own worker
-    # ended it, ends it too (its name: the lab's own, which a policy's watch does not suspect of changing a setting)
+    parent = getattr(multiprocessing.parent_process(), "pid", None) or os.getppid()  # the run, as spawn names it:
+    # one killed while this worker still imported torch is gone already, and getppid() would name init
+    threading.Thread(target=_orphaned, args=(parent,), daemon=True, name="msrnn-orphaned").start()  # a worker
+    # outlives nothing that started it: a run killed (kill -9, out of memory), or one whose own worker ended it, ends
+    # it too (its name: the lab's own, which a policy's watch does not suspect of changing a setting)
     threading._register_atexit(functools.partial(_worker_end, set(threading.enumerate())))  # nor waits at its end
     # for a thread a policy left (its import's heartbeat), as a command does not
 
@@ -829,7 +832,7 @@ _PRINTED = _Printed()
 def _worker_end(before: set):
     _unwaited(before)
     if left := _PRINTED.take():  # printed after the worker's last job (a policy's thread): the run prints it at its end
-        with contextlib.suppress(OSError), open(_SHARED["said"], "a", encoding="utf-8") as f:
+        with contextlib.suppress(OSError), open(_SHARED["said"], "a", encoding="utf-8", errors="replace") as f:
             f.write(left)
     if said := guards.stopped():  # after the worker's last job: its result is sent, the run gone on
         print(f"[msrnn] a worker: {said}", file=sys.stderr)
@@ -843,13 +846,19 @@ def _orphaned(parent: int):
 
 def _job(args):
     """A job's result, and what the worker printed since the last (a policy's lines), which the run prints in its own
-    thread (`_PRINTED`); what it printed before it raised goes with its exception."""
+    thread (`_PRINTED`); what it printed before it raised goes with its exception, and an exception the run could not
+    rebuild (a class whose __init__ takes other arguments: the pool would break, as if the worker were killed) goes
+    as a RuntimeError of its words."""
     try:
         value = _SHARED["fn"](*_SHARED["shared"], *args)
     except BaseException as e:
+        try:
+            pickle.loads(pickle.dumps(e))
+        except Exception:
+            e = RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
         with contextlib.suppress(AttributeError, TypeError):
             e.msrnn_printed = _PRINTED.take()
-        raise
+        raise e
     return args, value, _PRINTED.take()
 
 
@@ -947,8 +956,9 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
                     p.kill()  # terminate_workers())
             pool.shutdown(wait=ended, cancel_futures=True)
         with contextlib.suppress(OSError):
-            print(pathlib.Path(said).read_text(encoding="utf-8"), end="")
+            left = pathlib.Path(said).read_text(encoding="utf-8", errors="replace")
             os.unlink(said)
+            print(left, end="")
         with contextlib.suppress(FileNotFoundError):  # a pooled run beside it in another thread shares it
             os.unlink(flag)
 

@@ -657,11 +657,11 @@ def named(spec) -> Named:
     else:
         name, _, args = spec.partition(":")
         if name.endswith(".py") and name not in POLICIES | ZOO:  # 'mine.py': the file, without its function
-            raise ValueError(f"policy {spec!r}: name the function in {name} that scores the rows, as "
-                             f"{name}:<function>{_defined(name)}" if os.path.isfile(name) else
-                             f"policy {spec!r}: policy file {name} " + ("is not a regular file (a folder, a pipe or a "
-                                                                        "device)" if os.path.exists(name) else
-                                                                        "not found (named as path/mine.py:fn)"))
+            if os.path.isfile(name):
+                raise ValueError(f"policy {spec!r}: name the function in {name} that scores the rows, as "
+                                 f"{name}:<function>{_defined(name)}")
+            raise ValueError(f"policy {spec!r}: policy file {name} {_missing(name)} (a policy is named as "
+                             "path/mine.py:fn)")
         if name not in POLICIES | ZOO and os.path.isfile(name):  # 'mine.txt:fn'
             raise ValueError(f"policy {spec!r}: {name} is a file, but a policy file is Python's: name it (or a link "
                              "to it) with .py")
@@ -670,6 +670,11 @@ def named(spec) -> Named:
                              f"or give your own as path/to/file.py:function")
         fn = (POLICIES | ZOO)[name]
     return _bind(fn, [a for a in args.split(",") if a], spec)
+
+
+def _missing(path) -> str:
+    """Why a policy file named is none: a folder, a pipe or a device of that name is there, or nothing is."""
+    return "is not a regular file (a folder, a pipe or a device)" if os.path.exists(path) else "not found"
 
 
 def _defined(path: str) -> str:
@@ -1175,8 +1180,7 @@ def _from_file(path, fname):
 
 def _imported_from(path, fname):
     if not path.is_file():
-        raise ValueError(f"policy file {path} " + ("is not a regular file (a folder, a pipe or a device)" if
-                                                   path.exists() else "not found"))
+        raise ValueError(f"policy file {path} {_missing(path)}")
     path = path.resolve()  # one file, one module (a link's helpers are its file's); two files of one name, two
     module_spec = userfiles.spec(path)
     code = harness.sources(path)  # what its key reads from disk: its code, its helpers', the data files they name

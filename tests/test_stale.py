@@ -8779,7 +8779,7 @@ def test_round105_a_a_policys_threads_and_workers_prints_and_commands_and_a_relo
         pool.submit(print, "the policy's pool job").result()
         try:
             pool.submit(demo.main, ["view", "--help"]).result(timeout=60)  # it would wait for this command
-        except SystemExit as e:
+        except (SystemExit, RuntimeError) as e:
             print(e)
         return rows.score
 
@@ -8943,3 +8943,104 @@ def test_round106_b_portuguese_ordinals_a_degree_paths_with_digits_greek_and_par
             test_t2r.test_state_size_is_constant("relu")
     finally:
         linear.state_bytes = right
+
+
+def test_round107_b_a_short_russian_line_greek_without_accents_and_part_7s_causes(tmp_path, capsys):
+    """Round 107, the data and the course: a two-word Russian line in cp1251, named utf-8, was told Western pages
+    alone (`_script` needed three words: two of two letters each do now, not "«« »»"); Greek typed without accents
+    (a chat's) in cp1253 was told Cyrillic pages alone (cp1253 is named after them now, where few of its letters
+    read as ξ and θ, Russian's о and и); course part 7's state_bytes counting every layer, or leaving out z, was told
+    of head_dim."""
+    f = tmp_path / "t.txt"
+    _refused(f, "Итого: 5 шт.\n".encode("cp1251"), r"name its encoding \(cp1251")
+    _refused(f, "καλημερα σε ολους, τι κανετε; αυριο θα παμε για καφε στην πλατεια\n".encode("cp1253"),
+             r"name its encoding \(([\w-]+ or )+cp1253\?\)")
+    import test_t2r
+    from t2r import linear
+    right = linear.state_bytes
+
+    def every(model, maps):  # a student's: every layer's S and z, not the swapped ones'
+        import copy
+        maps = copy.copy(maps)
+        maps.layers = list(range(model.config.n_layers))
+        return right(model, maps)
+
+    def no_z(model, maps):  # a student's: S, K and V, without z (Hkv r a swapped layer, 8 bytes each)
+        return right(model, maps) - len(maps.layers) * model.config.n_kv_heads * maps.r * 8
+    try:
+        for wrong, says in ((every, "every layer counted"), (no_z, "z left out")):
+            linear.state_bytes = wrong
+            with pytest.raises(AssertionError, match=says):
+                test_t2r.test_state_size_is_constant("relu")
+    finally:
+        linear.state_bytes = right
+
+
+def test_round107_a_a_policys_long_lived_pool_a_nested_command_there_an_unpicklable_error_and_a_large_batch(tmp_path,
+                                                                                                           capsys):
+    """Round 107, the core: round 106 tagged a policy's threads with the command's thread that started them, so a
+    thread pool a policy file made at import printed into no log of a later command run from another thread, and a
+    command started through it waited for ever; a command refused from a `multiprocessing.pool.ThreadPool` worker
+    ended that worker (an exit), and the policy's `apply` waited for ever; with `--jobs 2`, a policy's exception whose
+    class the run cannot rebuild broke the pool, told "killed by signal 15 ... out of memory?"; `memory` on a small
+    model decoded a batch of hundreds of thousands without a word."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    from multiprocessing.pool import ThreadPool
+
+    made = []
+
+    def maker(rows):  # the pool made in a first command's policy, in another thread
+        made.append(ThreadPool(1))
+        return rows.score
+
+    def user(rows):
+        made[0].apply(print, ("through the policy's pool",))
+        try:
+            made[0].apply_async(demo.main, (["view", "--help"],)).get(timeout=60)
+        except (SystemExit, RuntimeError) as e:
+            print(e)
+        return rows.score
+
+    done = threading.Event()
+
+    def make_in_a_thread():
+        with guards.policy_call(maker, _rows(8)):
+            maker(_rows(8))
+        done.set()
+    threading.Thread(target=make_in_a_thread).start()
+    assert done.wait(60)
+    with harness.transcript() as out:
+        harness.ONE.acquire()
+        harness.RUNNING[0] = threading.get_ident()  # as demo.main runs a command
+        try:
+            with guards.policy_call(user, _rows(8)):
+                user(_rows(8))
+        finally:
+            harness.RUNNING[0] = None
+            harness.ONE.release()
+            made[0].terminate()
+    lines = out.getvalue()
+    assert "through the policy's pool\n" in lines and "started by a policy's thread or pool job" in lines, lines
+    from conftest import tiny_config
+    small = random_model(tiny_config())
+    experiments.memory(small, context=64, sizes=(8,), budget_gib=0.05, steps=1)
+    assert "fits a batch of" in capsys.readouterr().err
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs107.py").write_text(
+        "class Bad(Exception):\n    def __init__(self, where, why):\n        super().__init__(f'{where}: {why}')\n\n"
+        "def job(x):\n    print('diagnosis', x)\n    raise Bad('job', 'two arguments')\n")
+    script = tmp_path / "pool107.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs107\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
+                      "            list(harness.pool_map(jobs107.job, (), [(1,), (2,)], 2))\n"
+                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
+                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    said = ran.stderr.strip().splitlines()[-1]
+    assert ran.returncode == 0 and "RuntimeError Bad: job: two arguments" in said and "diagnosis" in said, ran

@@ -144,10 +144,12 @@ def test_state_size_is_constant(name):
             held = sum(ls.S.numel() + ls.z.numel() + ls.K.numel() + ls.V.numel() for ls in swapped)
             said = linear.state_bytes(model, maps)  # a sequence's bytes; batch 2 of 8-byte floats held
             assert type(said) is int, f"state_bytes counts bytes: a whole number (an int), got {said!r}"
-            c = model.config  # the factor they differ by, where it says which (rounds 105, 106)
+            c, z = model.config, sum(ls.z.numel() for ls in swapped) * 4  # what they differ by, where it says which
             why = "counted over the query heads? S, z, K and V are the KV heads' (n_kv_heads), shared by their groups" \
                 if said * c.n_kv_heads == held * 4 * c.n_heads else "4 bytes an element? this state is float64: " \
-                "element_size" if said == held * 2 else "this model's head_dim is 12, its dim // n_heads 8"
+                "element_size" if said == held * 2 else "every layer counted? only the swapped ones hold S and z" if \
+                said * len(maps.layers) == held * 4 * c.n_layers else "z left out?" if said == held * 4 - z else \
+                "S is (Hkv, r, hd), z (Hkv, r); this model's head_dim is 12, its dim // n_heads 8"  # (rounds 105-107)
             assert held * 8 == 2 * said, (f"state_bytes says {said} bytes a sequence, the state holds {held * 4} (S, z, K "
                                           f"and V of the swapped layers {maps.layers}, step {t}; {why})")
         assert type(linear.state_bytes(model, maps)) is int, "state_bytes counts bytes: a whole number (an int), not a float"
