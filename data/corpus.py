@@ -598,11 +598,11 @@ def _home(token: str) -> bool:
         return all(map(_home, parts))
     if not (high := [c for c in token if c >= "\x80"]):
         return True
-    cells = re.split("[│║]", token)
-    if len(cells) > 2 and token[:1] in "│║" or re.search(r"[^\W\d_][│║][^\W\d_]", token) or \
-            re.fullmatch(r"\w*[^\W\d_\x00-\x7f]\w*[│║]", token) and len(token) > 2:
-        return all(map(_home, cells))  # a table's row glued to its walls, or without its outer ones: each cell
-        # ("│Übung│Öl│", "Straße║Köln", "Übung│"; but "m³", "nº" are "m│", "n║" in cp437: no wall first, a stem of ASCII)
+    if "│" in token or "║" in token:  # a table's row glued to its walls, or without its outer ones: each cell
+        cells = re.split("[│║]", token)  # ("│Übung│Öl│", "Straße║Köln", "Übung│"; but "m³", "nº" are "m│", "n║" in
+        if len(cells) > 2 and token[:1] in "│║" or re.search(r"[^\W\d_][│║][^\W\d_]", token) or \
+                re.fullmatch(r"\w*[^\W\d_\x00-\x7f]\w*[│║]", token) and len(token) > 2:  # cp437: no wall first, a
+            return all(map(_home, cells))  # stem of ASCII)
     if re.match("[ÃÀÌÈ][ÄÍ]+.", token):  # a tree's branch glued to a name ("├─SAVE", "└─Übung", "╠═.git" are "ÃÄSAVE",
         return False  # "ÀÄšbung", "ÌÍ.git" in cp1252): no word starts so (but an acronym may: "ÖÄK", cp437's "╓─K")
     if (branch := GLUED.match(token)) and branch.end() < len(token):

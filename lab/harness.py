@@ -847,13 +847,14 @@ def _orphaned(parent: int):
 def _job(args):
     """A job's result, and what the worker printed since the last (a policy's lines), which the run prints in its own
     thread (`_PRINTED`); what it printed before it raised goes with its exception, and an exception the run could not
-    rebuild (a class whose __init__ takes other arguments: the pool would break, as if the worker were killed) goes
-    as a RuntimeError of its words."""
+    rebuild from its class and args, as pickle does (a class whose __init__ takes other arguments: the pool would
+    break, as if the worker were killed), goes as a RuntimeError of its words."""
     try:
         value = _SHARED["fn"](*_SHARED["shared"], *args)
     except BaseException as e:
         try:
-            pickle.loads(pickle.dumps(e))
+            pickle.dumps(e)
+            type(e)(*e.args)
         except Exception:
             e = RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
         with contextlib.suppress(AttributeError, TypeError):

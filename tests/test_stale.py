@@ -8760,6 +8760,20 @@ def test_round104_a_a_command_inside_one_under_the_command_line_and_another_thre
     assert out.getvalue() == "the command's line\n"
 
 
+def _as_a_command(policy):
+    """Call `policy`, watched, on random rows as a running command's policy: the lock held and the thread marked, as
+    demo.main does."""
+    import threading
+    harness.ONE.acquire()
+    harness.RUNNING[0] = threading.get_ident()
+    try:
+        with guards.policy_call(policy, _rows(8)):
+            policy(_rows(8))
+    finally:
+        harness.RUNNING[0] = None
+        harness.ONE.release()
+
+
 def test_round105_a_a_policys_threads_and_workers_prints_and_commands_and_a_reload(tmp_path):
     """Round 105, the core: a command's log left out what a policy's own threads and pool jobs printed, and with
     `--jobs 2` everything a policy printed (a worker's stdout is not the run's transcript); a policy's command ran
@@ -8784,14 +8798,7 @@ def test_round105_a_a_policys_threads_and_workers_prints_and_commands_and_a_relo
         return rows.score
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool, harness.transcript() as out:
-        harness.ONE.acquire()
-        harness.RUNNING[0] = threading.get_ident()  # as demo.main runs a command
-        try:
-            with guards.policy_call(policy, _rows(8)):
-                policy(_rows(8))
-        finally:
-            harness.RUNNING[0] = None
-            harness.ONE.release()
+        _as_a_command(policy)
     lines = out.getvalue()
     assert "the policy's thread\n" in lines and "the policy's pool job\n" in lines, lines
     assert "started by a policy's thread or pool job" in lines, lines
@@ -9013,18 +9020,12 @@ def test_round107_a_a_policys_long_lived_pool_a_nested_command_there_an_unpickla
     threading.Thread(target=make_in_a_thread).start()
     assert done.wait(60)
     with harness.transcript() as out:
-        harness.ONE.acquire()
-        harness.RUNNING[0] = threading.get_ident()  # as demo.main runs a command
         try:
-            with guards.policy_call(user, _rows(8)):
-                user(_rows(8))
+            _as_a_command(user)
         finally:
-            harness.RUNNING[0] = None
-            harness.ONE.release()
             made[0].terminate()
     lines = out.getvalue()
     assert "through the policy's pool\n" in lines and "started by a policy's thread or pool job" in lines, lines
-    from conftest import tiny_config
     small = random_model(tiny_config())
     experiments.memory(small, context=64, sizes=(8,), budget_gib=0.05, steps=1)
     assert "fits a batch of" in capsys.readouterr().err
