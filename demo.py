@@ -732,7 +732,7 @@ def main(argv=None):
     if harness.RUNNING[0] == threading.get_ident():  # it cannot wait for the command it interrupts
         raise SystemExit("error: a command was started while another runs in the same thread (from a signal's "
                          "handler, a policy, or a file run as a policy): it cannot wait for that one to end; start it after")
-    if harness.RUNNING[0] is not None and guards._whose() is not None and not guards._called_here():  # nor for one
+    if harness.RUNNING[0] is not None and guards._serves(harness.RUNNING[0]):  # nor for one
         raise RuntimeError("a command was started by a policy's thread or pool job while its command runs: that command "
                            "waits for its policy, so this one could never start; start it after")  # that waits for
         # its policy (an exception, not an exit: a thread pool's worker passes it on, where an exit would end it)
@@ -771,8 +771,9 @@ def _main(argv):
     if twice := harness.repeated(args, ignore=("policies", "policy")):  # policies: specs.distinct names them below
         raise SystemExit(f"error: {twice}")
     chosen = getattr(args, "policies", None) or getattr(args, "policy", None) or []
-    # a bad policy name or file, or two policies of one display name, fail before the model is loaded
-    specs.distinct([specs.named(spec) for spec in ([chosen] if isinstance(chosen, str) else chosen)])
+    # a bad policy name or file, or two policies of one display name, fail before the model is loaded; what a policy
+    with harness.transcript() as imported:  # file prints at its import is the log's first lines
+        specs.distinct([specs.named(spec) for spec in ([chosen] if isinstance(chosen, str) else chosen)])
     command, draw = COMMANDS[args.cmd]
     if args.cmd in ("ppl", "report"):  # tools, not experiments: nothing to save
         return command(args)
@@ -784,7 +785,7 @@ def _main(argv):
     about = {"code_version": version, "seconds": round(time.time() - t0, 1),  # the model, where one was read (not
              "model": None if model is None else args.model or "SmolLM2-135M-Instruct (default)",  # check --quick)
              "dtype": str(model.dtype).removeprefix("torch.") if model is not None else None}
-    path = harness.save(name, data, about, printed.getvalue(), draw)
+    path = harness.save(name, data, about, imported.getvalue() + printed.getvalue(), draw)
     if args.cmd == "view":  # the page itself, beside its data
         print(f"page: {write_page(data, path.with_suffix('.html'))}")
         if not args.screenshot and path.with_suffix(".png").exists():  # kept (the pages embed the published one), but said

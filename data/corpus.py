@@ -414,6 +414,11 @@ def _latin(text: str) -> bool:
     return len(letters) < 20 or sum(c >= "\x80" for c in letters) <= 0.5 * len(letters)
 
 
+LONE = re.compile(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])")  # non-ASCII bytes as a word of their own
+_signs = lambda w: all(unicodedata.category(c)[0] in "PZ" for c in w.decode("cp1252", "replace"))  # cp1252's quotes,
+# dashes, dots and spaces alone ("——", "“…”"): no word in a Latin text (DOS's "ùù", mac-cyrillic's "УЕФ" in others)
+
+
 def _dos(data: bytes) -> str | None:
     """The code pages of DOS's or an old Mac's Latin text (cp850, cp437, mac-roman) that read the file's words with an
     accent as words, where cp1252 reads most of them as no words: "L'‚lŠve" (a sign inside), "BrŸcke" (a capital
@@ -422,9 +427,8 @@ def _dos(data: bytes) -> str | None:
     if boxes := _boxes(head):
         return boxes
     words = lambda codec: _words(head.decode(codec, "replace"))
-    lone = [w for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head)
-            for w in r.split(b"\xa0") if len(w) > 1  # a no-break space parts words ("µ :", French's before a colon)
-            and not all(unicodedata.category(c)[0] in "PZ" for c in w.decode("cp1252", "replace"))]  # words of their
+    lone = [w for r in LONE.findall(head) for w in r.split(b"\xa0") if len(w) > 1  # a no-break space parts words
+            and not _signs(w)]  # ("µ :", French's before a colon); words of their
     # own, no rule or quotes ("——", "‘’": DOS's "ùù", "æÆ"): Estonian's "Öö" is "™”" in cp1252, "Öö" in cp850;
     if lone and all(map(_letters, lone)) and _latin(head.decode("cp850")) and any(  # one byte twice ("””", "§§",
             len(set(r)) > 1 and not r.decode("cp1252", "replace").isalpha() for r in lone):  # "††") is cp1252's too
@@ -464,18 +468,18 @@ def _script(data: bytes) -> str | None:
     most words written as words are, in small letters, one capital first or a script without capitals (cp1251's small
     letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
     head = data[:200_000]
-    runs = [r for r in re.findall(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])", head) if not (
+    runs = [r for r in LONE.findall(head) if not _signs(r) and not (
         min(r) >= 0xB0 and max(r) <= 0xDF and re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1|"
                                                         rb"^[\xc0-\xda][\xc4\xcd]$", r))]
-    # not DOS's drawing, a line, a block thrice or a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
+    # not Windows' quotes and dots ("“…”", which mac-cyrillic reads "УЕФ"), nor DOS's drawing, a line, a block thrice or
+    # a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
     if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
         return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
     if len(runs) < 3 and len([r for r in runs if len(set(r)) > 1]) < 2 or \
             sum(map(len, runs)) < 0.8 * len(re.findall(rb"[\x80-\xff]", head)):  # (two words: "Итого: 5 шт.", not "»»")
         return None
     edge = lambda w: "".join(itertools.dropwhile(lambda c: unicodedata.category(c)[0] == "P", w))  # quotes, dashes
-    words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in
-             ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")}
+    words = {codec: [edge(edge(w.decode(codec, "replace"))[::-1])[::-1] for w in runs] for codec in SCRIPTS}
     natural = lambda w: w.islower() or w[:1].isupper() and w[1:].islower() or w.lower() == w.upper()  # (or caseless)
 
     def word(codec: str, w: str, accents=True) -> bool:  # letters (and Hebrew's points) of one script, as words are
@@ -500,6 +504,7 @@ def _script(data: bytes) -> str | None:
     return " or ".join(named) or None
 
 
+SCRIPTS = ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")  # `_script`'s pages
 GREEK_CLITICS = {"στην", "στον", "στης", "στου", "στις", "στους", "στων", "τους", "μετα", "προς"}  # a Greek word of four
 # letters or more without an accent: one syllable said with the next word's ("στην πόλη", "τους φίλους")
 
@@ -840,6 +845,10 @@ def read(path, encoding: str = "utf-8") -> str:
     if codec.name in WESTERN and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in SCRIPTS and (script := _script(data)) and codec.name not in script and not (
+            codec.name == "koi8-u" and "koi8-r" in script):  # Greek named cp1251 ("БгбрзфЭ"), Russian's cp1251 koi8-r
+        print(f"[msrnn] warning: text file {path} reads as words in {script}, not in {encoding} (whose reading of its "
+              "non-ASCII words is no one script's as words are written): if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and mine != 1 and not (codec.name in ("cp437", "cp850") and _boxes(data[:200_000],
             drawn=False)) and (cjk := _cjk(data) or _cjk(data, mixed=True)):  # (all its words read as words, or
         # DOS's boxes named so, are no Big5: "░▒▓█" is 停 and more)

@@ -1180,11 +1180,13 @@ _CALLING, _IMPORTING = {}, {}  # the threads in a watched policy call, and impor
 # in how many signal handlers it began
 _POLICYS = weakref.WeakKeyDictionary()  # the threads a policy started (in its call, its import, or a thread of its
 _STOPPED = []  # own), and whose; (code, thread, whose) of each os._exit such a thread called
+_CALLERS = weakref.WeakKeyDictionary()  # those threads: the thread whose policy call or import started them
 _OWNER = threading.local()  # whose job a thread pool's thread runs (`whose` where a policy submitted it)
 _HANDLING = [0]  # the signal handlers running in the main thread, one in another
 _GIVEN = weakref.WeakValueDictionary()  # the handlers signal.signal and getsignal gave back, by id
 os.register_at_fork(after_in_child=lambda: (_CALLING.clear(), _IMPORTING.clear(), _POLICYS.clear(), _STOPPED.clear(),
-                                            setattr(_OWNER, "whose", None), _HANDLING.__setitem__(0, 0)))  # a
+                                            _CALLERS.clear(), setattr(_OWNER, "whose", None),
+                                            _HANDLING.__setitem__(0, 0)))  # a
 # child forked in a policy's thread or handler is a process of its own: its os._exit ends it
 
 
@@ -1247,11 +1249,31 @@ def _whose():
     return whose if whose is not None else _POLICYS.get(threading.current_thread())
 
 
+def _caller():
+    """The thread whose policy call (or policy file's import) the policy's code here serves: this one, in a call begun
+    here; the one whose call started this thread or submitted this job."""
+    if _called_here():
+        return threading.get_ident()
+    if getattr(_OWNER, "whose", None) is not None:
+        return getattr(_OWNER, "caller", None)
+    return _CALLERS.get(threading.current_thread())
+
+
 def _called_here() -> bool:
-    """Whether a watched policy call, or a policy file's import, began in this thread (a script's thread calling a
-    policy of its own, say), where `_whose` may also be a thread or pool job that a policy started: a command copies the
-    prints of, and refuses a command from, the latter (its policy's), whatever command ran when they started."""
+    """Whether a watched policy call, or a policy file's import, began in this thread."""
     return any((note := _noted(held)) is not None and note[1] == _depth() for held in (_CALLING, _IMPORTING))
+
+
+def _serves(thread: int) -> bool:
+    """Whether a policy's code runs here for the command running in `thread`: a thread or pool job a policy started,
+    not a policy's call begun here (a script's thread's own), nor a thread or job of a call that another thread is
+    in now (a script's thread calling its own policy: the command does not wait for that one). A pool made in one
+    call runs later calls' jobs: what it runs while the thread that made it is in no call is the command's. A command
+    copies what these print, and refuses a command from them (it waits for them)."""
+    if _whose() is None or _called_here():
+        return False
+    caller = _caller()
+    return caller is None or caller == thread or caller not in _CALLING and caller not in _IMPORTING
 
 
 def _exit(code):
@@ -1293,6 +1315,8 @@ def _start(self):
     submitter's."""
     if getattr(self, "_target", None) is not futures.thread._worker and (whose := _whose()) is not None:
         _POLICYS[self] = whose
+        if (caller := _caller()) is not None:
+            _CALLERS[self] = caller
     return _START(self)
 
 
@@ -1300,28 +1324,31 @@ def _start_raw(function, args, kwargs=None):
     """_thread.start_new_thread, the thread the policy's where a policy starts it (threading's own go through
     `_start`): a script's raw watchdog, started outside a policy's call, is the script's."""
     if (whose := _whose()) is not None:
-        function = functools.partial(_owned, whose, function)
+        function = functools.partial(_owned, (whose, _caller()), function)
     return _START_RAW(function, args, kwargs or {})
 
 
 def _submit(self, fn, /, *args, **kwargs):
     """ThreadPoolExecutor.submit, a job a policy submits run as the policy's (`_OWNER`)."""
     if (whose := _whose()) is not None:
-        fn = functools.partial(_owned, whose, fn)
+        fn = functools.partial(_owned, (whose, _caller()), fn)
     return _SUBMIT(self, fn, *args, **kwargs)
 
 
-def _owned(whose, fn, *args, **kwargs):
-    was, _OWNER.whose = getattr(_OWNER, "whose", None), whose
+def _owned(who, fn, *args, **kwargs):
+    """fn run as a policy's: `who` is (whose, the thread whose call it serves)."""
+    was = getattr(_OWNER, "whose", None), getattr(_OWNER, "caller", None)
+    _OWNER.whose, _OWNER.caller = who
     try:
         return fn(*args, **kwargs)
     finally:
-        _OWNER.whose = was
+        _OWNER.whose, _OWNER.caller = was
 
 
 def _handler(h, whose=None):
     """A signal's handler, counted while it runs (`_HANDLING`), what it raises marked as no policy's; or, set anew in
-    a policy's call (its own time limit), run as that policy's (`_OWNER`), its exit and its exception the policy's."""
+    a policy's call (its own time limit), run as that policy's (`_OWNER`; whose: the policy and its call's thread),
+    its exit and its exception the policy's."""
     if not callable(h) or _handled(h) is not None:
         return h
     def handle(sig, frame):
@@ -1372,7 +1399,7 @@ def _signal(sig, handler):
     """signal.signal (the `_signal` module's, which it calls: a script's `from signal import signal` before this
     import calls it too), its handler counted; a policy's own, set in its call, is the policy's."""
     whose = _whose() if _GIVEN.get(id(handler)) is not handler else None
-    return _given(_SIGNAL(sig, _handler(handler, whose)))
+    return _given(_SIGNAL(sig, _handler(handler, None if whose is None else (whose, _caller()))))
 
 
 def _getsignal(sig):

@@ -479,16 +479,16 @@ def _unplotted(png, why: str):
 
 
 class _Tee(io.TextIOBase):
-    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what a policy's threads and
-    pool jobs write: sys.stdout is the process's, so a script's other threads print through it too (a policy they
-    call too), and their lines are not the command's."""
+    """A stream that writes to `stream`, and copies to `copy` what one thread writes, and what its policy's threads and
+    pool jobs write (`guards._serves`): sys.stdout is the process's, so a script's other threads print through it too
+    (a policy they call too, and its threads), and their lines are not the command's."""
 
     def __init__(self, stream, copy, thread):
         self.stream, self.copy, self.thread = stream, copy, thread
 
     def write(self, text):
         self.stream.write(text)
-        if threading.get_ident() == self.thread or guards._whose() is not None and not guards._called_here():
+        if threading.get_ident() == self.thread or guards._serves(self.thread):
             self.copy.write(text)
         return len(text)
 
@@ -846,21 +846,31 @@ def _orphaned(parent: int):
 
 def _job(args):
     """A job's result, and what the worker printed since the last (a policy's lines), which the run prints in its own
-    thread (`_PRINTED`); what it printed before it raised goes with its exception, and an exception the run could not
-    rebuild from its class and args, as pickle does (a class whose __init__ takes other arguments: the pool would
-    break, as if the worker were killed), goes as a RuntimeError of its words."""
+    thread (`_PRINTED`); what it printed before it raised goes with its exception (`_crossing`)."""
     try:
         value = _SHARED["fn"](*_SHARED["shared"], *args)
     except BaseException as e:
-        try:
-            pickle.dumps(e)
-            type(e)(*e.args)
-        except Exception:
-            e = RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
+        e = _crossing(e)
         with contextlib.suppress(AttributeError, TypeError):
             e.msrnn_printed = _PRINTED.take()
         raise e
     return args, value, _PRINTED.take()
+
+
+def _crossing(e: BaseException, depth: int = 0) -> BaseException:
+    """e, where the run can rebuild it from its class and args, as unpickling does, and so each exception it holds (the
+    watch's PolicyError holds the policy's own as `original`); one it could not (a class whose __init__ takes other
+    arguments: the pool would break, as if the worker were killed) becomes a RuntimeError of its words."""
+    for key, held in list(vars(e).items()) if depth < 8 else ():
+        if isinstance(held, BaseException) and held is not e:
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(e, key, _crossing(held, depth + 1))
+    try:
+        pickle.dumps(e)
+        type(e)(*e.args)
+    except Exception:
+        return RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
+    return e
 
 
 def _flag(parent: int) -> str:

@@ -679,11 +679,14 @@ def _missing(path) -> str:
 
 def _defined(path: str) -> str:
     """' (it defines: a, b)', the functions a Python file defines outside a function or class (a def, a name given a
-    lambda; under an `if` too), read, never run; '' where it defines none so, or cannot be parsed."""
+    lambda; under an `if` too), read, never run; or that it defines none so, or cannot be parsed."""
     try:
         todo, found = ast.parse(pathlib.Path(path).read_bytes()).body, []
-    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):  # (nested too deep for the parser)
-        return ""
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as e:  # (nested too deep for the parser)
+        return " (it does not parse: " + ("nested too deep for Python's parser)" if isinstance(e, (
+            MemoryError, RecursionError)) else f"{guards._typename(e)}: {guards._said(e)})")
+    except OSError as e:
+        return f" (it cannot be read: {e.strerror or e})"
     while todo:
         node = todo.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -692,7 +695,7 @@ def _defined(path: str) -> str:
             found += [t.id for t in node.targets if isinstance(t, ast.Name)]
         elif not isinstance(node, ast.ClassDef):
             todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
-    return f" (it defines: {', '.join(found)})" if found else ""
+    return f" (it defines: {', '.join(found)})" if found else " (it defines no function outside a class or function)"
 
 
 def _file_spec(spec: str, file: pathlib.Path | None = None) -> Named:

@@ -9045,3 +9045,111 @@ def test_round107_a_a_policys_long_lived_pool_a_nested_command_there_an_unpickla
                          env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
     said = ran.stderr.strip().splitlines()[-1]
     assert ran.returncode == 0 and "RuntimeError Bad: job: two arguments" in said and "diagnosis" in said, ran
+
+
+def test_round108_b_elided_quotations_and_greek_named_a_cyrillic_page(tmp_path, capsys):
+    """Round 108, the data: an English transcript in cp1252 whose only non-ASCII bytes are two elided quotations
+    ("“…”", which mac-cyrillic reads "УЕФ") was warned of as Cyrillic when read as cp1252, and told Cyrillic pages first
+    named utf-8 (round 107's two-word rule: cp1252's quotes and dots alone are no word now); Greek in cp1253 named
+    cp1251 read as Cyrillic letters without a word (a script's page is checked against the others now)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    quotes = "Transcript, page 4.\nQ: What did he say?\nA: He said \u201c\u2026\u201d and hung up, then \u201c\u2026\u201d again.\n"
+    f.write_bytes(quotes.encode("cp1252"))
+    assert corpus.read(f, "cp1252") == quotes and "warning" not in capsys.readouterr().err
+    _refused(f, quotes.encode("cp1252"), r"name its encoding \(--encoding cp1252 for Windows' text\)")
+    greek = "Αγαπητέ Γιώργο,\nΣε ευχαριστώ για το μήνυμα. Η συνάντηση θα γίνει την Τετάρτη στην Αθήνα.\n"
+    f.write_bytes(greek.encode("cp1253"))
+    assert corpus.read(f, "cp1253") == greek and "warning" not in capsys.readouterr().err
+    corpus.read(f, "cp1251")
+    assert "reads as words in cp1253, not in cp1251" in capsys.readouterr().err
+    russian = "Привет, как дела? Сегодня хорошая погода, и мы идём в парк.\n"
+    f.write_bytes(russian.encode("koi8-r"))
+    for right in ("koi8-r", "koi8-u"):  # (the same letters for Russian)
+        corpus.read(f, right)
+        assert "warning" not in capsys.readouterr().err
+    corpus.read(f, "cp1251")
+    assert "reads as words in koi8-r, not in cp1251" in capsys.readouterr().err
+
+
+def test_round108_a_a_scripts_own_policys_thread_an_import_print_a_held_error_and_a_files_hint(tmp_path, monkeypatch,
+                                                                                                capsys):
+    """Round 108, the core: a script's thread calling its own policy while a command ran in another had that policy's
+    thread's lines copied into the command's log, and a command started there refused as if the running one waited
+    for it (round 107's rule took every policy's thread as the command's: now not one serving a call another thread is
+    in); what a policy file printed at its import was on the terminal, not in the log; with `--jobs 2` a policy's
+    exception the run cannot rebuild, held by the watch's error (`original`), still broke the pool ("killed by signal
+    15"); `--policy mine.py` for a file that does not parse, or defines no function, was told to name one and nothing
+    more."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    running, waiting, said = threading.Event(), threading.Event(), []
+
+    def own(rows):  # the script's own, called in its own thread; its thread prints and starts a command
+        def inner():
+            print("the script's own line")
+            waiting.set()
+            try:
+                demo.main(["view", "--help"])
+            except BaseException as e:
+                said.append(f"{type(e).__name__}: {e}")
+        t = threading.Thread(target=inner)
+        t.start()
+        t.join(120)
+        return rows.score
+
+    def script():
+        running.wait(60)
+        with guards.policy_call(own, _rows(8)):
+            own(_rows(8))
+
+    def command(rows):  # the command's policy: it waits for nothing of the script's
+        running.set()
+        waiting.wait(60)
+        import time
+        time.sleep(0.5)  # (the script's command waits for this one's lock meanwhile)
+        return rows.score
+    b = threading.Thread(target=script)
+    with harness.transcript() as out:  # (sys.stdout changed before and after the script's call, not during it)
+        b.start()
+        _as_a_command(command)
+        b.join(120)
+    assert "the script's own line" not in out.getvalue() and said == ["SystemExit: 0"], (out.getvalue(), said)
+    import tokenizers
+    monkeypatch.setattr(harness, "RESULTS", tmp_path / "results")
+    save(tmp_path / "m", MODEL)
+    vocab = {c: i for i, c in enumerate(" abcdefghijklmnopqrstuvwxyz.,;:?!'\n")} | {"[UNK]": 36}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    tok.save(str(tmp_path / "m" / "tokenizer.json"))
+    (tmp_path / "loud108.py").write_text("print('loaded my table')\n\ndef fn(rows):\n    return rows.score\n")
+    demo.main(["--model", str(tmp_path / "m"), "sweep", "--policies", f"{tmp_path}/loud108.py:fn", "--sizes", "8",
+               "--chunks", "1", "--chunk", "64", "--jobs", "1"])
+    log = next((tmp_path / "results" / "runs").glob("sweep-*.log")).read_text()
+    assert "loaded my table" in log, log
+    (tmp_path / "broken108.py").write_text("def fn(rows:\n")
+    (tmp_path / "none108.py").write_text("x = 1\n")
+    for name, says in (("broken108.py", "it does not parse: SyntaxError"), ("none108.py", "it defines no function")):
+        with pytest.raises(ValueError, match=says):
+            specs.named(str(tmp_path / name))
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs108.py").write_text(
+        "import sys\nsys.path[:0] = [" + repr(str(harness.ROOT)) + "]\nfrom engine import guards\nfrom lab import experiments\n"
+        "class Odd(Exception):\n    def __init__(self, a, b):\n        super().__init__(f'odd {a} {b}')\n\n"
+        "def policy(rows):\n    raise Odd(1, 2)\n\n"
+        "def job(x):\n    print('diagnosis', x)\n    rows = experiments.random_rows(8)\n"
+        "    with guards.policy_call(policy, rows):\n        policy(rows)\n")
+    script = tmp_path / "pool108.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs108\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
+                      "            list(harness.pool_map(jobs108.job, (), [(1,), (2,)], 2))\n"
+                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
+                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    said = ran.stderr.strip().splitlines()[-1]
+    assert ran.returncode == 0 and "raised Odd: odd 1 2" in said and "diagnosis" in said, ran
