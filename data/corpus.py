@@ -415,8 +415,8 @@ def _latin(text: str) -> bool:
 
 
 LONE = re.compile(rb"(?<![A-Za-z\x80-\xff])[\x80-\xff]{2,}(?![A-Za-z\x80-\xff])")  # non-ASCII bytes as a word of their own
-_signs = lambda w: all(unicodedata.category(c)[0] in "PZ" for c in w.decode("cp1252", "replace"))  # cp1252's quotes,
-# dashes, dots and spaces alone ("——", "“…”"): no word in a Latin text (DOS's "ùù", mac-cyrillic's "УЕФ" in others)
+_signs = lambda w, pages=("cp1252",): any(all(unicodedata.category(c)[0] in "PZ" for c in w.decode(page, "replace"))
+                                          for page in pages)  # quotes, dashes, dots and spaces alone ("——", "“…”")
 
 
 def _dos(data: bytes) -> str | None:
@@ -458,7 +458,7 @@ def _words(text: str) -> tuple[float, int]:
     return sum(good(c.rstrip("†‡") if notes else c) for c in cores) / max(len(cores), 1), len(cores)
 
 
-def _script(data: bytes) -> str | None:
+def _script(data: bytes, cased: bool = False) -> str | None:
     """The one-byte code pages of Cyrillic, Greek, Hebrew or Arabic that read a file's words of non-ASCII bytes alone
     (three or more, or two of two letters, most of its non-ASCII bytes: "Привет" among English, which cp1252 reads
     "Ïðèâåò") as one script's
@@ -466,13 +466,14 @@ def _script(data: bytes) -> str | None:
     (but a clitic: "στην"); a
     Hebrew word's final letters end it (Russian's т, о and н, read as Greek or Hebrew, are not). Named: those with the
     most words written as words are, in small letters, one capital first or a script without capitals (cp1251's small
-    letters are koi8-r's capitals), and those whose words are all capitals (acronyms)."""
+    letters are koi8-r's capitals), and but where `cased`, those whose words are all capitals (acronyms)."""
     head = data[:200_000]
-    runs = [r for r in LONE.findall(head) if not _signs(r) and not (
+    runs = [r for r in LONE.findall(head) if not (
         min(r) >= 0xB0 and max(r) <= 0xDF and re.search(rb"[\xc4\xcd]{2}|([\xb0-\xb2\xdb-\xdf])\1\1|"
                                                         rb"^[\xc0-\xda][\xc4\xcd]$", r))]
-    # not Windows' quotes and dots ("“…”", which mac-cyrillic reads "УЕФ"), nor DOS's drawing, a line, a block thrice or
-    # a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
+    # not DOS's drawing, a line, a block thrice or a branch ("┌──┐", "███", "├─"), which cp1256 reads as Arabic letters
+    if runs and all(_signs(r, ("cp1252", "mac-roman")) for r in runs):  # a Latin text's quotes and dots alone ("“…”",
+        return None  # which mac-cyrillic reads "УЕФ"; not where other words are: cp866's "ТЕСТ" is cp1252's "’…‘’")
     if runs and all(map(_letters, runs)):  # lists of Latin letters ("äöü", "éèêë", "ÆØÅ"), where every such word is
         return None  # one (Russian's "да", "для" read as cp1252 are "äà", "äëÿ": among its other words, words)
     if len(runs) < 3 and len([r for r in runs if len(set(r)) > 1]) < 2 or \
@@ -496,7 +497,8 @@ def _script(data: bytes) -> str | None:
         c == "koi8-u" and words[c] == words["koi8-r"])}
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
     named = sorted((c for c in small if small[c] > max(small.values(), default=0) / 2), key=small.get, reverse=True)
-    named += [c for c in good if c not in named and all(w.isupper() for w in good[c])]  # acronyms: "СССР", "НАТО"
+    named += [c for c in good if c not in named and all(w.isupper() for w in good[c]) and not cased]  # acronyms:
+    # "СССР", "НАТО"
     greek = "".join(words["cp1253"])
     if named and "cp1253" not in named and sum(word("cp1253", w, accents=False) for w in words["cp1253"]) >= \
             0.8 * len(runs) and greek.count("ξ") + greek.count("θ") < 0.05 * len(greek):  # Greek typed without
@@ -842,13 +844,18 @@ def read(path, encoding: str = "utf-8") -> str:
     fits = _fits(data) if codec.name in WESTERN else {}  # how well Latin's code pages read its words, the named one
     mine, top = _fit(text) if fits else None, max((f for f in fits.values() if f is not None), default=0)  # and the best
     better = _best(fits, codec.name, 1 if mine is None else mine)  # and those that read it better
-    if codec.name in WESTERN and (script := _script(data)):
+    latin = codec.name in WESTERN or single and sum("LATIN" in unicodedata.name(c, "") for c in bytes(
+        range(0xC0, 0x100)).decode(encoding, "replace")) > 48  # or another page of Latin letters: cp1250, cp1254
+    if latin and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in SCRIPTS and (script := _script(data)) and codec.name not in script and not (
-            codec.name == "koi8-u" and "koi8-r" in script):  # Greek named cp1251 ("БгбрзфЭ"), Russian's cp1251 koi8-r
-        print(f"[msrnn] warning: text file {path} reads as words in {script}, not in {encoding} (whose reading of its "
-              "non-ASCII words is no one script's as words are written): if it is, name that encoding", file=sys.stderr)
+    elif codec.name in SCRIPTS and (script := _script(data)) and codec.name not in (
+            cased := _script(data, cased=True) or script) and not (codec.name == "koi8-u" and "koi8-r" in cased):
+        how = f"in small letters, as words are written, in {cased}, and as capitals alone in {encoding}: if it is in " \
+            f"{cased.split(' or ')[0]} (a text of capitals, a menu, reads either way), name that" if codec.name in script \
+            else f"as words in {cased}, not in {encoding} (whose reading of its non-ASCII words is no one script's as " \
+            "words are written): if it is, name that encoding"  # Greek named cp1251 ("БгбрзфЭ"), Russian's cp1251
+        print(f"[msrnn] warning: text file {path} reads {how}", file=sys.stderr)  # named koi8-r ("ЯОХЯНЙ")
     elif codec.name in WESTERN and mine != 1 and not (codec.name in ("cp437", "cp850") and _boxes(data[:200_000],
             drawn=False)) and (cjk := _cjk(data) or _cjk(data, mixed=True)):  # (all its words read as words, or
         # DOS's boxes named so, are no Big5: "░▒▓█" is 停 and more)

@@ -649,6 +649,24 @@ class _Same(tuple):  # compared by identity: a policy's object's own __eq__ may 
     __hash__ = tuple.__hash__
 
 
+TRANSCRIPTS = weakref.WeakSet()  # a command's copies of what it prints (lab.harness._Tee), each over the stream it
+# writes through: sys.stdout is the process's, so a command another thread starts or ends during a script's own policy
+# call changes it, and that is no change of the policy's (`_Streams`)
+
+
+class _Streams(_Same):  # sys's streams, each seen through the commands' transcripts over it
+    __eq__ = lambda self, other: type(other) is type(self) and all(map(operator.is_, map(_through, self), map(_through,
+                                                                                                            other)))
+    __ne__ = lambda self, other: not self == other
+    __hash__ = tuple.__hash__
+
+
+def _through(stream):
+    while any(stream is t for t in TRANSCRIPTS):
+        stream = stream.stream
+    return stream
+
+
 _PLAIN = (str, int, type(None), re.Pattern)  # compared by ==, which is C's own for these exact types
 
 
@@ -993,7 +1011,7 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             # relative path after it (a folder the policy removed cannot be gone back to)
             ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
             # none, and a config's 5,000-digit number is read
-            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Same(getattr(sys, n, None) for n in _STREAMS),
+            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams(getattr(sys, n, None) for n in _STREAMS),
              lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
              lambda was: _each(was, "name")),
             ("sys.excepthook, displayhook, unraisablehook and breakpointhook, and threading.excepthook",

@@ -485,6 +485,7 @@ class _Tee(io.TextIOBase):
 
     def __init__(self, stream, copy, thread):
         self.stream, self.copy, self.thread = stream, copy, thread
+        guards.TRANSCRIPTS.add(self)  # (a command's, not a policy's change of sys.stdout: its watch sees through it)
 
     def write(self, text):
         self.stream.write(text)
@@ -858,16 +859,16 @@ def _job(args):
 
 
 def _crossing(e: BaseException, depth: int = 0) -> BaseException:
-    """e, where the run can rebuild it from its class and args, as unpickling does, and so each exception it holds (the
-    watch's PolicyError holds the policy's own as `original`); one it could not (a class whose __init__ takes other
-    arguments: the pool would break, as if the worker were killed) becomes a RuntimeError of its words."""
+    """e, where the run can read it back as the pool sends it; one it could not (an exception whose class's __init__
+    takes other arguments, anywhere in it: its args, an ExceptionGroup's list; the pool would break, as if the worker
+    were killed) becomes a RuntimeError of its words, and so each exception it holds as an attribute first (the watch's
+    PolicyError holds the policy's own as `original`: the policy stays named)."""
     for key, held in list(vars(e).items()) if depth < 8 else ():
         if isinstance(held, BaseException) and held is not e:
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(e, key, _crossing(held, depth + 1))
     try:
-        pickle.dumps(e)
-        type(e)(*e.args)
+        pickle.loads(pickle.dumps(e))  # (bytes this worker made a line above, as the pool will: no file is unpickled)
     except Exception:
         return RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
     return e

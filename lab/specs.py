@@ -693,7 +693,8 @@ def _defined(path: str) -> str:
             found.append(node.name)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
             found += [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif not isinstance(node, ast.ClassDef):
+        elif not isinstance(node, ast.ClassDef) and not (isinstance(node, ast.If) and "__main__" in ast.unparse(
+                node.test)):  # (not what runs only as a script: its import skips that)
             todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
     return f" (it defines: {', '.join(found)})" if found else " (it defines no function outside a class or function)"
 

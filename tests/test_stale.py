@@ -9153,3 +9153,95 @@ def test_round108_a_a_scripts_own_policys_thread_an_import_print_a_held_error_an
                          env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
     said = ran.stderr.strip().splitlines()[-1]
     assert ran.returncode == 0 and "raised Odd: odd 1 2" in said and "diagnosis" in said, ran
+
+
+def test_round109_b_russian_as_another_cyrillic_page_or_a_latin_one_and_a_macs_quotes(tmp_path, capsys):
+    """Round 109, the data: round 108's check of a named script page let through a page that reads the words as
+    capitals alone (cp1251's Russian named koi8-r: "ЯОХЯНЙ ДЕК"), and no Latin page but Western Europe's was checked
+    (cp1251's Russian named cp1250, cp1254); its set-aside of cp1252's quotes and dots took cp866's capitals
+    ("ТЕСТ" is "’…‘’") for them, and missed an old Mac's quotes ("“…”" is cp1252's "ÒÉÓ"), warned of as Cyrillic."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text, page, named, says in (
+            ("Список дел: купить хлеб, позвонить маме.\n", "cp1251", "koi8-r", "in small letters, as words are written, "
+             "in cp1251 or mac-cyrillic, and as capitals alone in koi8-r"),
+            ("Привет, как дела? Всё хорошо.\n", "cp1251", "cp1250", "another script .* in cp1251"),
+            ("Привет, как дела? Всё хорошо.\n", "cp1251", "cp1254", "another script .* in cp1251"),
+            ("МЕНЮ:\n1. ТЕСТ\n2. ВЕС\n3. ЛЕС\n4. ВЫХОД\n", "cp866", "cp1251", "as words in mac-cyrillic or cp866, not in "
+             "cp1251")):
+        f.write_bytes(text.encode(page))
+        corpus.read(f, page)
+        assert "warning" not in capsys.readouterr().err
+        corpus.read(f, named)
+        assert re.search(says, capsys.readouterr().err), (text, named)
+    mac = "He wrote \u201c\u2026\u201d and then \u2018\u2014\u2019.\n\u201c\u2026\u201d \u2014 an elision.\n"
+    f.write_bytes(mac.encode("mac-roman"))
+    assert corpus.read(f, "mac-roman") == mac and "warning" not in capsys.readouterr().err
+
+
+def test_round109_a_a_command_starting_or_ending_in_a_scripts_own_policy_call_and_an_error_held_in_args(tmp_path):
+    """Round 109, the core: a script's thread calling its own policy while another thread's command started had the
+    command's transcript "put back" at the call's end (its log lost every line after) and the policy blamed; a command
+    that ended during such a call was blamed on the policy too, and its dead transcript put back on sys.stdout (the
+    watch sees sys.stdout through a command's transcript now); with `--jobs 2`, an exception the run cannot rebuild,
+    held in another's args or an ExceptionGroup's list, still broke the pool (the worker reads its bytes back now);
+    `--policy mine.py` listed a function defined under `if __name__ == "__main__":`, which its import never defines."""
+    import os
+    import subprocess
+    import sys
+    import threading
+    began, moved, errors = threading.Event(), threading.Event(), []
+
+    def own(rows):  # the script's own policy: its call spans another thread's command's start, or its end
+        began.set()
+        moved.wait(60)
+        return rows.score
+
+    def script():
+        try:
+            with guards.policy_call(own, _rows(8)):
+                own(_rows(8))
+        except Exception as e:
+            errors.append(e)
+    terminal = sys.stdout
+    for start in (True, False):
+        began.clear(), moved.clear()
+        b = threading.Thread(target=script)
+        if start:
+            b.start()
+            began.wait(60)
+            with harness.transcript() as out:
+                moved.set()
+                b.join(60)
+                print("after the script's call")
+            assert "after the script's call" in out.getvalue()
+        else:
+            with harness.transcript():
+                b.start()
+                began.wait(60)
+            moved.set()
+            b.join(60)
+        assert not errors and sys.stdout is terminal, (start, errors, sys.stdout)
+    (tmp_path / "main109.py").write_text("def f(rows):\n    return rows.score\n\nif __name__ == '__main__':\n"
+                                         "    def g(rows):\n        return rows.score\n")
+    with pytest.raises(ValueError, match=r"\(it defines: f\)"):  # (g is defined only where it runs as a script)
+        specs.named(str(tmp_path / "main109.py"))
+    from engine import threads
+    if threads.cores() < 2:
+        pytest.skip("one core: pool_map runs in the process itself")
+    (tmp_path / "jobs109.py").write_text(
+        "import sys\nsys.path[:0] = [" + repr(str(harness.ROOT)) + "]\nfrom engine import guards\nfrom lab import experiments\n"
+        "class Odd(Exception):\n    def __init__(self, a, b):\n        super().__init__(f'odd {a} {b}')\n\n"
+        "def policy(rows):\n    raise ExceptionGroup('several', [RuntimeError(Odd(1, 2))])\n\n"
+        "def job(x):\n    print('diagnosis', x)\n    rows = experiments.random_rows(8)\n"
+        "    with guards.policy_call(policy, rows):\n        policy(rows)\n")
+    script = tmp_path / "pool109.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs109\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
+                      "            list(harness.pool_map(jobs109.job, (), [(1,), (2,)], 2))\n"
+                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
+                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    said = ran.stderr.strip().splitlines()[-1]
+    assert ran.returncode == 0 and "raised ExceptionGroup: several" in said and "diagnosis" in said, ran
