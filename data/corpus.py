@@ -367,9 +367,9 @@ def _spoken(head: bytes) -> bool:
     return False
 
 
-def _decodes(data: bytes) -> bool:
+def _decodes(data: bytes, codec: str = "utf-8") -> bool:
     try:
-        data.decode("utf-8")
+        data.decode(codec)
         return True
     except UnicodeDecodeError:
         return False
@@ -708,6 +708,18 @@ def _few(text: str, encoding: str) -> str:
             f"{next(w for w in words if not _home(w))!r}; Central Europe's are cp1250, cp852 and iso8859-2)")
 
 
+def _mixed(text: str) -> str:
+    """Where a Western reading mixes Icelandic's ð or þ with accents Icelandic has not: Baltic or Romanian text read so
+    ("Ðiandien" and "parduotuvæ" are cp1257's "Šiandien", "parduotuvę"; "Mulþumesc", iso8859-16's "Mulțumesc"), whose
+    words read as words (the bytes cannot tell): what it may be; else ""."""
+    words = re.findall(r"\w+", text[:200_000])
+    odd = next((w for w in words if re.search("[ðþÐÞ]", w)), None)
+    if odd is None or not any(re.search("[àèìòùâêîôûëïçãõñÀÈÌÒÙÂÊÎÔÛËÏÇÃÕÑ]", w) for w in words):
+        return ""
+    return (f"its words mix Icelandic's ð or þ with accents Icelandic has not ({odd!r}): it may be Baltic text (cp1257, "
+            "iso8859-13) or Romanian (iso8859-16, cp1250)")
+
+
 def _tie(data: bytes, fits: dict, named: str) -> str:
     """Where DOS's or the Mac's pages read a file's words as well as Windows' cp1252 (a dash is DOS's "ù" in "saidùno",
     DOS's "m²" is Windows' "mý"), no measure of the bytes can tell which it is: those pages, and the first word with a
@@ -722,11 +734,12 @@ def _tie(data: bytes, fits: dict, named: str) -> str:
 
 
 def _cp1252(data: bytes) -> bool:
-    """Whether the bytes are Windows' Western text (cp1252 leaves five bytes undefined)."""
-    try:
-        return bool(data.decode("cp1252"))
-    except UnicodeDecodeError:
-        return False
+    return bool(data) and _decodes(data, "cp1252")  # Windows' Western text (cp1252 leaves five bytes undefined)
+
+
+TWINS = {"iso8859-1": "cp1252", "iso8859-2": "cp1250", "iso8859-7": "cp1253", "iso8859-8": "cp1255",
+         "iso8859-9": "cp1254", "iso8859-13": "cp1257"}  # ISO's pages and Windows' own, which adds letters and signs
+# at 0x80-0x9F, ISO's control characters
 
 
 def read(path, encoding: str = "utf-8") -> str:
@@ -806,6 +819,8 @@ def read(path, encoding: str = "utf-8") -> str:
         if named.startswith("--encoding cp1252") and not iso and max((f or 0 for f in fits.values()), default=1) < 0.5 \
                 and (few := _few(data[:200_000].decode("cp1252"), "cp1252")):  # cp1252 alone, a guess that reads
             tie += f"; but {few}: it may be in another code page"  # few of its words
+        if named.startswith("--encoding cp1252") and (mixed := _mixed(data[:200_000].decode("cp1252"))):
+            tie += f"; but {mixed}"
         advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'}{tie})" if named else \
             "name the encoding it is in"
         raise ValueError(f"text file {path} is not {encoding} ({where}); convert it to UTF-8, or {advice}") from None
@@ -877,14 +892,17 @@ def read(path, encoding: str = "utf-8") -> str:
     elif codec.name in WESTERN and top < 0.5 and (few := _few(text, encoding)):  # no Western reading reads it
         print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
               file=sys.stderr)
+    elif codec.name in WESTERN and (mixed := _mixed(text)):
+        print(f"[msrnn] warning: text file {path}: {mixed}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
         # word list is Latin too; Cyrillic read as cp1252 reads "Ïðèâåò"
-    if codec.name == "iso8859-1" and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
-            and _cp1252(data) and not _dos(data):
-        raise ValueError(f"text file {path} reads as cp1252 (Windows' quotes and dashes, bytes 0x80-0x9F, which latin-1 "
-                         "reads as control characters), not latin-1: name cp1252")
+    if (twin := TWINS.get(codec.name)) and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
+            and _decodes(data, twin) and not _dos(data):  # an ISO page's control characters, its Windows twin's
+        iso = "latin-1" if codec.name == "iso8859-1" else codec.name  # letters and signs
+        raise ValueError(f"text file {path} reads as {twin} (Windows' {'quotes and dashes' if twin == 'cp1252' else 'letters and signs'}"
+                         f", bytes 0x80-0x9F, which {iso} reads as control characters), not {iso}: name {twin}")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

@@ -654,15 +654,15 @@ TRANSCRIPTS = weakref.WeakSet()  # a command's copies of what it prints (lab.har
 # call changes it, and that is no change of the policy's (`_Streams`)
 
 
-class _Streams(_Same):  # sys's streams, each seen through the commands' transcripts over it
+class _Streams(_Same):  # sys's streams, each seen through other threads' commands' transcripts over it
     __eq__ = lambda self, other: type(other) is type(self) and all(map(operator.is_, map(_through, self), map(_through,
                                                                                                             other)))
     __ne__ = lambda self, other: not self == other
     __hash__ = tuple.__hash__
 
 
-def _through(stream):
-    while any(stream is t for t in TRANSCRIPTS):
+def _through(stream):  # (but this thread's command's: a policy that takes it off sys.stdout drops the log's copy)
+    while any(stream is t and t.thread != threading.get_ident() for t in TRANSCRIPTS):
         stream = stream.stream
     return stream
 

@@ -337,7 +337,10 @@ def _globals(f) -> tuple[list, list]:
                         y = getattr(x, a)
                     except Exception:  # a module's own __getattr__ may raise anything
                         continue
-                    if _data(y):
+                    if callable(getattr(type(y), "write", None)) and callable(getattr(type(y), "flush", None)):
+                        parts += [f"{kind}{n}.{a}", "a stream"]  # sys.stdout: what it holds is no setting (and a
+                        # pooled worker's is another, its own buffer)
+                    elif _data(y):
                         parts += [f"{kind}{n}.{a}", *_value(y)]
                     elif inspect.isfunction(y) and _users(y):  # helper.score: its reads
                         helpers.append(y)
@@ -693,8 +696,9 @@ def _defined(path: str) -> str:
             found.append(node.name)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
             found += [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif not isinstance(node, ast.ClassDef) and not (isinstance(node, ast.If) and "__main__" in ast.unparse(
-                node.test)):  # (not what runs only as a script: its import skips that)
+        elif isinstance(node, ast.If) and re.fullmatch(r"__name__ == ['\"]__main__['\"]", ast.unparse(node.test)):
+            todo += node.orelse  # (not what runs only as a script: its import skips that)
+        elif not isinstance(node, ast.ClassDef):
             todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
     return f" (it defines: {', '.join(found)})" if found else " (it defines no function outside a class or function)"
 

@@ -9245,3 +9245,62 @@ def test_round109_a_a_command_starting_or_ending_in_a_scripts_own_policy_call_an
                          env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
     said = ran.stderr.strip().splitlines()[-1]
     assert ran.returncode == 0 and "raised ExceptionGroup: several" in said and "diagnosis" in said, ran
+
+
+def test_round110_b_baltic_and_romanian_text_and_windows_text_named_its_iso_twin(tmp_path, capsys):
+    """Round 110, the data: Lithuanian in cp1257 and Romanian in iso8859-16, named utf-8, were told cp1252 alone, and
+    named cp1252 read without a word ("Ðiandien", "Mulþumesc": words, but Icelandic's ð and þ beside accents it has
+    not); Czech in cp1250 named iso8859-2 read with a control character inside a word ("náv\\x9atěvu"): only latin-1 was
+    checked against its Windows twin (each ISO page is now: cp1250's, cp1254's, ...)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    for text, page in (("Šiandien einu į parduotuvę. Ačiū už pagalbą, gražią dieną.\n", "cp1257"),
+                       ("Bună ziua! Mulțumesc pentru școală, cu stimă.\n", "iso8859-16")):
+        _refused(f, text.encode(page), r"cp1252 for Windows' text; but its words mix Icelandic's ð or þ .* Baltic")
+        corpus.read(f, "cp1252")
+        assert "it may be Baltic text (cp1257" in capsys.readouterr().err
+        assert corpus.read(f, page) == text and "warning" not in capsys.readouterr().err
+    icelandic = "Góðan daginn! Þetta er íslenska, með æ og ö: það er gott.\n"
+    f.write_bytes(icelandic.encode("cp1252"))
+    assert corpus.read(f, "cp1252") == icelandic and "warning" not in capsys.readouterr().err
+    for text, page, iso in (("Děkuji za návštěvu, Šťastný Čech.\n", "cp1250", "iso8859-2"),
+                            ("Şişli'de çok güzel bir gün. İyi “akşamlar”.\n", "cp1254", "iso8859-9")):
+        f.write_bytes(text.encode(page))
+        assert corpus.read(f, page) == text
+        with pytest.raises(ValueError, match=rf"reads as {page} .*not {iso}: name {page}"):
+            corpus.read(f, iso)
+
+
+def test_round110_a_a_policy_that_drops_its_commands_log_copy_one_that_reads_sys_stdout_and_an_else(tmp_path):
+    """Round 110, the core: round 109's watch saw sys.stdout through any command's transcript, so a policy that set
+    `sys.stdout = sys.__stdout__` in its own command dropped the log's copy without a word (only another thread's
+    command's transcript is seen through now); a policy that reads sys.stdout (its flush) was keyed by what the stream
+    holds, so a pooled worker, whose stream is its own, refused it as edited; `--policy mine.py`'s hint left out the
+    functions under `if __name__ != "__main__":` and an `else:`, which its import defines."""
+    import contextlib
+    import io
+    import sys
+
+    def drops(rows):
+        sys.stdout = sys.__stdout__
+        return rows.score
+    with harness.transcript():
+        with pytest.raises(guards.PolicyError, match="changed sys.stdin, sys.stdout and sys.stderr"):
+            with guards.policy_call(drops, _rows(8)):
+                drops(_rows(8))
+
+    def flushes(rows):
+        sys.stdout.flush()
+        return rows.score
+    before = specs.key_of(flushes)
+    print("something the stream now holds")
+    with harness.transcript():
+        assert specs.key_of(flushes) == before
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert specs.key_of(flushes) == before
+    (tmp_path / "else110.py").write_text(
+        "if __name__ != '__main__':\n    def knorm(rows):\n        return rows.score\n\n"
+        "if __name__ == '__main__':\n    def cli(rows):\n        return rows.score\nelse:\n"
+        "    def tova2(rows):\n        return rows.score\n")
+    with pytest.raises(ValueError, match=r"\(it defines: knorm, tova2\)"):
+        specs.named(str(tmp_path / "else110.py"))
