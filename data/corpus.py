@@ -712,12 +712,21 @@ def _mixed(text: str) -> str:
     """Where a Western reading mixes Icelandic's ð or þ with accents Icelandic has not: Baltic or Romanian text read so
     ("Ðiandien" and "parduotuvæ" are cp1257's "Šiandien", "parduotuvę"; "Mulþumesc", iso8859-16's "Mulțumesc"), whose
     words read as words (the bytes cannot tell): what it may be; else ""."""
-    words = re.findall(r"\w+", text[:200_000])
+    words = [w for w in re.findall(r"\w+", text[:200_000]) if not w.isascii()]
     odd = next((w for w in words if re.search("[ðþÐÞ]", w)), None)
-    if odd is None or not any(re.search("[àèìòùâêîôûëïçãõñÀÈÌÒÙÂÊÎÔÛËÏÇÃÕÑ]", w) for w in words):
-        return ""
+    if odd is None or sum(bool(re.search("[àèìòùâêîôûëïçãõñÀÈÌÒÙÂÊÎÔÛËÏÇÃÕÑ]", w)) for w in words) < max(3, len(words) / 4):
+        return ""  # (an Icelandic text that quotes "crème brûlée", or names a Zoë and a François, is Icelandic)
     return (f"its words mix Icelandic's ð or þ with accents Icelandic has not ({odd!r}): it may be Baltic text (cp1257, "
-            "iso8859-13) or Romanian (iso8859-16, cp1250)")
+            "iso8859-13), Romanian (iso8859-16, cp1250) or Turkish (cp1254)")
+
+
+def _hybrid(text: str) -> str:
+    """The first word of ASCII letters with another script's inside, where most words with letters above ASCII are
+    so: a Latin text read in a script's page ("Mьller" is cp1252's "Müller" in cp1251); else ""."""
+    words = [w for w in re.findall(r"[^\W\d_]+", text[:200_000]) if not w.isascii()]
+    mixed = [w for w in words if re.search("[A-Za-z]", w) and any(c >= "\x80" and c.isalpha() and "LATIN" not in
+                                                                   unicodedata.name(c, "LATIN") for c in w)]
+    return mixed[0] if words and len(mixed) > 0.5 * len(words) else ""
 
 
 def _tie(data: bytes, fits: dict, named: str) -> str:
@@ -892,6 +901,10 @@ def read(path, encoding: str = "utf-8") -> str:
     elif codec.name in WESTERN and top < 0.5 and (few := _few(text, encoding)):  # no Western reading reads it
         print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
               file=sys.stderr)
+    elif single and not latin and (hybrid := _hybrid(text)):
+        print(f"[msrnn] warning: text file {path}: most of its words with letters above ASCII mix ASCII's letters with "
+              f"another script's as {encoding} reads them ({hybrid!r}): Latin text (cp1252 for Windows' text?): if it "
+              "is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and (mixed := _mixed(text)):
         print(f"[msrnn] warning: text file {path}: {mixed}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents

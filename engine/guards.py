@@ -12,6 +12,7 @@ import gc
 import hashlib
 import inspect
 import io
+import itertools
 import json
 import math
 import operator
@@ -649,22 +650,37 @@ class _Same(tuple):  # compared by identity: a policy's object's own __eq__ may 
     __hash__ = tuple.__hash__
 
 
-TRANSCRIPTS = weakref.WeakSet()  # a command's copies of what it prints (lab.harness._Tee), each over the stream it
-# writes through: sys.stdout is the process's, so a command another thread starts or ends during a script's own policy
-# call changes it, and that is no change of the policy's (`_Streams`)
+TRANSCRIPTS = weakref.WeakSet()  # a command's copies of what it prints (lab.harness._Tee, `live` while its command
+# runs), each over the stream it writes through: sys.stdout is the process's, so a command another thread starts or
+# ends during a script's own policy call changes it, and that is no change of the policy's (`_Streams`)
+_MADE = itertools.count()
 
 
-class _Streams(_Same):  # sys's streams, each seen through other threads' commands' transcripts over it
-    __eq__ = lambda self, other: type(other) is type(self) and all(map(operator.is_, map(_through, self), map(_through,
-                                                                                                            other)))
+class _Streams(_Same):  # sys's streams, each seen through other threads' commands' transcripts over it: equal where
+    # the same stream is under them, and a transcript still live then is there now (one the call took off is a change)
+    def __eq__(self, other):
+        if type(other) is not type(self) or len(other) != len(self):
+            return False
+        was, now = sorted((self, other), key=lambda s: s.made)
+        return all(_through(a)[0] is _through(b)[0] and all(not t.live or any(t is u for u in _through(b)[1])
+                                                            for t in _through(a)[1]) for a, b in zip(was, now))
     __ne__ = lambda self, other: not self == other
     __hash__ = tuple.__hash__
 
 
-def _through(stream):  # (but this thread's command's: a policy that takes it off sys.stdout drops the log's copy)
+def _streams():
+    (streams := _Streams(getattr(sys, n, None) for n in _STREAMS)).made = next(_MADE)
+    return streams
+
+
+def _through(stream):
+    """The stream under other threads' commands' transcripts, and those (this thread's command's own is no other's:
+    a policy that takes it off sys.stdout drops its log's copy)."""
+    passed = []
     while any(stream is t and t.thread != threading.get_ident() for t in TRANSCRIPTS):
+        passed.append(stream)
         stream = stream.stream
-    return stream
+    return stream, passed
 
 
 _PLAIN = (str, int, type(None), re.Pattern)  # compared by ==, which is C's own for these exact types
@@ -1011,7 +1027,7 @@ SETTINGS = [("torch's default dtype", torch.get_default_dtype, torch.set_default
             # relative path after it (a folder the policy removed cannot be gone back to)
             ("Python's limit on an integer's digits", sys.get_int_max_str_digits, sys.set_int_max_str_digits, str),  # 0:
             # none, and a config's 5,000-digit number is read
-            ("sys.stdin, sys.stdout and sys.stderr", lambda: _Streams(getattr(sys, n, None) for n in _STREAMS),
+            ("sys.stdin, sys.stdout and sys.stderr", _streams,
              lambda was: [setattr(sys, n, s) for n, s in zip(_STREAMS, was)],
              lambda was: _each(was, "name")),
             ("sys.excepthook, displayhook, unraisablehook and breakpointhook, and threading.excepthook",

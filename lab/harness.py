@@ -484,7 +484,7 @@ class _Tee(io.TextIOBase):
     (a policy they call too, and its threads), and their lines are not the command's."""
 
     def __init__(self, stream, copy, thread):
-        self.stream, self.copy, self.thread = stream, copy, thread
+        self.stream, self.copy, self.thread, self.live = stream, copy, thread, True
         guards.TRANSCRIPTS.add(self)  # (a command's, not a policy's change of sys.stdout: its watch sees through it)
 
     def write(self, text):
@@ -501,8 +501,12 @@ class _Tee(io.TextIOBase):
 def transcript():
     """Print as usual, and keep a copy of what this thread prints: `with transcript() as out: ...; out.getvalue()`."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(_Tee(sys.stdout, out, threading.get_ident())):
-        yield out
+    tee = _Tee(sys.stdout, out, threading.get_ident())
+    try:
+        with contextlib.redirect_stdout(tee):
+            yield out
+    finally:
+        tee.live = False  # (a policy call in another thread that spans its end did not take it off)
 
 
 def _forked():  # a child forked while a thread ran a command: that thread is not in the child (a policy that forks is)

@@ -694,9 +694,10 @@ def _defined(path: str) -> str:
         node = todo.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append(node.name)
-        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
-            found += [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.If) and re.fullmatch(r"__name__ == ['\"]__main__['\"]", ast.unparse(node.test)):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Lambda):
+            found += [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.If) and re.fullmatch(r"__name__ == '__main__'|'__main__' == __name__",
+                                                       ast.unparse(node.test)):
             todo += node.orelse  # (not what runs only as a script: its import skips that)
         elif not isinstance(node, ast.ClassDef):
             todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]

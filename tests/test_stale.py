@@ -9304,3 +9304,54 @@ def test_round110_a_a_policy_that_drops_its_commands_log_copy_one_that_reads_sys
         "    def tova2(rows):\n        return rows.score\n")
     with pytest.raises(ValueError, match=r"\(it defines: knorm, tova2\)"):
         specs.named(str(tmp_path / "else110.py"))
+
+
+def test_round111_b_a_german_letter_named_a_cyrillic_page_and_icelandic_that_quotes_french(tmp_path, capsys):
+    """Round 111, the data: a German letter in cp1252 named cp1251, koi8-r or cp1253 read as "Mьller", "MЭller",
+    "Mόller" without a word (a script's page was checked against the other script pages alone: words of ASCII letters
+    with another script's inside are named now); round 110's check of ð or þ beside other accents warned of Icelandic
+    that names a Zoë and a François as Baltic (three such words, and a quarter, are needed now)."""
+    from data import corpus
+    f = tmp_path / "t.txt"
+    german = "Sehr geehrte Frau Müller,\nvielen Dank für Ihre Nachricht. Die Prüfung ist am Dienstag.\n"
+    f.write_bytes(german.encode("cp1252"))
+    for page in ("cp1251", "koi8-r", "cp1253"):
+        corpus.read(f, page)
+        assert "mix ASCII's letters with another script's" in capsys.readouterr().err, page
+    russian = "Привет, как дела? Сегодня мы идём в парк с друзьями, а вечером в кино.\n"
+    f.write_bytes(russian.encode("cp1251"))
+    assert corpus.read(f, "cp1251") == russian and "warning" not in capsys.readouterr().err
+    icelandic = "Nemendur í 5. bekk:\nÞórður Jónsson\nGuðrún Ólafsdóttir\nZoë Martin\nFrançois Dupont\nSólveig Þórsdóttir\n"
+    f.write_bytes(icelandic.encode("cp1252"))
+    assert corpus.read(f, "cp1252") == icelandic and "warning" not in capsys.readouterr().err
+
+
+def test_round111_a_a_scripts_own_policy_that_takes_a_running_commands_copy_off_and_two_hints(tmp_path):
+    """Round 111, the core: round 110's watch saw sys.stdout through another thread's command's transcript, so a
+    script's own policy, called in its own thread, that set `sys.stdout = sys.stdout.stream` took the running command's
+    log copy off without a word (a transcript still live at the call's end must still be there; one whose command
+    ended may be gone); `--policy mine.py`'s hint missed `if "__main__" == __name__:` and an annotated lambda."""
+    import sys
+    import threading
+    errors = []
+
+    def drops(rows):
+        sys.stdout = sys.stdout.stream
+        return rows.score
+
+    def script():
+        try:
+            with guards.policy_call(drops, _rows(8)):
+                drops(_rows(8))
+        except guards.PolicyError as e:
+            errors.append(e)
+    with harness.transcript() as out:
+        b = threading.Thread(target=script)
+        b.start()
+        b.join(60)
+        print("after the script's call")
+    assert "after the script's call" in out.getvalue() and errors, (out.getvalue(), errors)
+    (tmp_path / "ann111.py").write_text("from typing import Callable\nrecent: Callable = lambda rows: rows.score\n\n"
+                                        "if '__main__' == __name__:\n    def cli(rows):\n        return rows.score\n")
+    with pytest.raises(ValueError, match=r"\(it defines: recent\)"):
+        specs.named(str(tmp_path / "ann111.py"))
