@@ -661,6 +661,8 @@ class _Streams(_Same):  # sys's streams, each seen through other threads' comman
     def __eq__(self, other):
         if type(other) is not type(self) or len(other) != len(self):
             return False
+        if all(map(operator.is_, self, other)):  # (every call but one that spans a change: no walk)
+            return True
         was, now = sorted((self, other), key=lambda s: s.made)
         return all(_through(a)[0] is _through(b)[0] and all(not t.live or any(t is u for u in _through(b)[1])
                                                             for t in _through(a)[1]) for a, b in zip(was, now))
