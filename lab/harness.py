@@ -863,19 +863,30 @@ def _job(args):
 
 
 def _crossing(e: BaseException, depth: int = 0) -> BaseException:
-    """e, where the run can read it back as the pool sends it; one it could not (an exception whose class's __init__
-    takes other arguments, anywhere in it: its args, an ExceptionGroup's list; the pool would break, as if the worker
-    were killed) becomes a RuntimeError of its words, and so each exception it holds as an attribute first (the watch's
-    PolicyError holds the policy's own as `original`: the policy stays named)."""
+    """e, where the run can rebuild it as the pool sends it (`_rebuilds`); one it could not (an exception whose
+    class's __init__ takes other arguments, anywhere in it: its args, an ExceptionGroup's list; the pool would break, as
+    if the worker were killed) becomes a RuntimeError of its words, and so each exception it holds as an attribute
+    first (the watch's PolicyError holds the policy's own as `original`: the policy stays named)."""
     for key, held in list(vars(e).items()) if depth < 8 else ():
         if isinstance(held, BaseException) and held is not e:
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(e, key, _crossing(held, depth + 1))
     try:
-        pickle.loads(pickle.dumps(e))  # (bytes this worker made a line above, as the pool will: no file is unpickled)
+        pickle.dumps(e)
+        if _rebuilds(e):
+            return e
     except Exception:
-        return RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
-    return e
+        pass
+    return RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
+
+
+def _rebuilds(x, depth: int = 0) -> bool:
+    """Whether the run could rebuild `x` as unpickling does, without unpickling anything: an exception from its class
+    and args, and so each exception inside it (its args, an ExceptionGroup's list, its attributes)."""
+    if isinstance(x, BaseException) and depth < 8:
+        type(x)(*x.args)
+        return all(_rebuilds(y, depth + 1) for y in (*x.args, *vars(x).values()))
+    return all(_rebuilds(y, depth + 1) for y in x) if isinstance(x, (list, tuple)) and depth < 8 else True
 
 
 def _flag(parent: int) -> str:

@@ -8774,6 +8774,30 @@ def _as_a_command(policy):
         harness.ONE.release()
 
 
+def _pooled_policy_error(tmp_path, raised: str):
+    """Run, in a script of its own, two pooled jobs that each print a line and call, watched, a policy that raises
+    `raised` (an expression over Odd, an exception whose __init__ takes two arguments); the run's process, and its
+    last line (what pool_map raised, and what the transcript held)."""
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "jobs_odd.py").write_text(
+        f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}]\nfrom engine import guards\nfrom lab import experiments\n"
+        "class Odd(Exception):\n    def __init__(self, a, b):\n        super().__init__(f'odd {a} {b}')\n\n"
+        f"def policy(rows):\n    raise {raised}\n\n"
+        "def job(x):\n    print('diagnosis', x)\n    rows = experiments.random_rows(8)\n"
+        "    with guards.policy_call(policy, rows):\n        policy(rows)\n")
+    script = tmp_path / "pool_odd.py"
+    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
+                      "import jobs_odd\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
+                      "            list(harness.pool_map(jobs_odd.job, (), [(1,), (2,)], 2))\n"
+                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
+                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
+    return ran, ran.stderr.strip().splitlines()[-1]
+
+
 def test_round105_a_a_policys_threads_and_workers_prints_and_commands_and_a_reload(tmp_path):
     """Round 105, the core: a command's log left out what a policy's own threads and pool jobs printed, and with
     `--jobs 2` everything a policy printed (a worker's stdout is not the run's transcript); a policy's command ran
@@ -9081,9 +9105,6 @@ def test_round108_a_a_scripts_own_policys_thread_an_import_print_a_held_error_an
     exception the run cannot rebuild, held by the watch's error (`original`), still broke the pool ("killed by signal
     15"); `--policy mine.py` for a file that does not parse, or defines no function, was told to name one and nothing
     more."""
-    import os
-    import subprocess
-    import sys
     import threading
     running, waiting, said = threading.Event(), threading.Event(), []
 
@@ -9137,21 +9158,7 @@ def test_round108_a_a_scripts_own_policys_thread_an_import_print_a_held_error_an
     from engine import threads
     if threads.cores() < 2:
         pytest.skip("one core: pool_map runs in the process itself")
-    (tmp_path / "jobs108.py").write_text(
-        "import sys\nsys.path[:0] = [" + repr(str(harness.ROOT)) + "]\nfrom engine import guards\nfrom lab import experiments\n"
-        "class Odd(Exception):\n    def __init__(self, a, b):\n        super().__init__(f'odd {a} {b}')\n\n"
-        "def policy(rows):\n    raise Odd(1, 2)\n\n"
-        "def job(x):\n    print('diagnosis', x)\n    rows = experiments.random_rows(8)\n"
-        "    with guards.policy_call(policy, rows):\n        policy(rows)\n")
-    script = tmp_path / "pool108.py"
-    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
-                      "import jobs108\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
-                      "            list(harness.pool_map(jobs108.job, (), [(1,), (2,)], 2))\n"
-                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
-                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
-    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
-    said = ran.stderr.strip().splitlines()[-1]
+    ran, said = _pooled_policy_error(tmp_path, "Odd(1, 2)")
     assert ran.returncode == 0 and "raised Odd: odd 1 2" in said and "diagnosis" in said, ran
 
 
@@ -9184,10 +9191,8 @@ def test_round109_a_a_command_starting_or_ending_in_a_scripts_own_policy_call_an
     command's transcript "put back" at the call's end (its log lost every line after) and the policy blamed; a command
     that ended during such a call was blamed on the policy too, and its dead transcript put back on sys.stdout (the
     watch sees sys.stdout through a command's transcript now); with `--jobs 2`, an exception the run cannot rebuild,
-    held in another's args or an ExceptionGroup's list, still broke the pool (the worker reads its bytes back now);
+    held in another's args or an ExceptionGroup's list, still broke the pool (each exception inside it is rebuilt now);
     `--policy mine.py` listed a function defined under `if __name__ == "__main__":`, which its import never defines."""
-    import os
-    import subprocess
     import sys
     import threading
     began, moved, errors = threading.Event(), threading.Event(), []
@@ -9229,21 +9234,7 @@ def test_round109_a_a_command_starting_or_ending_in_a_scripts_own_policy_call_an
     from engine import threads
     if threads.cores() < 2:
         pytest.skip("one core: pool_map runs in the process itself")
-    (tmp_path / "jobs109.py").write_text(
-        "import sys\nsys.path[:0] = [" + repr(str(harness.ROOT)) + "]\nfrom engine import guards\nfrom lab import experiments\n"
-        "class Odd(Exception):\n    def __init__(self, a, b):\n        super().__init__(f'odd {a} {b}')\n\n"
-        "def policy(rows):\n    raise ExceptionGroup('several', [RuntimeError(Odd(1, 2))])\n\n"
-        "def job(x):\n    print('diagnosis', x)\n    rows = experiments.random_rows(8)\n"
-        "    with guards.policy_call(policy, rows):\n        policy(rows)\n")
-    script = tmp_path / "pool109.py"
-    script.write_text(f"import sys\nsys.path[:0] = [{str(harness.ROOT)!r}, {str(tmp_path)!r}]\nfrom lab import harness\n"
-                      "import jobs109\nif __name__ == '__main__':\n    with harness.transcript() as out:\n        try:\n"
-                      "            list(harness.pool_map(jobs109.job, (), [(1,), (2,)], 2))\n"
-                      "        except Exception as e:\n            print(type(e).__name__, e)\n"
-                      "    print(repr(out.getvalue()), file=sys.stderr)\n")
-    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "MSRNN_RESULTS": str(tmp_path / "res")})
-    said = ran.stderr.strip().splitlines()[-1]
+    ran, said = _pooled_policy_error(tmp_path, "ExceptionGroup('several', [RuntimeError(Odd(1, 2))])")
     assert ran.returncode == 0 and "raised ExceptionGroup: several" in said and "diagnosis" in said, ran
 
 
