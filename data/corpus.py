@@ -503,7 +503,20 @@ def _script(data: bytes, cased: bool = False) -> str | None:
     if named and "cp1253" not in named and sum(word("cp1253", w, accents=False) for w in words["cp1253"]) >= \
             0.8 * len(runs) and greek.count("ξ") + greek.count("θ") < 0.05 * len(greek):  # Greek typed without
         named.append("cp1253")  # accents (a chat's), last; not Russian's words, whose о and и read as ξ and θ
+    named = [c if c != "cp1253" else _acute(head, c) or c for c in named]  # (or iso8859-7, by its Ά)
     return " or ".join(named) or None
+
+
+ACUTE = {"cp1253": rb"(?<![A-Za-z\x80-\xff])\xa2(?=[\xc1-\xfe])", "iso8859-7": rb"(?<![A-Za-z\x80-\xff])\xb6(?=[\xc1-\xfe])"}
+
+
+def _acute(data: bytes, named: str) -> str:
+    """The other of Greek's two pages, where its Ά begins a word and the named one's does not: cp1253 writes Ά as
+    byte A2, which iso8859-7 reads as a quote ("’ννα"), iso8859-7 as B6, cp1253's ¶ ("¶ννα"); they agree on every
+    other letter. Else ""."""
+    other = "iso8859-7" if named == "cp1253" else "cp1253"
+    head = data[:200_000]
+    return other if re.search(ACUTE[other], head) and not re.search(ACUTE[named], head) else ""
 
 
 SCRIPTS = ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")  # `_script`'s pages
@@ -524,8 +537,10 @@ def _euro(data: bytes) -> str | None:
     if re.search(rb"(?<![A-Za-z\x80-\xff])\xa4(?![A-Za-z\x80-\xff])", data):
         return "iso8859-15"
     inside = re.search(rb"[A-Za-z\xc0-\xff][\xa6\xa8\xa9\xab\xae\xb5\xb8\xb9\xbb\xbc\xbd\xbe][a-z\xe0-\xff]|"
-                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or _hungarian(data)  # (not
-    # "¾in": a fraction)
+                       rb"(?<![A-Za-z\x80-\xff])[\xa6\xa9\xae][a-z\xe0-\xff]{2}", data) or _hungarian(data) or re.search(
+        rb"[A-Za-z\xc0-\xff]{2}[\xb1\xb3\xb6\xbf][a-z\xe0-\xff]|(?<![A-Za-z\x80-\xff])[\xac\xaf][a-z\xe0-\xff]{2}",
+        data) and not _boxes(data[:200_000])  # (not "¾in": a fraction; latin-2's ą ł ś ż, "za³±czeniu", are DOS's
+    # │ ▒ ╢ ┐ too: "name│value")
     if not inside and not re.search(rb"[a-z\xe0-\xff][\xb9\xbb\xbe](?![A-Za-z\x80-\xff])", data):
         return None
     head = data[:200_000]
@@ -714,19 +729,26 @@ def _mixed(text: str) -> str:
     words read as words (the bytes cannot tell): what it may be; else ""."""
     words = [w for w in re.findall(r"\w+", text[:200_000]) if not w.isascii()]
     odd = next((w for w in words if re.search("[ðþÐÞ]", w)), None)
-    if odd is None or sum(bool(re.search("[àèìòùâêîôûëïçãõñÀÈÌÒÙÂÊÎÔÛËÏÇÃÕÑ]", w)) for w in words) < max(3, len(words) / 4):
-        return ""  # (an Icelandic text that quotes "crème brûlée", or names a Zoë and a François, is Icelandic)
+    romanian = any(re.search(r"[^\W\d_]þ", w) for w in words) and any(re.search("[âîãÂÎÃ]", w) for w in words)  # ţ
+    # inside a word ("Mulþumesc") beside ă, â or î, which Icelandic has not, in a line or two
+    if odd is None or not romanian and sum(bool(re.search("[àèìòùâêîôûëïçãõñ]", w)) and not w[:1].isupper()
+                                           for w in words) < max(3, len(words) / 4):
+        return ""  # (an Icelandic text that quotes "crème brûlée", or names a Zoë, a François and a Genève, is
+        # Icelandic: Baltic's misread words are its common words too, "aèiû", "pagalbà")
     return (f"its words mix Icelandic's ð or þ with accents Icelandic has not ({odd!r}): it may be Baltic text (cp1257, "
             "iso8859-13), Romanian (iso8859-16, cp1250) or Turkish (cp1254)")
 
 
 def _hybrid(text: str) -> str:
-    """The first word of ASCII letters with another script's inside, where most words with letters above ASCII are
-    so: a Latin text read in a script's page ("Mьller" is cp1252's "Müller" in cp1251); else ""."""
+    """The first word with another script's letters in a Latin text, as a script's page reads it: where most words
+    with letters above ASCII mix ASCII's with another script's ("Mьller" is cp1252's "Müller" in cp1251), or are
+    Latin ("été": cp1256 holds French's small letters, but not its capitals: "À" reads "ہ"); else ""."""
     words = [w for w in re.findall(r"[^\W\d_]+", text[:200_000]) if not w.isascii()]
-    mixed = [w for w in words if re.search("[A-Za-z]", w) and any(c >= "\x80" and c.isalpha() and "LATIN" not in
-                                                                   unicodedata.name(c, "LATIN") for c in w)]
-    return mixed[0] if words and len(mixed) > 0.5 * len(words) else ""
+    other = lambda w: any(c >= "\x80" and c.isalpha() and "LATIN" not in unicodedata.name(c, "LATIN") for c in w)
+    mixed = [w for w in words if re.search("[A-Za-z]", w) and other(w)]
+    latin = [w for w in words if not other(w)]
+    return mixed[0] if words and len(mixed) > 0.5 * len(words) else \
+        next(filter(other, words), "") if len(latin) > 0.5 * len(words) else ""
 
 
 def _tie(data: bytes, fits: dict, named: str) -> str:
@@ -740,6 +762,15 @@ def _tie(data: bytes, fits: dict, named: str) -> str:
         return ""
     return f"; its words read as well in {_pages(tied)}, and the bytes cannot tell which: its first such word reads " + \
         _word(data, ["cp1252", *tied])
+
+
+def _central(data: bytes) -> bool:
+    """Whether DOS's Central European page (cp852) reads a file's words as words (80%), more of them than Windows',
+    DOS's and the Mac's Western pages: Czech's "Vážený" and "zprávu" are cp1252's "V\xa0§enì", "zpr\xa0vu" (its á
+    a no-break space), which `_fit` reads as two words each."""
+    head = data[:200_000]
+    mine = _words(head.decode("cp852"))[0]
+    return mine >= 0.8 and all(_words(head.decode(c, "replace"))[0] < mine for names, _ in READERS for c in names)
 
 
 def _cp1252(data: bytes) -> bool:
@@ -828,6 +859,8 @@ def read(path, encoding: str = "utf-8") -> str:
         if named.startswith("--encoding cp1252") and not iso and max((f or 0 for f in fits.values()), default=1) < 0.5 \
                 and (few := _few(data[:200_000].decode("cp1252"), "cp1252")):  # cp1252 alone, a guess that reads
             tie += f"; but {few}: it may be in another code page"  # few of its words
+        elif named.startswith("--encoding cp1252") and _central(data):  # (the note above names cp852 itself)
+            tie = f", or cp852 for DOS's Central European text{tie}"
         if named.startswith("--encoding cp1252") and (mixed := _mixed(data[:200_000].decode("cp1252"))):
             tie += f"; but {mixed}"
         advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'}{tie})" if named else \
@@ -873,6 +906,10 @@ def read(path, encoding: str = "utf-8") -> str:
     if latin and (script := _script(data)):
         print(f"[msrnn] warning: text file {path} reads as words of another script (Cyrillic, Greek, Hebrew "
               f"or Arabic) in {script}, not as Latin letters: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in ACUTE and (other := _acute(data, codec.name)):
+        print(f"[msrnn] warning: text file {path} reads as {other}: its Greek Ά, which begins words there, is a sign "
+              f"in {encoding} (its first such word reads {_word(data, [other, codec.name])}): if it is, name that "
+              "encoding", file=sys.stderr)
     elif codec.name in SCRIPTS and (script := _script(data)) and codec.name not in (
             cased := _script(data, cased=True) or script) and not (codec.name == "koi8-u" and "koi8-r" in cased):
         how = f"in small letters, as words are written, in {cased}, and as capitals alone in {encoding}: if it is in " \
@@ -902,8 +939,10 @@ def read(path, encoding: str = "utf-8") -> str:
         print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
               file=sys.stderr)
     elif single and not latin and (hybrid := _hybrid(text)):
-        print(f"[msrnn] warning: text file {path}: most of its words with letters above ASCII mix ASCII's letters with "
-              f"another script's as {encoding} reads them ({hybrid!r}): Latin text (cp1252 for Windows' text?): if it "
+        how = "mix ASCII's letters with another script's" if re.search("[A-Za-z]", hybrid) else \
+            "are Latin letters, with another script's among them"  # (cp1256's French: "été", but "À" is "ہ")
+        print(f"[msrnn] warning: text file {path}: most of its words with letters above ASCII {how} as {encoding} "
+              f"reads them ({hybrid!r}): Latin text (cp1252 for Windows' text?): if it "
               "is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and (mixed := _mixed(text)):
         print(f"[msrnn] warning: text file {path}: {mixed}: if it is, name that encoding", file=sys.stderr)
@@ -914,8 +953,9 @@ def read(path, encoding: str = "utf-8") -> str:
     if (twin := TWINS.get(codec.name)) and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _decodes(data, twin) and not _dos(data):  # an ISO page's control characters, its Windows twin's
         iso = "latin-1" if codec.name == "iso8859-1" else codec.name  # letters and signs
+        more = f" (or {more}, which reads its words better)" if (more := _best(_fits(data), twin)) else ""
         raise ValueError(f"text file {path} reads as {twin} (Windows' {'quotes and dashes' if twin == 'cp1252' else 'letters and signs'}"
-                         f", bytes 0x80-0x9F, which {iso} reads as control characters), not {iso}: name {twin}")
+                         f", bytes 0x80-0x9F, which {iso} reads as control characters), not {iso}: name {twin}{more}")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose
         print(f"[msrnn] warning: text file {path} looks binary ({control} control characters in {len(text)})",
               file=sys.stderr)

@@ -881,12 +881,26 @@ def _crossing(e: BaseException, depth: int = 0) -> BaseException:
 
 
 def _rebuilds(x, depth: int = 0) -> bool:
-    """Whether the run could rebuild `x` as unpickling does, without unpickling anything: an exception from its class
-    and args, and so each exception inside it (its args, an ExceptionGroup's list, its attributes)."""
-    if isinstance(x, BaseException) and depth < 8:
-        type(x)(*x.args)
+    """Whether the run could rebuild `x` as unpickling does, without unpickling anything: plain data (numbers, text,
+    and lists, tuples, sets and dicts of them) and exceptions rebuilt from their class and args, whose class leaves
+    pickling to Python's own way (a class of the policy's with its own __reduce__, __setstate__ or __setattr__ runs
+    its own code there, which may fail), each thing inside them so; anything else (an object of the policy's, which
+    may not load) is no such thing."""
+    if depth > 8:
+        return False
+    if isinstance(x, BaseException):
+        kind = type(x)
+        own = kind.__module__ != "builtins" and any(getattr(kind, m) is not getattr(BaseException, m) for m in (
+            "__reduce__", "__reduce_ex__", "__setstate__", "__setattr__"))  # (OSError's own __reduce__ is Python's)
+        if own or any(hasattr(getattr(kind, key, None), "__set__") for key in vars(x)):  # (a property's setter)
+            return False
+        kind(*x.args)
         return all(_rebuilds(y, depth + 1) for y in (*x.args, *vars(x).values()))
-    return all(_rebuilds(y, depth + 1) for y in x) if isinstance(x, (list, tuple)) and depth < 8 else True
+    if type(x) is dict:
+        return all(_rebuilds(y, depth + 1) for y in (*x, *x.values()))
+    if type(x) in (list, tuple, set, frozenset):
+        return all(_rebuilds(y, depth + 1) for y in x)
+    return type(x) in (type(None), bool, int, float, complex, str, bytes)
 
 
 def _flag(parent: int) -> str:
@@ -981,6 +995,10 @@ def pool_map(fn, shared: tuple, jobs: list, processes: int):
             if not ended:  # Ctrl-C, an error, a consumer that stopped: the jobs still running end now
                 for p in list((getattr(pool, "_processes", None) or {}).values()):  # (Python 3.14 has this as
                     p.kill()  # terminate_workers())
+                with contextlib.suppress(AttributeError, OSError):  # one killed while it sent a long result (an
+                    pool._result_queue._writer.close()  # error's 20 MB message) left half of it in the pipe, which the
+                    # pool's own thread would wait for ever to read whole (and the run's exit with it): with this
+                    # process's end of the pipe closed too, it reads the pipe's end instead
             pool.shutdown(wait=ended, cancel_futures=True)
         with contextlib.suppress(OSError):
             left = pathlib.Path(said).read_text(encoding="utf-8", errors="replace")

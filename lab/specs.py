@@ -694,13 +694,18 @@ def _defined(path: str) -> str:
         node = todo.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.append(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Lambda):
-            found += [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            for target in getattr(node, "targets", [getattr(node, "target", None)]):  # a name given a lambda or a
+                pairs = zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple) and isinstance(  # partial
+                    node.value, ast.Tuple) else [(target, node.value)]  # ("a, b = (lambda r: ...), (lambda r: ...)")
+                found += [t.id for t, v in pairs if isinstance(t, ast.Name) and (isinstance(v, ast.Lambda) or isinstance(
+                    v, ast.Call) and ast.unparse(v.func).split(".")[-1] == "partial")]
         elif isinstance(node, ast.If) and re.fullmatch(r"__name__ == '__main__'|'__main__' == __name__",
                                                        ast.unparse(node.test)):
             todo += node.orelse  # (not what runs only as a script: its import skips that)
         elif not isinstance(node, ast.ClassDef):
-            todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt)]
+            todo += [n for n in ast.iter_child_nodes(node) if isinstance(n, (ast.stmt, ast.excepthandler, ast.match_case))]
+    found.sort(key=lambda name: name.startswith("_"))  # a helper's name (_base) last
     return f" (it defines: {', '.join(found)})" if found else " (it defines no function outside a class or function)"
 
 
