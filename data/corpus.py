@@ -6,6 +6,7 @@ beside the default model (MSRNN_CACHE, default ~/.cache/msrnn). Any text file of
 well (`read`).
 """
 import codecs
+import collections
 import hashlib
 import itertools
 import numbers
@@ -494,7 +495,7 @@ def _script(data: bytes, cased: bool = False) -> str | None:
         return codec != "cp1255" or not re.search("[ךםןףץ].|[כמנפצ]$", w)
     good = {codec: [w for w in ws if word(codec, w)] for codec, ws in words.items()}
     good = {c: ws for c, ws in good.items() if len(ws) >= 0.8 * len(runs) and not (
-        c == "koi8-u" and words[c] == words["koi8-r"])}
+        c == "koi8-u" and words[c] == words["koi8-r"]) and _cyrillic(c, ws)}
     small = {c: sum(map(natural, ws)) for c, ws in good.items()}  # words as they are written: capitals are few
     named = sorted((c for c in small if small[c] > max(small.values(), default=0) / 2), key=small.get, reverse=True)
     named += [c for c in good if c not in named and all(w.isupper() for w in good[c]) and not cased]  # acronyms:
@@ -507,16 +508,27 @@ def _script(data: bytes, cased: bool = False) -> str | None:
     return " or ".join(named) or None
 
 
-ACUTE = {"cp1253": rb"(?<![A-Za-z\x80-\xff])\xa2(?=[\xc1-\xfe])", "iso8859-7": rb"(?<![A-Za-z\x80-\xff])\xb6(?=[\xc1-\xfe])"}
+ACUTE = {"cp1253": rb"(?<![A-Za-z\xa2\xb6\xb8-\xba\xbc\xbe-\xfe])\xa2(?=[\xb8-\xba\xbc\xbe-\xfe])",  # its Ά first in a word
+         "iso8859-7": rb"(?<![A-Za-z\xa2\xb6\xb8-\xba\xbc\xbe-\xfe])[\xa1\xb6](?=[\xb8-\xba\xbc\xbe-\xfe])|[\xdc-\xfe]\xa2"}  # its Ά
+# or opening quote first in a word ("‘Έλα", cp1253's "΅Έλα"), or its elision after a small letter ("σ’αγαπώ", "σΆαγαπώ")
 
 
 def _acute(data: bytes, named: str) -> str:
     """The other of Greek's two pages, where its Ά begins a word and the named one's does not: cp1253 writes Ά as
     byte A2, which iso8859-7 reads as a quote ("’ννα"), iso8859-7 as B6, cp1253's ¶ ("¶ννα"); they agree on every
-    other letter. Else ""."""
+    other letter (iso8859-7's quotes ‘ and ’ are cp1253's ΅ and Ά). Else ""."""
     other = "iso8859-7" if named == "cp1253" else "cp1253"
     head = data[:200_000]
     return other if re.search(ACUTE[other], head) and not re.search(ACUTE[named], head) else ""
+
+
+def _cyrillic(codec: str, words: list) -> bool:
+    """Whether a page's reading of a file's words is Cyrillic text's, where it is Cyrillic at all: thirty letters or
+    more have one of Cyrillic languages' commonest letters commonest (о, е, а, и, ...); Greek in cp1253 read as
+    mac-cyrillic or cp1251 has its α as "б", its ο as "п" ("Ґннб кбй"), words by their shape."""
+    letters = [c for w in words for c in w.lower() if c.isalpha()]
+    return codec not in ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866") or len(letters) < 30 or \
+        collections.Counter(letters).most_common(1)[0][0] in "оеаинтсрі"
 
 
 SCRIPTS = ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")  # `_script`'s pages
@@ -731,10 +743,10 @@ def _mixed(text: str) -> str:
     odd = next((w for w in words if re.search("[ðþÐÞ]", w)), None)
     romanian = any(re.search(r"[^\W\d_]þ", w) for w in words) and any(re.search("[âîãÂÎÃ]", w) for w in words)  # ţ
     # inside a word ("Mulþumesc") beside ă, â or î, which Icelandic has not, in a line or two
-    if odd is None or not romanian and sum(bool(re.search("[àèìòùâêîôûëïçãõñ]", w)) and not w[:1].isupper()
+    if odd is None or not romanian and sum(bool(re.search("[àèìòùâêîôûëïçãõñÀÈÌÒÙÂÊÎÔÛËÏÇÃÕÑ]", w))
                                            for w in words) < max(3, len(words) / 4):
-        return ""  # (an Icelandic text that quotes "crème brûlée", or names a Zoë, a François and a Genève, is
-        # Icelandic: Baltic's misread words are its common words too, "aèiû", "pagalbà")
+        return ""  # (an Icelandic text that quotes "crème brûlée", or names a Zoë and a François, is Icelandic; one
+        # that names more is warned of: Baltic's misread words are names too, "Ðarûnas", "Þemaitë")
     return (f"its words mix Icelandic's ð or þ with accents Icelandic has not ({odd!r}): it may be Baltic text (cp1257, "
             "iso8859-13), Romanian (iso8859-16, cp1250) or Turkish (cp1254)")
 
@@ -748,7 +760,8 @@ def _hybrid(text: str) -> str:
     mixed = [w for w in words if re.search("[A-Za-z]", w) and other(w)]
     latin = [w for w in words if not other(w)]
     return mixed[0] if words and len(mixed) > 0.5 * len(words) else \
-        next(filter(other, words), "") if len(latin) > 0.5 * len(words) else ""
+        next(filter(other, words), "") if len(latin) + len(mixed) > 0.5 * len(words) else ""  # (German in cp1256:
+    # "Grِكe", "Weiك" beside "für")
 
 
 def _tie(data: bytes, fits: dict, named: str) -> str:
@@ -764,13 +777,24 @@ def _tie(data: bytes, fits: dict, named: str) -> str:
         _word(data, ["cp1252", *tied])
 
 
-def _central(data: bytes) -> bool:
-    """Whether DOS's Central European page (cp852) reads a file's words as words (80%), more of them than Windows',
-    DOS's and the Mac's Western pages: Czech's "Vážený" and "zprávu" are cp1252's "V\xa0§enì", "zpr\xa0vu" (its á
-    a no-break space), which `_fit` reads as two words each."""
+CENTRAL = (("cp1250", "Windows' Central European text"), ("cp852", "DOS's Central European text"))
+
+
+def _central(data: bytes) -> str:
+    """Central Europe's pages that read a file's words as words (80%, `_words`), more of them than Windows', DOS's
+    and the Mac's Western pages, said as `_pages` says those: Polish's "przesyłam" and Czech's "děkuji" in cp1250 are
+    cp1252's "przesy³am", "dìkuji"; Czech's "Vážený" in cp852 is cp1252's "V\xa0§enì" (its á a no-break space)."""
     head = data[:200_000]
-    mine = _words(head.decode("cp852"))[0]
-    return mine >= 0.8 and all(_words(head.decode(c, "replace"))[0] < mine for names, _ in READERS for c in names)
+    west = max(_words(head.decode(c, "replace"))[0] for names, _ in READERS for c in names)
+    return ", or ".join(f"{c} for {who}" for c, who in CENTRAL if (mine := _words(head.decode(c, "replace"))[0]) >= 0.8
+                        and mine > west)
+
+
+def _glued(text: str) -> list:
+    """A text's words with a sign against a letter ("za¶wiadczenie", "szybk±": latin-2's ś and ą read in cp1250)."""
+    sign = lambda c: unicodedata.category(c)[0] == "S" or c in "¶§"
+    return [w for w in re.findall(r"\S+", text[:200_000]) if any(
+        sign(a) and b.isalpha() or a.isalpha() and sign(b) for a, b in zip(w, w[1:]))]
 
 
 def _cp1252(data: bytes) -> bool:
@@ -859,8 +883,8 @@ def read(path, encoding: str = "utf-8") -> str:
         if named.startswith("--encoding cp1252") and not iso and max((f or 0 for f in fits.values()), default=1) < 0.5 \
                 and (few := _few(data[:200_000].decode("cp1252"), "cp1252")):  # cp1252 alone, a guess that reads
             tie += f"; but {few}: it may be in another code page"  # few of its words
-        elif named.startswith("--encoding cp1252") and _central(data):  # (the note above names cp852 itself)
-            tie = f", or cp852 for DOS's Central European text{tie}"
+        elif named.startswith("--encoding cp1252") and (central := _central(data)):  # (the note above names them)
+            tie = f", or {central}{tie}"
         if named.startswith("--encoding cp1252") and (mixed := _mixed(data[:200_000].decode("cp1252"))):
             tie += f"; but {mixed}"
         advice = f"name its encoding ({named}{'' if named.startswith('--') else '?'}{tie})" if named else \
@@ -935,6 +959,9 @@ def read(path, encoding: str = "utf-8") -> str:
     elif better:  # "├───docs", "™fen" in cp1252
         print(f"[msrnn] warning: text file {path} reads better as {better}: more of its words with accents, boxes or "
               f"signs read as words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
+    elif codec.name in WESTERN and (central := _central(data)):
+        print(f"[msrnn] warning: text file {path} reads better as {central}: more of its words with accents read as "
+              f"words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and top < 0.5 and (few := _few(text, encoding)):  # no Western reading reads it
         print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
               file=sys.stderr)
@@ -946,6 +973,11 @@ def read(path, encoding: str = "utf-8") -> str:
               "is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and (mixed := _mixed(text)):
         print(f"[msrnn] warning: text file {path}: {mixed}: if it is, name that encoding", file=sys.stderr)
+    elif (iso := next((i for i, w in TWINS.items() if w == codec.name), None)) and not re.search(rb"[\x80-\x9f]", data) \
+            and (glued := _glued(text)) and len(_glued(data.decode(iso))) < len(glued):  # Windows' page named for
+        # ISO's text (Windows' own bytes, 80-9F, absent): its letters read as signs inside words
+        print(f"[msrnn] warning: text file {path} reads as {iso}: some of its letters are signs in {encoding} ("
+              f"{glued[0]!r}): if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and not _latin(text):  # a warning, not a refusal: a list of accents
         print(f"[msrnn] warning: text file {path}: most of its letters are not ASCII's as {encoding} reads them: if it "  # or
               "is another script (cp1251, koi8-r, gbk, shift_jis), name that encoding", file=sys.stderr)  # an Icelandic
@@ -953,7 +985,8 @@ def read(path, encoding: str = "utf-8") -> str:
     if (twin := TWINS.get(codec.name)) and b"\0" not in data and any(0x80 <= b <= 0x9f for b in data) \
             and _decodes(data, twin) and not _dos(data):  # an ISO page's control characters, its Windows twin's
         iso = "latin-1" if codec.name == "iso8859-1" else codec.name  # letters and signs
-        more = f" (or {more}, which reads its words better)" if (more := _best(_fits(data), twin)) else ""
+        more = f" (or {more}, which reads its words better)" if twin == "cp1252" and (more := _best(_fits(data), twin)) \
+            else ""  # (the Mac's Spanish named latin-1)
         raise ValueError(f"text file {path} reads as {twin} (Windows' {'quotes and dashes' if twin == 'cp1252' else 'letters and signs'}"
                          f", bytes 0x80-0x9F, which {iso} reads as control characters), not {iso}: name {twin}{more}")
     if control > 0.01 * len(text):  # NULs and other control characters: a binary file, not prose

@@ -10,6 +10,7 @@ import contextvars
 import functools
 import gc
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -855,7 +856,9 @@ def _job(args):
     try:
         value = _SHARED["fn"](*_SHARED["shared"], *args)
     except BaseException as e:
-        e = _crossing(e)
+        e = _crossing(e) if not isinstance(e, KeyboardInterrupt) else RuntimeError(
+            "KeyboardInterrupt raised in a worker process, which Ctrl-C does not reach (the run's workers ignore it): "
+            "the code the job ran raised it (a policy's?), not the user")
         with contextlib.suppress(AttributeError, TypeError):
             e.msrnn_printed = _PRINTED.take()
         raise e
@@ -877,7 +880,12 @@ def _crossing(e: BaseException, depth: int = 0) -> BaseException:
             return e
     except Exception:
         pass
-    return RuntimeError(f"{guards._typename(e)}: {guards._said(e)}")
+    base = next((c for c in type(e).__mro__ if c.__module__ == "builtins"), RuntimeError)  # a policy's ValueError
+    words = f"{guards._typename(e)}: {guards._said(e)}"  # stays a ValueError (the checker's refusal)
+    with contextlib.suppress(Exception):
+        if base is not type(e) and base not in (BaseException, Exception) and _rebuilds(crossed := base(words)):
+            return crossed
+    return RuntimeError(words)
 
 
 def _rebuilds(x, depth: int = 0) -> bool:
@@ -892,8 +900,8 @@ def _rebuilds(x, depth: int = 0) -> bool:
         kind = type(x)
         own = kind.__module__ != "builtins" and any(getattr(kind, m) is not getattr(BaseException, m) for m in (
             "__reduce__", "__reduce_ex__", "__setstate__", "__setattr__"))  # (OSError's own __reduce__ is Python's)
-        if own or any(hasattr(getattr(kind, key, None), "__set__") for key in vars(x)):  # (a property's setter)
-            return False
+        if own or not _ours(kind) or any(hasattr(getattr(kind, key, None), "__set__") for key in vars(x)):  # (a
+            return False  # property's setter)
         kind(*x.args)
         return all(_rebuilds(y, depth + 1) for y in (*x.args, *vars(x).values()))
     if type(x) is dict:
@@ -901,6 +909,20 @@ def _rebuilds(x, depth: int = 0) -> bool:
     if type(x) in (list, tuple, set, frozenset):
         return all(_rebuilds(y, depth + 1) for y in x)
     return type(x) in (type(None), bool, int, float, complex, str, bytes)
+
+
+def _ours(kind) -> bool:
+    """An exception class the run rebuilds without running a policy's or a script's code: Python's, an installed
+    library's or the project's own; not a policy file's (lab.userfiles.*) nor a script's, whose __init__ runs again
+    where the run reads the exception back (and may fail there, or wait, though it ran here)."""
+    try:
+        file = os.path.realpath(inspect.getfile(kind))
+    except TypeError:  # built into Python
+        return True
+    except OSError:  # a class made where no file holds it (a notebook's, `python -c`)
+        return False
+    return file.startswith(guards.INSTALLED) or file.startswith(os.path.realpath(ROOT) + os.sep) and not \
+        kind.__module__.startswith(("lab.userfiles", "__main__", "__mp_main__"))
 
 
 def _flag(parent: int) -> str:

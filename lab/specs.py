@@ -408,6 +408,9 @@ def _value(x, depth: int = 0) -> list:
                 *(p for k, m in x.named_children() for p in (k, *_value(m, depth + 1)))]
     if isinstance(x, (weakref.ref, contextvars.ContextVar)):  # by what it points to, or holds in this context (its
         return [type(x).__name__, *_value(x() if isinstance(x, weakref.ref) else _var(x), depth + 1)]  # address: no)
+    if isinstance(x, (weakref.WeakSet, weakref.WeakKeyDictionary, weakref.WeakValueDictionary)):  # a record of
+        return [type(x).__qualname__]  # what lives now (guards.TRANSCRIPTS: the commands running), no setting a
+        # score reads; by its contents, each run of a command would key its student anew
     if isinstance(x, functools.partial):  # a partial held as a global: its function and its arguments
         return ["partial", *_value(x.func), *_value(x.args, depth + 1), *_value(x.keywords, depth + 1)]
     if (owner := _bound(x)) is not None and depth < DEEP:  # Scorer(1.0).score in a list or a partial, a tensor's .mul
