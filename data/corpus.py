@@ -6,7 +6,6 @@ beside the default model (MSRNN_CACHE, default ~/.cache/msrnn). Any text file of
 well (`read`).
 """
 import codecs
-import collections
 import hashlib
 import itertools
 import numbers
@@ -523,12 +522,13 @@ def _acute(data: bytes, named: str) -> str:
 
 
 def _cyrillic(codec: str, words: list) -> bool:
-    """Whether a page's reading of a file's words is Cyrillic text's, where it is Cyrillic at all: thirty letters or
-    more have one of Cyrillic languages' commonest letters commonest (о, е, а, и, ...); Greek in cp1253 read as
-    mac-cyrillic or cp1251 has its α as "б", its ο as "п" ("Ґннб кбй"), words by their shape."""
+    """Whether a page's reading of a file's words is Cyrillic text's, where it is Cyrillic at all: of thirty letters or
+    more, two in five or more are Cyrillic languages' commonest (о, е, а, и, н, т, с, р, і: over half of Russian's,
+    Ukrainian's, Bulgarian's); Greek in cp1253 read as mac-cyrillic or cp1251 has its α as "б", its ο as "п" ("Ґннб
+    кбй"), words by their shape, about a quarter."""
     letters = [c for w in words for c in w.lower() if c.isalpha()]
     return codec not in ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866") or len(letters) < 30 or \
-        collections.Counter(letters).most_common(1)[0][0] in "оеаинтсрі"
+        sum(c in "оеаинтсрі" for c in letters) >= 0.4 * len(letters)
 
 
 SCRIPTS = ("cp1251", "mac-cyrillic", "koi8-r", "koi8-u", "cp866", "cp1253", "cp1255", "cp1256")  # `_script`'s pages
@@ -780,14 +780,16 @@ def _tie(data: bytes, fits: dict, named: str) -> str:
 CENTRAL = (("cp1250", "Windows' Central European text"), ("cp852", "DOS's Central European text"))
 
 
-def _central(data: bytes) -> str:
+def _central(data: bytes, mine: float | None = None) -> str:
     """Central Europe's pages that read a file's words as words (80%, `_words`), more of them than Windows', DOS's
     and the Mac's Western pages, said as `_pages` says those: Polish's "przesyłam" and Czech's "děkuji" in cp1250 are
-    cp1252's "przesy³am", "dìkuji"; Czech's "Vážený" in cp852 is cp1252's "V\xa0§enì" (its á a no-break space)."""
+    cp1252's "przesy³am", "dìkuji"; Czech's "Vážený" in cp852 is cp1252's "V\xa0§enì" (its á a no-break space). Where
+    `mine`, the named reading's `_fit`, is given, only those whose `_fit` is better too (`_words` takes Catalan's
+    "col·lecció" for no word; `_fit` reads it as two)."""
     head = data[:200_000]
     west = max(_words(head.decode(c, "replace"))[0] for names, _ in READERS for c in names)
-    return ", or ".join(f"{c} for {who}" for c, who in CENTRAL if (mine := _words(head.decode(c, "replace"))[0]) >= 0.8
-                        and mine > west)
+    return ", or ".join(f"{c} for {who}" for c, who in CENTRAL if (share := _words(head.decode(c, "replace"))[0]) >= 0.8
+                        and share > west and (mine is None or (_fit(head.decode(c, "replace")) or 0) > mine))
 
 
 def _glued(text: str) -> list:
@@ -959,12 +961,12 @@ def read(path, encoding: str = "utf-8") -> str:
     elif better:  # "├───docs", "™fen" in cp1252
         print(f"[msrnn] warning: text file {path} reads better as {better}: more of its words with accents, boxes or "
               f"signs read as words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
-    elif codec.name in WESTERN and (central := _central(data)):
-        print(f"[msrnn] warning: text file {path} reads better as {central}: more of its words with accents read as "
-              f"words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
     elif codec.name in WESTERN and top < 0.5 and (few := _few(text, encoding)):  # no Western reading reads it
         print(f"[msrnn] warning: text file {path}: {few}: if it is in another code page, name that encoding",
               file=sys.stderr)
+    elif codec.name in WESTERN and mine is not None and (central := _central(data, mine)):
+        print(f"[msrnn] warning: text file {path} reads better as {central}: more of its words with accents read as "
+              f"words there than in {encoding}: if it is, name that encoding", file=sys.stderr)
     elif single and not latin and (hybrid := _hybrid(text)):
         how = "mix ASCII's letters with another script's" if re.search("[A-Za-z]", hybrid) else \
             "are Latin letters, with another script's among them"  # (cp1256's French: "été", but "À" is "ہ")

@@ -867,9 +867,10 @@ def _job(args):
 
 def _crossing(e: BaseException, depth: int = 0) -> BaseException:
     """e, where the run can rebuild it as the pool sends it (`_rebuilds`); one it could not (an exception whose
-    class's __init__ takes other arguments, anywhere in it: its args, an ExceptionGroup's list; the pool would break, as
-    if the worker were killed) becomes a RuntimeError of its words, and so each exception it holds as an attribute
-    first (the watch's PolicyError holds the policy's own as `original`: the policy stays named)."""
+    class's __init__ takes other arguments, anywhere in it: its args, an ExceptionGroup's list; a class of a policy's
+    or a script's; the pool would break, as if the worker were killed) becomes its nearest builtin class (else a
+    RuntimeError) of its words, and so each exception it holds as an attribute first (the watch's PolicyError holds the
+    policy's own as `original`: the policy stays named)."""
     for key, held in list(vars(e).items()) if depth < 8 else ():
         if isinstance(held, BaseException) and held is not e:
             with contextlib.suppress(AttributeError, TypeError):
