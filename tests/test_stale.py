@@ -6779,6 +6779,14 @@ def _ends(script, cases):
         assert done.returncode == code, (how, done)
 
 
+def _warned(f, data: bytes, encoding: str, capsys) -> str:
+    """What corpus.read of `data` written to f, named `encoding`, printed to stderr (its warnings)."""
+    from data import corpus
+    f.write_bytes(data)
+    corpus.read(f, encoding)
+    return capsys.readouterr().err
+
+
 def _refused(f, data: bytes, says: str):
     """corpus.read refuses `data` written to f, saying `says`."""
     from data import corpus
@@ -9405,9 +9413,8 @@ def test_round112_b_greeks_two_pages_french_in_arabics_short_romanian_polish_in_
         assert f"reads as {page}: its Greek Ά" in capsys.readouterr().err, page
     _refused(f, greek.encode("iso8859-7"), r"name its encoding \(iso8859-7")
     french = "Chère Hélène,\nvoici le menu de la fête : crème brûlée, pâté, rôti à l'ancienne.\nÀ bientôt, François\n"
-    f.write_bytes(french.encode("cp1252"))
-    corpus.read(f, "cp1256")
-    assert "are Latin letters, with another script's among them as cp1256" in capsys.readouterr().err
+    assert "are Latin letters, with another script's among them as cp1256" in _warned(f, french.encode("cp1252"),
+                                                                                          "cp1256", capsys)
     romanian = "Mulţumesc, mâine la ora 5.\n"
     _refused(f, romanian.encode("cp1250"), r"cp1252 for Windows' text; but its words mix Icelandic's .* Romanian")
     corpus.read(f, "cp1252")
@@ -9435,21 +9442,17 @@ def test_round113_b_greek_elisions_german_in_arabics_baltic_names_latin_2_in_cp1
     elided = "σ’αγαπώ πολύ, μ’ αρέσει το τραγούδι «Άσπρα καράβια».\nΕίπε: ‘Έλα εδώ’.\n"
     f.write_bytes(elided.encode("iso8859-7"))
     assert corpus.read(f, "iso8859-7") == elided and "warning" not in capsys.readouterr().err
-    corpus.read(f, "cp1253")
-    assert "reads as iso8859-7: its Greek Ά" in capsys.readouterr().err
+    assert "reads as iso8859-7: its Greek Ά" in _warned(f, elided.encode("iso8859-7"), "cp1253", capsys)
     german = "Sehr geehrte Frau Müller,\nvielen Dank für Ihre Nachricht. Die Größe ist 42.\nMit freundlichen Grüßen\n" \
         "Jürgen Weiß\n"
-    f.write_bytes(german.encode("cp1252"))
-    corpus.read(f, "cp1256")
-    assert "Latin text (cp1252" in capsys.readouterr().err
+    assert "Latin text (cp1252" in _warned(f, german.encode("cp1252"), "cp1256", capsys)
     names = "Dalyviai:\nJonas Petraitis\nRūta Žemaitė\nAušra Kairytė\nŠarūnas Jasikevičius\nŽydrūnas Ilgauskas\n"
     _refused(f, names.encode("cp1257"), r"cp1252 for Windows' text; but its words mix Icelandic's .* Baltic")
     corpus.read(f, "cp1252")
     assert "it may be Baltic text (cp1257" in capsys.readouterr().err
     polish = "Szanowny Panie,\nprzesyłam zaświadczenie o zatrudnieniu. Proszę o szybką odpowiedź.\nZ poważaniem, Łukasz\n"
-    f.write_bytes(polish.encode("iso8859-2"))
-    corpus.read(f, "cp1250")
-    assert "reads as iso8859-2: some of its letters are signs in cp1250 ('za¶wiadczenie')" in capsys.readouterr().err
+    assert "reads as iso8859-2: some of its letters are signs in cp1250 ('za¶wiadczenie')" in _warned(
+        f, polish.encode("iso8859-2"), "cp1250", capsys)
     f.write_bytes(polish.encode("cp1250"))
     assert corpus.read(f, "cp1250") == polish and "warning" not in capsys.readouterr().err
     corpus.read(f, "cp1252")
